@@ -1,0 +1,71 @@
+# labkit — a JupyterLab course on PyTorch 2's compiler.  `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.labkit-setup
+# CPU machines need triton from PyPI; on a CUDA machine torch brings its own matching triton.
+EXTRAS  := $(if $(shell command -v nvidia-smi 2>/dev/null),dev,dev,cpu)
+NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+
+.PHONY: help setup lab test test-lib test-notebooks lint figures bench-capture bench-compiler \
+        bench-course record-gpu student check grade clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+
+setup: $(STAMP)  ## create .venv, install labkit + tools, make sure `dot` and chromium exist, register the kernel
+
+$(STAMP): pyproject.toml tools/setup_system.sh
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	bash tools/setup_system.sh
+	$(PY) -m ipykernel install --sys-prefix --name labkit --display-name "Python (labkit)" >/dev/null
+	@touch $(STAMP)
+	@echo "setup done: $$($(PY) -c 'import labkit, json; print(json.dumps(labkit.versions()))')"
+
+lab: setup  ## start JupyterLab on notebooks/ (127.0.0.1, token auth on)
+	$(PY) tools/serve_lab.py
+
+test: setup  ## the whole suite: pytest over tests/ and nbval over notebooks/
+	$(PY) -m pytest tests
+	$(if $(NOTEBOOKS),$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
+
+test-lib: setup  ## library tests only (no notebooks)
+	$(PY) -m pytest tests
+
+test-notebooks: setup  ## nbval over the chapter only
+	$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS)
+
+lint: setup  ## ruff over the library, tests and tools
+	$(VENV)/bin/ruff check labkit tests tools benchmarks
+
+figures: setup  ## regenerate figures/ from code (pipeline map, timing plots from benchmark JSON)
+	$(PY) tools/make_figures.py
+
+bench-capture: setup  ## explore() wall time vs plain torch.compile, caches off for both
+	$(PY) benchmarks/bench_capture.py
+
+bench-compiler: setup  ## labkit's compiler vs eager and Inductor (CPU here, GPU where present)
+	$(PY) benchmarks/bench_compiler.py
+
+bench-course: setup  ## per-notebook wall time of the chapter, cold and warm caches
+	$(PY) benchmarks/bench_course.py
+
+record-gpu: setup  ## write Traces of the chapter's GPU examples to figures/recordings/ (needs CUDA)
+	$(PY) tools/record_gpu.py
+
+student: setup  ## build the solution-free release in dist/student/
+	$(PY) -m labkit.grading student
+
+check: setup  ## students: run the visible checks of your own work, per task
+	$(PY) -m labkit.grading check
+
+grade: setup  ## instructors: make grade SUBMISSIONS=<dir> -> grades.csv, report.json, feedback/
+	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)"
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf dist build *.egg-info .pytest_cache

@@ -1,0 +1,48 @@
+"""labkit: see every stage of torch.compile, and build a small compiler of your own.
+
+Public API (names are loaded on first use, so ``import labkit`` stays fast)::
+
+    trace = labkit.explore(fn, *example_inputs, backend="inductor")   # or "labkit"
+    labkit.show(trace)
+    labkit.compare(fn, *example_inputs, backends=("eager", "inductor", "labkit"))
+    labkit.Trace.from_json("figures/recordings/toy_example.json")
+    labkit.triton_stages(kernel_fn, signature, constexprs)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from labkit.trace import FxNode, GraphBreak, Kernel, Stage, Timing, Trace, environment
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; imported lazily on first attribute access.
+_LAZY = {
+    "explore": "labkit.explore",
+    "show": "labkit.widgets",
+    "compare": "labkit.bench",
+    "triton_stages": "labkit.capture.triton",
+    "compiler": "labkit.compiler",
+    "bench": "labkit.bench",
+}
+
+__all__ = [
+    "FxNode", "GraphBreak", "Kernel", "Stage", "Timing", "Trace", "environment", "versions",
+    "__version__", *_LAZY,
+]
+
+
+def versions() -> dict[str, Any]:
+    """labkit's version plus the Python/torch/triton versions and device it runs on."""
+    return {"labkit": __version__, **environment()}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        value = module if module.__name__ == f"labkit.{name}" else getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -1,0 +1,291 @@
+"""The Trace: the one data model that capture, the teaching compiler and the views share.
+
+Note on invariants: a Trace is plain data. Every field is a str, int, float, bool, None, list or
+dict of those, or one of the dataclasses below, so ``Trace.from_json(trace.to_json())`` gives back
+an equal Trace on any machine, with or without torch, triton or a GPU. Live objects (GraphModules,
+compiled kernels) never enter a Trace; what a view needs from them (FX nodes, kernel origins) is
+copied out as data when the stage is recorded. A stage that could not be captured is still present,
+with ``status`` "unavailable" or "error" and the reason in ``text``: views show why, never nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+FORMAT_VERSION = 1
+
+# The pipeline order the widget tabs follow (DESIGN.md, "Stage kinds").
+STAGE_KINDS: tuple[str, ...] = (
+    "bytecode.original",
+    "bytecode.transformed",
+    "dynamo.guards",
+    "dynamo.graph",
+    "aot.joint",
+    "aot.forward",
+    "aot.backward",
+    "aot.inference",
+    "inductor.input",
+    "inductor.ir_pre_fusion",
+    "inductor.ir_post_fusion",
+    "inductor.fusion",
+    "inductor.output_code",
+    "triton.ttir",
+    "triton.ttgir",
+    "triton.llir",
+    "triton.ptx",
+    "labkit.loop_ir",
+    "labkit.schedule",
+    "labkit.cpp",
+    "labkit.triton",
+)
+
+# Language of each stage's text, so views pick a highlighter without guessing.
+STAGE_LANGUAGE: dict[str, str] = {
+    "bytecode.original": "pycon",
+    "bytecode.transformed": "pycon",
+    "dynamo.guards": "text",
+    "dynamo.graph": "python",
+    "aot.joint": "python",
+    "aot.forward": "python",
+    "aot.backward": "python",
+    "aot.inference": "python",
+    "inductor.input": "python",
+    "inductor.ir_pre_fusion": "text",
+    "inductor.ir_post_fusion": "text",
+    "inductor.fusion": "text",
+    "inductor.output_code": "python",
+    "triton.ttir": "mlir",
+    "triton.ttgir": "mlir",
+    "triton.llir": "llvm",
+    "triton.ptx": "ptx",
+    "labkit.loop_ir": "python",
+    "labkit.schedule": "text",
+    "labkit.cpp": "cpp",
+    "labkit.triton": "python",
+}
+
+STATUSES = ("ok", "unavailable", "error")
+
+
+@dataclass
+class FxNode:
+    """One node of an FX graph, copied out as data: enough to draw it and trace provenance."""
+
+    name: str
+    op: str  # placeholder | call_function | call_method | call_module | get_attr | output
+    target: str
+    inputs: list[str] = field(default_factory=list)
+    shape: list[Any] | None = None  # ints, or strings for symbolic sizes ("s0")
+    dtype: str | None = None
+    source: str | None = None  # "file.py:12  code line" of the user code that made it
+
+
+@dataclass
+class Stage:
+    """One recorded IR or report of one pipeline step, for one frame/graph."""
+
+    kind: str
+    title: str
+    text: str
+    frame: str = ""  # e.g. "0/0 toy_example" or "1/0 torch_dynamo_resume_in_toy_example_at_5"
+    status: str = "ok"  # ok | unavailable | error (then text says why)
+    meta: dict[str, Any] = field(default_factory=dict)
+    nodes: list[FxNode] = field(default_factory=list)  # FX graph stages only
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"Stage.status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        """True when the stage holds real captured text."""
+        return self.status == "ok"
+
+    @property
+    def language(self) -> str:
+        """The highlighter language of this stage's text."""
+        return str(self.meta.get("language") or STAGE_LANGUAGE.get(self.kind, "text"))
+
+
+@dataclass
+class Kernel:
+    """A generated kernel: its language, source, and the ATen/FX nodes it computes."""
+
+    name: str
+    language: str  # "cpp" | "triton"
+    source: str
+    origins: list[str] = field(default_factory=list)  # names of the graph nodes fused into it
+    frame: str = ""
+    producer: str = "inductor"  # "inductor" | "labkit" | "user"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GraphBreak:
+    """Where and why Dynamo stopped a graph: reason plus the user's file, line and code."""
+
+    reason: str
+    filename: str
+    lineno: int
+    code: str
+    frame: str = ""
+    detail: str = ""  # the long log text (explanation, hints), when torch gives it
+
+
+@dataclass
+class Timing:
+    """A measured duration: median and spread (IQR) in seconds, on one device."""
+
+    label: str
+    median_s: float
+    spread_s: float
+    device: str
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"bytes": ..., "threads": 1}
+
+
+@dataclass
+class Trace:
+    """Everything recorded about compiling one function: stages in pipeline order plus findings."""
+
+    fn_name: str
+    backend: str
+    stages: list[Stage] = field(default_factory=list)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    timings: list[Timing] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # set when fn raised during the compile: the partial trace stays usable
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- queries --------------------------------------------------------------------------------
+    def stage(self, kind: str) -> list[Stage]:
+        """All stages of one kind, in recording order."""
+        if kind not in STAGE_KINDS:
+            raise KeyError(f"unknown stage kind {kind!r}; known kinds: {', '.join(STAGE_KINDS)}")
+        return [s for s in self.stages if s.kind == kind]
+
+    def frames(self) -> list[str]:
+        """The distinct frame labels, in first-seen order."""
+        seen: dict[str, None] = {}
+        for s in self.stages:
+            if s.frame:
+                seen.setdefault(s.frame, None)
+        return list(seen)
+
+    def add(self, kind: str, title: str, text: str, **kw: Any) -> Stage:
+        """Append a stage (kind must be a known stage kind) and return it."""
+        if kind not in STAGE_KINDS:
+            raise KeyError(f"unknown stage kind {kind!r}; known kinds: {', '.join(STAGE_KINDS)}")
+        st = Stage(kind=kind, title=title, text=text, **kw)
+        self.stages.append(st)
+        return st
+
+    def missing(self, kind: str, title: str, reason: str, **kw: Any) -> Stage:
+        """Record that a stage could not be captured, and why."""
+        return self.add(kind, title, reason, status="unavailable", **kw)
+
+    def ordered_stages(self) -> Iterator[Stage]:
+        """Stages sorted by pipeline order (stable within a kind)."""
+        rank = {k: i for i, k in enumerate(STAGE_KINDS)}
+        yield from sorted(self.stages, key=lambda s: rank[s.kind])
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (lossless)."""
+        d = dataclasses.asdict(self)
+        d["format_version"] = FORMAT_VERSION
+        return d
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Serialise to JSON text; also write it to ``path`` when given (never over a directory)."""
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False)
+        if path is not None:
+            p = Path(path)
+            if p.is_dir():
+                raise IsADirectoryError(f"{p} is a directory; give a file path such as {p}/trace.json")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text + "\n", encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Trace":
+        """Rebuild a Trace from ``to_dict`` output."""
+        d = dict(d)
+        version = d.pop("format_version", FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            raise ValueError(
+                f"trace format {version} is newer than this labkit understands ({FORMAT_VERSION}); "
+                "upgrade labkit to read it"
+            )
+        stages = [
+            Stage(**{**s, "nodes": [FxNode(**n) for n in s.get("nodes", [])]})
+            for s in d.pop("stages", [])
+        ]
+        return cls(
+            stages=stages,
+            graph_breaks=[GraphBreak(**g) for g in d.pop("graph_breaks", [])],
+            kernels=[Kernel(**k) for k in d.pop("kernels", [])],
+            timings=[Timing(**t) for t in d.pop("timings", [])],
+            **d,
+        )
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike[str]) -> "Trace":
+        """Load a Trace from a JSON file path (or from JSON text starting with '{')."""
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            return cls.from_dict(json.loads(source))
+        p = Path(source)
+        if not p.exists():
+            raise FileNotFoundError(f"no trace file at {p}; recordings live in figures/recordings/")
+        return cls.from_dict(json.loads(p.read_text(encoding="utf-8")))
+
+    def summary(self) -> str:
+        """A short, deterministic text summary (counts only, no addresses or timings)."""
+        ok = sum(s.ok for s in self.stages)
+        lines = [
+            f"Trace of {self.fn_name} (backend={self.backend}, made on {self.env.get('device', '?')}, "
+            f"torch {self.env.get('torch', '?')})",
+            f"  stages: {ok} captured, {len(self.stages) - ok} unavailable",
+            f"  frames: {len(self.frames())}, graph breaks: {len(self.graph_breaks)}, "
+            f"kernels: {len(self.kernels)}",
+        ]
+        if self.error:
+            lines.append(f"  error: {self.error.splitlines()[0] if self.error else ''}")
+        return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    """Versions and device of this machine, stamped into every Trace."""
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": sys.platform,
+        "machine": platform.machine(),
+        "date": _dt.date.today().isoformat(),
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            env["device"] = torch.cuda.get_device_name(0)
+            env["cuda"] = torch.version.cuda
+        else:
+            env["device"] = f"cpu ({platform.processor() or platform.machine()})"
+    except ImportError:
+        env["torch"] = None
+        env["device"] = "cpu"
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    return env

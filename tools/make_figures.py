@@ -1,0 +1,58 @@
+"""Regenerate figures/ from code: the pipeline map (graphviz) and timing plots from benchmark JSON.
+
+Nothing in figures/ is drawn by hand, so every picture can be rebuilt when torch changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import graphviz
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+# (node id, label, notebook) in pipeline order; the edges follow this order.
+PIPELINE = [
+    ("py", "Python function\n(bytecode)", "02"),
+    ("dynamo", "Dynamo\nframe evaluation hook\nsymbolic execution", "02, 03"),
+    ("fx", "FX graph\n(torch IR) + guards", "02, 03"),
+    ("aot", "AOTAutograd\njoint graph, partition\ncore-ATen decomposition", "04"),
+    ("inductor", "Inductor\nloop IR (inner_fn)\nscheduling + fusion", "05"),
+    ("cpp", "C++ / SIMD\n+ OpenMP (CPU)", "06"),
+    ("triton", "Triton\nTTIR > TTGIR > LLIR > PTX", "07"),
+    ("run", "kernels run\n(timing, bandwidth)", "08"),
+]
+
+
+def pipeline_map() -> graphviz.Digraph:
+    """The course map: each stage of torch.compile and the notebook that opens it."""
+    g = graphviz.Digraph("pipeline", graph_attr={"rankdir": "LR", "bgcolor": "white", "fontname": "Helvetica"})
+    g.attr("node", shape="box", style="rounded,filled", fillcolor="#eef4fb", fontname="Helvetica", fontsize="11")
+    for node, label, nb in PIPELINE:
+        g.node(node, f"{label}\n[nb {nb}]")
+    g.edge("py", "dynamo")
+    g.edge("dynamo", "fx")
+    g.edge("dynamo", "py", label="graph break:\nrun in Python,\nresume fn", style="dashed", constraint="false")
+    g.edge("fx", "aot")
+    g.edge("aot", "inductor")
+    g.edge("inductor", "cpp", label="CPU")
+    g.edge("inductor", "triton", label="GPU")
+    g.edge("cpp", "run")
+    g.edge("triton", "run")
+    g.node("labkit", "labkit.compiler\n(your own Inductor\nin miniature)", fillcolor="#fdf1dc")
+    g.edge("aot", "labkit", style="dotted")
+    g.edge("labkit", "cpp", style="dotted")
+    g.edge("labkit", "triton", style="dotted")
+    return g
+
+
+def main() -> None:
+    """Write every generated figure into figures/."""
+    FIGURES.mkdir(exist_ok=True)
+    svg = pipeline_map().pipe(format="svg").decode()
+    (FIGURES / "pipeline.svg").write_text(svg)
+    print(f"wrote {FIGURES / 'pipeline.svg'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Start JupyterLab on notebooks/ the safe way: 127.0.0.1 only, a fresh random token, XSRF on.
+
+`make lab` runs this; the tests import `lab_command` so they start JupyterLab exactly as students do.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lab_command(
+    notebook_dir: str | os.PathLike[str] = ROOT / "notebooks",
+    port: int = 8888,
+    token: str | None = None,
+    python: str = sys.executable,
+) -> tuple[list[str], str]:
+    """The argv that starts JupyterLab bound to 127.0.0.1 with token auth, and the token."""
+    token = token or secrets.token_urlsafe(24)
+    if not token:
+        raise ValueError("an empty token would turn authentication off; refusing")
+    argv = [
+        python, "-m", "jupyter", "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",  # never 0.0.0.0: the notebook server runs code as you
+        f"--ServerApp.port={port}",
+        f"--ServerApp.root_dir={Path(notebook_dir).resolve()}",
+        f"--IdentityProvider.token={token}",
+        "--ServerApp.disable_check_xsrf=False",
+        "--LabApp.news_url=None",  # no news toast, and no request to the internet
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        argv.append("--allow-root")  # jupyter refuses root without it (containers, CI)
+    return argv, token
+
+
+def main() -> None:
+    """Exec JupyterLab; prints the URL (with its token) to open."""
+    port = int(os.environ.get("LAB_PORT", "8888"))
+    argv, token = lab_command(port=port)
+    print(f"JupyterLab: http://127.0.0.1:{port}/lab?token={token}", flush=True)
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    main()
