@@ -41,7 +41,7 @@ def test_pyproject_and_environment_yml_pin_the_same_versions():
 
 def test_environment_yml_gives_a_reason_for_every_package():
     for line in (ROOT / "environment.yml").read_text().splitlines():
-        if re.match(r"^\s+- [\w.-]+", line) and "pip" not in line.split("#")[0].split():
+        if re.match(r"^\s+- [\w.-]+", line) and not re.match(r"^\s+- pip:?\s*$", line):
             assert "#" in line, f"no reason given: {line.strip()}"
 
 
