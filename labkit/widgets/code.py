@@ -1,0 +1,247 @@
+"""Code views: syntax highlighting per IR language, line numbers, a copy-friendly plain view.
+
+Every text a view shows goes through :func:`normalize` first, so what a notebook stores is the
+same on every run: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes ``__compiled_fn_2``,
+object addresses become ``0x…`` and temporary cache paths lose their random directories.
+
+Highlighting is token-by-token with pygments, split into lines by us (not by pygments' own
+formatter), so the code view and the side-by-side diff colour lines the same way. Colours come
+from CSS classes (one small ``<style>`` per output) rather than inline styles: a page of output
+code stays a few times smaller.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from pygments import lex
+from pygments.lexer import Lexer, RegexLexer, bygroups, words
+from pygments.lexers import get_lexer_by_name
+from pygments.token import STANDARD_TYPES as _SHORT
+from pygments.token import (
+    Comment,
+    Keyword,
+    Name,
+    Number,
+    Operator,
+    Punctuation,
+    String,
+    Text,
+    Token,
+    Whitespace,
+)
+
+# A text longer than this is cut, with a note saying how much is left out (notebooks stay small).
+MAX_LINES = 400
+MAX_CHARS = 60_000
+
+
+# -- lexers pygments lacks ------------------------------------------------------------------------
+class MlirLexer(RegexLexer):
+    """MLIR as Triton prints it (TTIR, TTGIR): ``%ssa`` values, ``dialect.op``, types, ``loc(...)``."""
+
+    name = "MLIR (Triton IR)"
+    aliases = ["mlir", "ttir", "ttgir"]
+    tokens = {
+        "root": [
+            (r"\s+", Whitespace),
+            (r"//.*?$", Comment.Single),
+            (r"#loc\d*\s*=.*?$", Comment.Preproc),  # location table at the end: keep it quiet
+            (r"loc\((?:[^()]|\([^()]*\))*\)", Comment),  # loc(#loc12), loc("x_ptr"(#loc))
+            (r'"(\\\\|\\"|[^"])*"', String),
+            (r"%[\w.$-]+(?:#\d+)?", Name.Variable),  # SSA values
+            (r"\^[\w.$-]+", Name.Label),  # block labels
+            (r"@[\w.$-]+", Name.Function),  # symbols
+            (r"#[\w.$-]+", Name.Decorator),  # attribute aliases (#blocked, #ttg.shared)
+            (r"!\w[\w.]*", Keyword.Type),  # !tt.ptr
+            (r"\b(?:tensor|memref|vector|ptr)(?=<)", Keyword.Type),
+            (r"\b(?:[if]\d+|bf16|index|none)\b", Keyword.Type),
+            (r"\b[a-z_]\w*\.[\w.]+", Name.Builtin),  # dialect.op: tt.load, arith.addf
+            (words(("module", "func", "return", "attributes", "to", "step", "iter_args", "true",
+                    "false"), suffix=r"\b"), Keyword),
+            (r"-?\d+\.\d*(?:[eE][+-]?\d+)?", Number.Float),
+            (r"0x[0-9a-fA-F]+|-?\d+", Number.Integer),
+            (r"->|=|:|x(?=\d|!|[if]\d)", Operator),
+            (r"[(){}\[\]<>,]", Punctuation),
+            (r"\w+", Name),
+            (r".", Text),
+        ]
+    }
+
+
+class DisLexer(RegexLexer):
+    """``dis`` output: source line, jump marker, offset, OPNAME, argument and its meaning."""
+
+    name = "Python bytecode (dis)"
+    aliases = ["dis", "pycon-dis"]
+    tokens = {
+        "root": [
+            (r"\n", Whitespace),
+            (r"^(\s*)(\d+)(?=\s{3,})", bygroups(Whitespace, Comment.Special)),  # source line number
+            (r">>", Name.Label),  # jump target
+            (r"\b[A-Z][A-Z0-9_]{2,}\b", Keyword),  # opname
+            (r"\((?:to |from )?", Punctuation, "meaning"),
+            (r"\d+", Number.Integer),
+            (r"#.*?$", Comment.Single),
+            (r"\s+", Whitespace),
+            (r"[^\s(]+", Text),
+        ],
+        "meaning": [
+            (r"\)", Punctuation, "#pop"),
+            (r"'[^'\n]*'|\"[^\"\n]*\"", String),
+            (r"\d+", Number.Integer),
+            (r"[^)'\"\d\n]+", Name.Variable),
+            (r"\n", Whitespace, "#pop"),
+        ],
+    }
+
+
+# language of a Stage / Kernel -> pygments alias. Triton kernels are Python source.
+LANGUAGE_LEXER: dict[str, str] = {
+    "python": "python",
+    "triton": "python",
+    "pycon": "pycon",
+    "dis": "dis",
+    "cpp": "cpp",
+    "c++": "cpp",
+    "mlir": "mlir",
+    "ttir": "mlir",
+    "ttgir": "mlir",
+    "llvm": "llvm",
+    "llir": "llvm",
+    "ptx": "ptx",
+    "text": "text",
+}
+
+_OWN_LEXERS: dict[str, type[Lexer]] = {"mlir": MlirLexer, "dis": DisLexer}
+
+
+def lexer_for(language: str, text: str = "") -> Lexer:
+    """The pygments lexer for a stage language; ``pycon`` text that is ``dis`` output gets DisLexer."""
+    alias = LANGUAGE_LEXER.get((language or "text").lower(), "text")
+    if alias == "pycon" and not text.lstrip().startswith(">>>"):
+        alias = "dis"  # capture stores bytecode as dis text, which the console lexer would not colour
+    if alias in _OWN_LEXERS:
+        return _OWN_LEXERS[alias](stripnl=False, ensurenl=False)
+    return get_lexer_by_name(alias, stripnl=False, ensurenl=False)
+
+
+# -- determinism and size ----------------------------------------------------------------------
+_NORMALIZE = [
+    # __compiled_fn_2_b832ca95_2e27_4a1c_9d36_1f0e2b3c4d5e -> __compiled_fn_2
+    (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}"), r"\1"),
+    (re.compile(r"(__compiled_fn_\d+)(?:_[0-9a-f]{4,})+"), r"\1"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x…"),
+    # random temp/cache directories: keep the file name, drop the path that changes every run
+    (re.compile(r"(?:/tmp|/var/folders|/private/var)/[^\s'\"]*/([^\s/'\"]+)"), r"…/\1"),
+]
+
+
+def normalize(text: str) -> str:
+    """Replace run-dependent names (Dynamo UUID suffixes, addresses, temp dirs) by stable ones."""
+    for pattern, repl in _NORMALIZE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def truncate(text: str, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> tuple[str, str]:
+    """Cut ``text`` to a size a notebook can store; returns (text, note) with note "" if uncut."""
+    lines = text.splitlines()
+    kept: list[str] = []
+    size = 0
+    for line in lines[:max_lines]:
+        size += len(line) + 1
+        if size > max_chars:
+            break
+        kept.append(line)
+    if len(kept) == len(lines) and len(text) <= max_chars:
+        return text, ""
+    cut = len(lines) - len(kept)
+    return "\n".join(kept), f"… {cut} more lines not shown ({len(lines)} in all)"
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+def _css_class(ttype: object) -> str:
+    while ttype not in _SHORT:
+        ttype = ttype.parent  # type: ignore[attr-defined]
+    return _SHORT[ttype]
+
+
+def highlight_lines(text: str, language: str) -> list[str]:
+    """Highlight ``text`` and return one HTML fragment per source line (spans with pygments classes)."""
+    lines: list[str] = [""]
+    for ttype, value in lex(text, lexer_for(language, text)):
+        cls = "" if ttype in (Token, Text, Whitespace) else _css_class(ttype)
+        for i, piece in enumerate(value.split("\n")):
+            if i:
+                lines.append("")
+            if piece:
+                esc = html.escape(piece, quote=False)
+                lines[-1] += f'<span class="{cls}">{esc}</span>' if cls else esc
+    if len(lines) > 1 and lines[-1] == "" and text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def code_html(text: str, language: str, *, plain: bool = False, title: str = "",
+              max_lines: int = MAX_LINES) -> str:
+    """A code block: highlighted with line numbers, or ``plain`` (no numbers, easy to copy)."""
+    text, note = truncate(normalize(text), max_lines=max_lines)
+    head = f'<div class="lk-title">{html.escape(title)}</div>' if title else ""
+    tail = f'<div class="lk-note">{html.escape(note)}</div>' if note else ""
+    if plain:
+        return f'{head}<pre class="lk-plain">{html.escape(text)}</pre>{tail}'
+    rows = highlight_lines(text, language)
+    nums = "\n".join(str(i) for i in range(1, len(rows) + 1))
+    # line numbers live in their own cell, so selecting the code never copies them
+    return (
+        f'{head}<div class="lk-code" data-language="{html.escape(language)}"><table><tr>'
+        f'<td class="lk-ln"><pre>{nums}</pre></td><td><pre>{chr(10).join(rows)}</pre></td>'
+        f"</tr></table></div>{tail}"
+    )
+
+
+def _pygments_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    rules = HtmlFormatter(style="default").get_style_defs(".lk-code")
+    # keep only token rules (the formatter also styles the container and line numbers)
+    # ...and drops the red box pygments draws around tokens it cannot lex (``<lambda>`` in FX code)
+    return "\n".join(r for r in rules.splitlines()
+                     if re.match(r"\.lk-code \.\w+ \{", r) and not r.startswith(".lk-code .err"))
+
+
+CSS = """
+.lk-root { font-family: system-ui, sans-serif; font-size: 13px; line-height: 1.35; color: #222; }
+.lk-root details { margin: 2px 0 2px 8px; }
+.lk-root summary { cursor: pointer; font-weight: 600; padding: 2px 0; }
+.lk-root summary .lk-why { font-weight: 400; color: #a33; }
+.lk-title { font-weight: 600; margin: 6px 0 2px; }
+.lk-note { color: #777; font-style: italic; margin: 2px 0 6px; }
+.lk-missing { color: #a33; background: #fff5f5; border-left: 3px solid #d66; padding: 4px 8px; white-space: pre-wrap; }
+.lk-code, .lk-plain, .lk-diff { max-height: 480px; overflow: auto; border: 1px solid #ddd; background: #fafafa; margin: 2px 0; }
+.lk-code table, .lk-diff table { border-collapse: collapse; }
+.lk-code td, .lk-diff td { padding: 0 6px; vertical-align: top; }
+.lk-root pre { margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.4; }
+.lk-plain { padding: 4px 6px; white-space: pre; }
+.lk-ln pre, .lk-diff .lk-ln { color: #999; text-align: right; user-select: none; }
+.lk-diff td.lk-ln { font-family: ui-monospace, monospace; font-size: 12px; }
+.lk-diff td.lk-c { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+.lk-diff th { text-align: left; background: #eee; padding: 2px 6px; position: sticky; top: 0; }
+.lk-diff tr.lk-del td.lk-a, .lk-diff tr.lk-chg td.lk-a { background: #ffecec; }
+.lk-diff tr.lk-add td.lk-b, .lk-diff tr.lk-chg td.lk-b { background: #eaffea; }
+.lk-diff tr.lk-chg td.lk-a, .lk-diff tr.lk-chg td.lk-b { box-shadow: inset 3px 0 #e0b000; }
+.lk-hl { background: #fff3b0; }
+.lk-legend span.lk-sw { display: inline-block; width: 10px; height: 10px; border: 1px solid #888; margin: 0 3px 0 10px; }
+.lk-table { border-collapse: collapse; margin: 4px 0; }
+.lk-table td, .lk-table th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
+.lk-table td:first-child, .lk-table th:first-child { text-align: left; }
+.lk-svg svg { max-width: 100%; height: auto; }
+"""
+
+
+def style_block() -> str:
+    """The ``<style>`` element every labkit HTML output carries once."""
+    return f"<style>{CSS}{_pygments_css()}</style>"

@@ -1,0 +1,222 @@
+"""Graph diagrams of FX graphs (from ``Stage.nodes``) and the provenance that links them to kernels.
+
+Each node shows its name, what it calls, and its shape and dtype. Nodes that ended up in the same
+kernel share a fill colour, so fusion is visible at a glance; picking a kernel draws its nodes bold
+and greys the rest.
+
+Labels are plain DOT strings that we escape ourselves (backslash, double quote, newline), with
+box shapes, never ``record`` shapes or HTML-like labels: in those, ``<``, ``{`` and ``|`` in a
+source line are syntax, and that is exactly how Inductor's own SVG dump crashes. We write the DOT
+text by hand rather than through ``graphviz.Digraph`` because the latter passes a label that starts
+with ``<`` and ends with ``>`` through as an HTML label.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+
+from labkit.trace import FxNode, Kernel, Stage
+
+# Node fills, one per kernel (colour-blind-friendly pastel set), cycled when there are more kernels.
+PALETTE = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7",
+           "#bebada", "#fccde5", "#d9d9d9", "#ccebc5", "#ffed6f")
+IO_FILL = "#f0f0f0"  # inputs and outputs
+PLAIN_FILL = "#ffffff"  # computed, but in no kernel we know of (an ATen fallback, a view)
+MAX_NODES = 160  # bigger graphs are not drawn (dot takes long, and nobody can read them)
+
+_DTYPE_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+                "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "b8"}
+
+
+def dot_quote(text: str) -> str:
+    """A DOT string literal: safe for any text (``<``, ``{``, ``|``, quotes, backslashes)."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    text = text.replace("\r", "").replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def short_dtype(dtype: str | None) -> str:
+    """'torch.float32' -> 'f32'."""
+    if not dtype:
+        return ""
+    d = dtype.removeprefix("torch.")
+    return _DTYPE_SHORT.get(d, d)
+
+
+def node_label(n: FxNode, max_len: int = 40) -> str:
+    """'name', 'op target', 'f32[4, 8]' on three lines (target shortened to ``max_len``)."""
+    target = re.sub(r"^<built-in (?:method|function) (.*)>$", r"\1", n.target or "")
+    target = target.removeprefix("torch.ops.")
+    what = {"placeholder": "input", "output": "output", "get_attr": "attr"}.get(n.op, target)
+    if len(what) > max_len:
+        what = what[: max_len - 1] + "…"
+    shape = "" if n.shape is None else "[" + ", ".join(str(s) for s in n.shape) + "]"
+    lines = [n.name, what] if what != n.name else [n.name]
+    if shape or n.dtype:
+        lines.append(f"{short_dtype(n.dtype)}{shape}")
+    return "\n".join(lines)
+
+
+# -- provenance --------------------------------------------------------------------------------
+def kernel_applies(kernel: Kernel, stage: Stage) -> bool:
+    """A kernel's origins name nodes of graphs of its own frame (or of any frame, if unknown)."""
+    return not kernel.frame or not stage.frame or kernel.frame == stage.frame
+
+
+def _owners_by_name(stage: Stage, kernels: Sequence[Kernel]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    names = {n.name for n in stage.nodes}
+    for k, kern in enumerate(kernels):
+        if kernel_applies(kern, stage):
+            for o in kern.origins:
+                if o in names:
+                    out.setdefault(o, k)
+    return out
+
+
+def kernel_of_nodes(stage: Stage, kernels: Sequence[Kernel],
+                    context: Iterable[Stage] = ()) -> dict[str, int]:
+    """node name -> index (into ``kernels``) of the kernel that computes it.
+
+    A node named in a kernel's origins belongs to the first such kernel (Inductor's before labkit's
+    when a trace holds both). Other graphs of the same
+    frame use other names for the same computation (Dynamo's ``x`` is ATen's ``div``), so a node not
+    named anywhere is matched through its user source line: when the origin nodes of exactly one
+    kernel came from that line (in any ``context`` graph), the node belongs to that kernel.
+    """
+    out = _owners_by_name(stage, kernels)
+    by_line: dict[str, set[int]] = {}
+    for st in (stage, *context):
+        if st.frame and stage.frame and st.frame != stage.frame:
+            continue
+        owners = out if st is stage else _owners_by_name(st, kernels)
+        for n in st.nodes:
+            if n.name in owners and n.source:
+                by_line.setdefault(n.source.strip(), set()).add(owners[n.name])
+    for n in stage.nodes:
+        if n.name not in out and n.source and n.op not in ("placeholder", "output"):
+            ks = by_line.get(n.source.strip(), set())
+            if len(ks) == 1:
+                out[n.name] = next(iter(ks))
+    return out
+
+
+def kernels_of_node(name: str, stage: Stage, kernels: Sequence[Kernel],
+                    context: Iterable[Stage] = ()) -> list[Kernel]:
+    """Every kernel that computes node ``name`` of ``stage`` (recomputation can make several)."""
+    named = [k for k in kernels if kernel_applies(k, stage) and name in k.origins]
+    if named:
+        return named
+    k = kernel_of_nodes(stage, kernels, context).get(name)
+    return [] if k is None else [kernels[k]]
+
+
+def source_lines(kernel: Kernel, stages: Iterable[Stage]) -> list[str]:
+    """The user source lines the kernel's nodes came from, in first-seen order, no repeats."""
+    seen: dict[str, None] = {}
+    for st in stages:
+        if not kernel_applies(kernel, st):
+            continue
+        for n in st.nodes:
+            if n.name in kernel.origins and n.source:
+                seen.setdefault(n.source.strip(), None)
+    return list(seen)
+
+
+def kernel_colors(kernels: Sequence[Kernel]) -> list[str]:
+    """One fill colour per kernel, in order."""
+    return [PALETTE[i % len(PALETTE)] for i in range(len(kernels))]
+
+
+# -- DOT and SVG -------------------------------------------------------------------------------
+def fx_dot(stage: Stage, kernels: Sequence[Kernel] = (), highlight: int | None = None,
+           context: Iterable[Stage] = ()) -> str:
+    """DOT source for the FX graph of ``stage``; ``highlight`` = index of a kernel to emphasise.
+
+    ``context``: the trace's other graphs, for matching nodes to kernels through source lines.
+    """
+    owner = kernel_of_nodes(stage, kernels, context)
+    colors = kernel_colors(kernels)
+    known = {n.name for n in stage.nodes}
+    out = [
+        "digraph G {",
+        '  graph [rankdir=TB, nodesep=0.25, ranksep=0.3, bgcolor="transparent"];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, '
+        'margin="0.08,0.03", height=0.3];',
+        '  edge [color="#666666", arrowsize=0.6];',
+    ]
+    chosen = {name for name, k in owner.items() if k == highlight}
+    if highlight is not None:
+        chosen |= set(kernels[highlight].origins)
+    for i, n in enumerate(stage.nodes):
+        k = owner.get(n.name)
+        fill = colors[k] if k is not None else (IO_FILL if n.op in ("placeholder", "output") else PLAIN_FILL)
+        attrs = [f"label={dot_quote(node_label(n))}", f'fillcolor="{fill}"']
+        if n.op in ("placeholder", "output"):
+            attrs.append('shape=ellipse')
+        if highlight is not None:
+            if n.name in chosen:
+                attrs.append('penwidth=2.5, color="#c00000"')
+            else:
+                attrs.append('fontcolor="#999999", color="#bbbbbb"')
+        tip = f"{n.name}: {n.target}" + (f"\n{n.source}" if n.source else "")
+        attrs.append(f"tooltip={dot_quote(tip)}")
+        out.append(f"  n{i} [{', '.join(attrs)}];")
+    index = {n.name: i for i, n in enumerate(stage.nodes)}
+    for i, n in enumerate(stage.nodes):
+        for src in dict.fromkeys(n.inputs):
+            if src in known:
+                out.append(f"  n{index[src]} -> n{i};")
+    out.append("}")
+    return "\n".join(out)
+
+
+def dot_available() -> bool:
+    """True when graphviz's ``dot`` program is on PATH (Debian: ``apt-get install graphviz``)."""
+    return shutil.which("dot") is not None
+
+
+def dot_to_svg(dot: str, timeout: float = 30) -> str:
+    """Run ``dot -Tsvg`` and return the bare ``<svg>`` element (no XML prolog, no comments)."""
+    res = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, timeout=timeout)
+    if res.returncode != 0:
+        raise RuntimeError(f"dot failed: {res.stderr.decode(errors='replace')[:500]}")
+    svg = res.stdout.decode()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)  # graphviz version and node-name comments
+    return svg.strip()
+
+
+def fx_svg(stage: Stage, kernels: Sequence[Kernel] = (), highlight: int | None = None,
+           context: Iterable[Stage] = ()) -> str | None:
+    """The diagram as inline SVG, or None (with no error) when it cannot or should not be drawn."""
+    if not stage.nodes or len(stage.nodes) > MAX_NODES or not dot_available():
+        return None
+    return dot_to_svg(fx_dot(stage, kernels, highlight, context))
+
+
+def why_no_diagram(stage: Stage) -> str:
+    """The sentence a view shows in place of a diagram that ``fx_svg`` did not draw."""
+    if not stage.nodes:
+        return "no graph nodes were recorded for this stage"
+    if len(stage.nodes) > MAX_NODES:
+        return f"graph has {len(stage.nodes)} nodes; diagrams stop at {MAX_NODES} (read the code)"
+    return "graphviz's `dot` is not installed (Debian/Ubuntu: apt-get install graphviz)"
+
+
+def legend_html(stage: Stage, kernels: Sequence[Kernel], context: Iterable[Stage] = ()) -> str:
+    """Colour swatch + kernel name for each kernel that colours a node of this graph."""
+    import html
+
+    used = sorted(set(kernel_of_nodes(stage, kernels, context).values()))
+    if not used:
+        return ""
+    colors = kernel_colors(kernels)
+    items = "".join(
+        f'<span class="lk-sw" style="background:{colors[k]}"></span>{html.escape(kernels[k].name)}'
+        for k in used
+    )
+    return f'<div class="lk-legend">nodes by kernel: {items}</div>'

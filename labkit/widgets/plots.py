@@ -1,0 +1,162 @@
+"""Timing plots (matplotlib): run time with spread, compile time by stage, achieved vs copy bandwidth.
+
+Plots read ``Timing`` records only. The conventions they rely on (``labkit.bench`` writes them):
+
+* ``meta["kind"]``: ``"run"`` (the default), ``"compile"`` or ``"copy"``;
+* run timings are labelled by backend (``eager``, ``inductor``, ``labkit``, ...);
+* compile timings carry ``meta["stage"]`` (``dynamo``, ``aot``, ``inductor``, ...) and
+  ``meta["backend"]``; their bars are stacked per backend;
+* ``meta["bytes"]`` on a run timing = bytes the kernel must move (read + write), which gives the
+  achieved bandwidth; a ``copy`` timing is the machine's measured copy bandwidth (``bench.copy_bandwidth``).
+
+Figures come back as SVG text with fonts left as text and no date stamp or random ids, so the same
+timings give the same bytes every time (a stored notebook does not change when re-run on the same
+data) and an image stays a few kilobytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+from labkit.trace import Timing
+
+RUN_COLORS = {"eager": "#7f7f7f", "inductor": "#1f77b4", "labkit": "#2ca02c"}
+STAGE_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
+
+
+def kind(t: Timing) -> str:
+    """'run', 'compile' or 'copy'."""
+    return str(t.meta.get("kind", "run"))
+
+
+def fmt_seconds(s: float) -> str:
+    """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if abs(s) >= scale or unit == "ns":
+            return f"{s / scale:.3g} {unit}"
+    return f"{s:.3g} s"
+
+
+def bandwidth(t: Timing) -> float | None:
+    """Bytes per second a timing achieved, when it says how many bytes it moved."""
+    nbytes = t.meta.get("bytes")
+    if not nbytes or t.median_s <= 0:
+        return None
+    return float(nbytes) / t.median_s
+
+
+def _figure(ncols: int, width: float = 4.2, height: float = 2.6):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # no display needed; leaves an interactive backend alone
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height), dpi=96, layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def _run_panel(ax, runs: Sequence[Timing]) -> None:
+    labels = [t.label for t in runs]
+    med = [t.median_s * 1e3 for t in runs]
+    err = [t.spread_s * 1e3 / 2 for t in runs]  # IQR drawn as ± half of it around the median
+    colors = [RUN_COLORS.get(lbl.split()[0], "#9467bd") for lbl in labels]
+    y = range(len(runs))
+    ax.barh(list(y), med, xerr=err, color=colors, capsize=3, height=0.6)
+    ax.set_yticks(list(y), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("run time, ms (median, bar = IQR)")
+    base = next((t.median_s for t in runs if t.label == "eager"), None)
+    for i, t in enumerate(runs):
+        note = fmt_seconds(t.median_s)
+        if base and t.label != "eager":
+            note += f"  ({base / t.median_s:.2f}× eager)"
+        ax.text(med[i], i, "  " + note, va="center", fontsize=8)
+    ax.set_xlim(0, max(m + e for m, e in zip(med, err)) * 1.9 or 1)
+    ax.set_title("eager vs compiled", fontsize=10)
+
+
+def _compile_panel(ax, compiles: Sequence[Timing]) -> None:
+    backends = list(dict.fromkeys(str(t.meta.get("backend", "compile")) for t in compiles))
+    stages = list(dict.fromkeys(str(t.meta.get("stage", t.label)) for t in compiles))
+    for b_i, b in enumerate(backends):
+        left = 0.0
+        for s_i, s in enumerate(stages):
+            total = sum(t.median_s for t in compiles
+                        if str(t.meta.get("backend", "compile")) == b and str(t.meta.get("stage", t.label)) == s)
+            if total:
+                ax.barh(b_i, total, left=left, color=STAGE_COLORS[s_i % len(STAGE_COLORS)],
+                        height=0.6, label=s if b_i == 0 or s not in ax.get_legend_handles_labels()[1] else None)
+                left += total
+        ax.text(left, b_i, "  " + fmt_seconds(left), va="center", fontsize=8)
+    ax.set_yticks(range(len(backends)), backends)
+    ax.invert_yaxis()
+    ax.set_xlabel("compile time, s")
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.35)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    ax.set_title("compile time by stage", fontsize=10)
+
+
+def _bandwidth_panel(ax, runs: Sequence[Timing], copy: Timing | None) -> None:
+    pairs = [(t.label, bandwidth(t)) for t in runs if bandwidth(t)]
+    gb = [bw / 1e9 for _, bw in pairs if bw]
+    ax.barh(range(len(pairs)), gb, height=0.6,
+            color=[RUN_COLORS.get(lbl.split()[0], "#9467bd") for lbl, _ in pairs])
+    ax.set_yticks(range(len(pairs)), [lbl for lbl, _ in pairs])
+    ax.invert_yaxis()
+    top = max(gb, default=1.0)
+    copy_bw = bandwidth(copy) if copy else None
+    if copy_bw:
+        ax.axvline(copy_bw / 1e9, color="#c00000", ls="--", lw=1)
+        ax.text(copy_bw / 1e9, -0.45, f" copy {copy_bw / 1e9:.3g} GB/s", color="#c00000", fontsize=8)
+        top = max(top, copy_bw / 1e9)
+    for i, g in enumerate(gb):
+        pct = f" ({g / (copy_bw / 1e9):.0%} of copy)" if copy_bw else ""
+        ax.text(g, i, f"  {g:.3g} GB/s{pct}", va="center", fontsize=8)
+    ax.set_xlim(0, top * 1.6)
+    ax.set_xlabel("achieved bandwidth, GB/s")
+    ax.set_title("bandwidth vs measured copy", fontsize=10)
+
+
+def timing_svg(timings: Sequence[Timing]) -> str | None:
+    """One figure, up to three panels (run, compile, bandwidth); None when there is nothing to plot."""
+    runs = [t for t in timings if kind(t) == "run"]
+    compiles = [t for t in timings if kind(t) == "compile"]
+    copy = next((t for t in timings if kind(t) == "copy"), None)
+    panels = []
+    if runs:
+        panels.append(lambda ax: _run_panel(ax, runs))
+    if compiles:
+        panels.append(lambda ax: _compile_panel(ax, compiles))
+    if any(bandwidth(t) for t in runs):
+        panels.append(lambda ax: _bandwidth_panel(ax, runs, copy))
+    if not panels:
+        return None
+    fig, axes = _figure(len(panels))
+    for draw, ax in zip(panels, axes):
+        draw(ax)
+        ax.tick_params(labelsize=8)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return figure_svg(fig)
+
+
+def figure_svg(fig) -> str:
+    """Deterministic SVG text of a matplotlib figure (text kept as text, no date, fixed ids)."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "labkit"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def svg_img(svg: str, alt: str) -> str:
+    """An ``<img>`` with the SVG as a data URI: keeps matplotlib's element ids out of the page."""
+    import html
+
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img class="lk-plot" alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}"/>'

@@ -1,0 +1,263 @@
+"""HTML fragments for every part of a Trace; the static page and the live widget assemble the same ones.
+
+The page is organised by pipeline step (``STEPS``), each holding its stage kinds in DESIGN.md order.
+Reading only the Trace (never torch), a :class:`Renderer` produces: one fragment per stage (code,
+and the diagram when the stage has FX nodes), the before/after comparisons, one fragment per
+kernel with its provenance, and the timing plot. :func:`trace_html` and :func:`trace_text` turn
+those into the static fallback that executed notebooks keep.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from labkit.trace import Kernel, Stage, Trace
+from labkit.widgets import graph, plots
+from labkit.widgets.code import code_html, normalize, style_block
+from labkit.widgets.diff import side_by_side_html
+
+# Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
+STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Dynamo", ("bytecode.original", "bytecode.transformed", "dynamo.guards", "dynamo.graph")),
+    ("AOTAutograd", ("aot.joint", "aot.forward", "aot.backward", "aot.inference")),
+    ("Inductor", ("inductor.input", "inductor.ir_pre_fusion", "inductor.ir_post_fusion",
+                  "inductor.fusion", "inductor.output_code")),
+    ("Kernels", ()),
+    ("Triton IR", ("triton.ttir", "triton.ttgir", "triton.llir", "triton.ptx")),
+    ("labkit", ("labkit.loop_ir", "labkit.schedule", "labkit.cpp", "labkit.triton")),
+    ("Timing", ()),
+)
+
+KIND_LABEL = {
+    "bytecode.original": "original bytecode", "bytecode.transformed": "transformed bytecode",
+    "dynamo.guards": "guards", "dynamo.graph": "FX graph",
+    "aot.joint": "joint graph", "aot.forward": "forward", "aot.backward": "backward",
+    "aot.inference": "inference",
+    "inductor.input": "input graph", "inductor.ir_pre_fusion": "IR before fusion",
+    "inductor.ir_post_fusion": "IR after fusion", "inductor.fusion": "fusion decisions",
+    "inductor.output_code": "output code",
+    "triton.ttir": "TTIR", "triton.ttgir": "TTGIR", "triton.llir": "LLIR", "triton.ptx": "PTX",
+    "labkit.loop_ir": "loop IR", "labkit.schedule": "schedule", "labkit.cpp": "C++",
+    "labkit.triton": "Triton",
+}
+
+# (step, before kind, after kind, heading) pairs shown side by side, within one frame.
+COMPARISONS = (
+    ("Dynamo", "bytecode.original", "bytecode.transformed", "bytecode: original vs transformed"),
+    ("Inductor", "inductor.ir_pre_fusion", "inductor.ir_post_fusion", "IR: before vs after fusion"),
+    ("labkit", "aot.inference", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
+    ("labkit", "aot.forward", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
+    ("labkit", "inductor.input", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
+)
+GRAPH_KINDS = ("inductor.input", "aot.inference", "aot.forward", "aot.joint", "dynamo.graph")
+
+
+@dataclass
+class Comparison:
+    """A before/after pair ready to render."""
+
+    step: str
+    title: str
+    frame: str
+    html: str
+
+
+def missing_html(stage: Stage) -> str:
+    """What a view shows for a stage that was not captured: the reason, never nothing."""
+    what = "not captured" if stage.status == "unavailable" else "capture failed"
+    return f'<div class="lk-missing"><b>{what}:</b> {html.escape(normalize(stage.text))}</div>'
+
+
+def frame_suffix(frame: str) -> str:
+    return f" — frame {normalize(frame)}" if frame else ""
+
+
+class Renderer:
+    """Renders the parts of one Trace, caching diagrams (``dot`` is the slow part)."""
+
+    def __init__(self, trace: Trace, max_lines: int = 400) -> None:
+        self.trace = trace
+        self.max_lines = max_lines
+        self._svg: dict[tuple[int, int | None], str | None] = {}
+
+    # -- selections ----------------------------------------------------------------------------
+    def stages(self, kinds: Iterable[str], frame: str | None = None) -> list[Stage]:
+        """Stages of these kinds in pipeline order; ``frame`` keeps that frame's (and frame-less) ones."""
+        wanted = set(kinds)
+        return [s for s in self.trace.ordered_stages()
+                if s.kind in wanted and (frame is None or not s.frame or s.frame == frame)]
+
+    def kernels(self, frame: str | None = None) -> list[Kernel]:
+        return [k for k in self.trace.kernels if frame is None or not k.frame or k.frame == frame]
+
+    def graphs(self) -> list[Stage]:
+        """Every captured stage that has FX nodes."""
+        return [s for s in self.trace.stages if s.ok and s.nodes]
+
+    def graph_for(self, kernel: Kernel) -> Stage | None:
+        """The FX graph whose node names best match the kernel's origins (ties: ``GRAPH_KINDS`` order)."""
+        best, score = None, 0
+        for st in sorted(self.stages(GRAPH_KINDS), key=lambda s: GRAPH_KINDS.index(s.kind)):
+            if st.ok and graph.kernel_applies(kernel, st):
+                hit = len({n.name for n in st.nodes} & set(kernel.origins))
+                if hit > score:
+                    best, score = st, hit
+        return best
+
+    # -- fragments ------------------------------------------------------------------------------
+    def svg(self, stage: Stage, highlight: int | None = None) -> str | None:
+        key = (id(stage), highlight)
+        if key not in self._svg:
+            self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs())
+        return self._svg[key]
+
+    def diagram_html(self, stage: Stage, highlight: int | None = None) -> str:
+        svg = self.svg(stage, highlight)
+        if svg is None:
+            return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
+        legend = graph.legend_html(stage, self.trace.kernels, self.graphs())
+        return f'<div class="lk-svg">{svg}</div>{legend}'
+
+    def stage_html(self, stage: Stage, plain: bool = False, diagram: bool = True) -> str:
+        """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
+        if not stage.ok:
+            return missing_html(stage)
+        parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines)]
+        decompiled = stage.meta.get("decompiled")
+        if isinstance(decompiled, str) and decompiled:
+            parts.append(code_html(decompiled, "python", plain=plain, title="decompiled source",
+                                   max_lines=self.max_lines))
+        if diagram and stage.nodes:
+            parts.append(self.diagram_html(stage))
+        return "".join(parts)
+
+    def comparisons(self, frame: str | None = None) -> list[Comparison]:
+        """Every before/after pair the trace has, one per frame; labkit's ATen side picks one graph."""
+        out: list[Comparison] = []
+        done: set[tuple[str, str]] = set()
+        frames = [frame] if frame is not None else (self.trace.frames() or [""])
+        for step, a_kind, b_kind, title in COMPARISONS:
+            for fr in frames:
+                a = [s for s in self.stages([a_kind], fr) if s.ok]
+                b = [s for s in self.stages([b_kind], fr) if s.ok]
+                if not a or not b or (title, fr) in done:
+                    continue
+                done.add((title, fr))
+                body = side_by_side_html(
+                    a[0].text, b[0].text, a[0].language, language_after=b[0].language,
+                    titles=(a[0].title, b[0].title), max_lines=self.max_lines)
+                da, db = a[0].meta.get("decompiled"), b[0].meta.get("decompiled")
+                if isinstance(da, str) and isinstance(db, str) and da and db:
+                    body += side_by_side_html(da, db, "python", titles=("decompiled original",
+                                              "decompiled transformed"), max_lines=self.max_lines)
+                out.append(Comparison(step, title, fr, body))
+        return out
+
+    def kernel_html(self, kernel: Kernel, plain: bool = False, diagram: bool = False) -> str:
+        """A kernel: provenance first (nodes, user source lines), then its source."""
+        k = self.trace.kernels.index(kernel)
+        g = self.graph_for(kernel)
+        lines = graph.source_lines(kernel, self.stages(GRAPH_KINDS))
+        origins = ", ".join(kernel.origins) or "(not recorded)"
+        src = "".join(f"<li><code>{html.escape(normalize(s))}</code></li>" for s in lines)
+        info = (
+            f'<div class="lk-note">{html.escape(kernel.language)} kernel by {html.escape(kernel.producer)}'
+            f"{html.escape(frame_suffix(kernel.frame))}</div>"
+            f"<div><b>computes nodes:</b> {html.escape(origins)}</div>"
+            + (f'<div><b>from your code:</b><ul class="lk-hl">{src}</ul></div>' if src else "")
+        )
+        parts = [info, code_html(kernel.source, kernel.language, plain=plain, max_lines=self.max_lines)]
+        if diagram and g is not None:
+            parts.append(f'<div class="lk-title">its nodes in {html.escape(g.title)}</div>')
+            parts.append(self.diagram_html(g, highlight=k))
+        return "".join(parts)
+
+    def timing_html(self) -> str:
+        """The plot (as an image) and a table of every timing."""
+        ts = self.trace.timings
+        if not ts:
+            return '<div class="lk-note">no timings in this trace (labkit.compare measures them)</div>'
+        svg = plots.timing_svg(ts)
+        img = plots.svg_img(svg, "timing plot") if svg else ""
+        return img + timing_table_html(ts)
+
+
+def timing_table_html(timings: Sequence) -> str:
+    """Timings as an HTML table: label, kind, median, spread, device."""
+    rows = "".join(
+        f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(plots.kind(t))}</td>"
+        f"<td>{plots.fmt_seconds(t.median_s)}</td><td>{plots.fmt_seconds(t.spread_s)}</td>"
+        f"<td>{html.escape(str(t.device))}</td></tr>"
+        for t in timings
+    )
+    return ('<table class="lk-table"><tr><th>label</th><th>kind</th><th>median</th>'
+            f"<th>IQR</th><th>device</th></tr>{rows}</table>")
+
+
+def header_html(trace: Trace) -> str:
+    """Function, backend, machine, counts and the graph breaks (reason + user line)."""
+    env = trace.env
+    ok = sum(s.ok for s in trace.stages)
+    head = (
+        f"<div><b>{html.escape(trace.fn_name)}</b> compiled with <b>{html.escape(trace.backend)}</b>"
+        f" — recorded on {html.escape(str(env.get('device', '?')))}, torch "
+        f"{html.escape(str(env.get('torch', '?')))}: {ok} stages captured, "
+        f"{len(trace.stages) - ok} not, {len(trace.frames())} frame(s), "
+        f"{len(trace.graph_breaks)} graph break(s), {len(trace.kernels)} kernel(s)</div>"
+    )
+    if trace.error:
+        head += f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}</div>'
+    for gb in trace.graph_breaks:
+        where = f"{gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}"
+        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where)} '
+                 f"<code>{html.escape(gb.code.strip())}</code>: {html.escape(normalize(gb.reason))}</div>")
+    return head
+
+
+def trace_html(trace: Trace, renderer: Renderer | None = None) -> str:
+    """The whole trace as one static page: every step and stage in collapsible ``<details>``."""
+    r = renderer or Renderer(trace)
+    comps = r.comparisons()
+    out = [f'<div class="lk-root">{style_block()}', header_html(trace)]
+    for step, kinds in STEPS:
+        parts: list[str] = []
+        if step == "Kernels":
+            for kern in trace.kernels:
+                parts.append(f"<details><summary>{html.escape(kern.name)}"
+                             f"{html.escape(frame_suffix(kern.frame))}</summary>"
+                             f"{r.kernel_html(kern)}</details>")
+        elif step == "Timing":
+            if trace.timings:
+                parts.append(r.timing_html())
+        for st in r.stages(kinds):
+            why = "" if st.ok else ' <span class="lk-why">(not captured)</span>'
+            parts.append(f"<details><summary>{html.escape(st.title)}{html.escape(frame_suffix(st.frame))}"
+                         f"{why}</summary>{r.stage_html(st)}</details>")
+        for c in comps:
+            if c.step == step:
+                parts.append(f"<details><summary>{html.escape(c.title)}{html.escape(frame_suffix(c.frame))}"
+                             f"</summary>{c.html}</details>")
+        n = len(parts)
+        body = "".join(parts) or '<div class="lk-note">nothing recorded for this step</div>'
+        out.append(f"<details{' open' if step == 'Dynamo' else ''}><summary>{html.escape(step)}"
+                   f" ({n})</summary>{body}</details>")
+    out.append("</div>")
+    return "\n".join(out)
+
+
+def trace_text(trace: Trace) -> str:
+    """A compact, deterministic plain-text summary (what a terminal or nbval sees)."""
+    lines = [trace.summary()]
+    for step, kinds in STEPS:
+        sts = [s for s in trace.ordered_stages() if s.kind in kinds]
+        if sts:
+            marks = ", ".join(f"{KIND_LABEL[s.kind]}{'' if s.ok else ' (missing)'}" for s in sts)
+            lines.append(f"  {step}: {marks}")
+    for gb in trace.graph_breaks:
+        lines.append(f"  graph break at {gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}: "
+                     f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
+    for k in trace.kernels:
+        lines.append(f"  kernel {k.name} ({k.language}): {len(k.origins)} nodes")
+    return normalize("\n".join(lines))

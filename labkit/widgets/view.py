@@ -1,0 +1,233 @@
+"""``labkit.show(trace)``: one widget for a whole Trace, tabs by pipeline step, with a static fallback.
+
+``show`` returns a :class:`TraceView`. Its ``_repr_mimebundle_`` carries three things: the live
+ipywidgets view (only inside a running kernel), a static ``text/html`` page of every stage, and a
+compact ``text/plain`` summary. JupyterLab draws the widget; GitHub, nbconvert and nbval, which have
+no widget state, fall back to the HTML or the text, so an executed notebook still reads well.
+
+Views read the Trace only: nothing here compiles or imports torch.
+"""
+
+from __future__ import annotations
+
+import html
+from functools import cached_property
+from typing import Any
+
+from labkit.trace import Kernel, Stage, Trace
+from labkit.widgets import graph
+from labkit.widgets.code import normalize, style_block
+from labkit.widgets.render import (
+    GRAPH_KINDS,
+    KIND_LABEL,
+    STEPS,
+    Renderer,
+    frame_suffix,
+    header_html,
+    trace_html,
+    trace_text,
+)
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a widget can be shown), False in a terminal or script."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def _wrap(fragment: str) -> str:
+    return f'<div class="lk-root">{fragment}</div>'
+
+
+class TraceView:
+    """What ``show`` returns: renders as the widget in JupyterLab, as HTML/text everywhere else."""
+
+    def __init__(self, trace: Trace, *, max_lines: int = 400) -> None:
+        if not isinstance(trace, Trace):
+            raise TypeError(
+                f"show() needs a labkit.Trace (from labkit.explore or Trace.from_json), "
+                f"got {type(trace).__name__}"
+            )
+        self.trace = trace
+        self.renderer = Renderer(trace, max_lines=max_lines)
+        self._widget: Any = None
+
+    # -- static ---------------------------------------------------------------------------------
+    @cached_property
+    def html(self) -> str:
+        """The static page: all steps and stages, collapsible, highlighted, inline SVG diagrams."""
+        return trace_html(self.trace, self.renderer)
+
+    @cached_property
+    def text(self) -> str:
+        """The plain-text summary."""
+        return trace_text(self.trace)
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": self.text, "text/html": self.html}
+        if in_kernel():
+            try:
+                bundle[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
+            except ImportError:
+                pass  # no ipywidgets: the static page is all we can give
+        return bundle
+
+    def save_html(self, path: str) -> None:
+        """Write the static page as a stand-alone HTML file."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"<!doctype html><meta charset='utf-8'><title>{self.trace.fn_name}</title>{self.html}")
+
+    # -- live widget ------------------------------------------------------------------------------
+    def widget(self) -> Any:
+        """The ipywidgets view (built once, on first use)."""
+        if self._widget is None:
+            self._widget = _TraceWidget(self.renderer).root
+        return self._widget
+
+
+def show(trace: Trace, *, max_lines: int = 400) -> TraceView:
+    """Show a Trace: a tabbed widget in JupyterLab, static HTML in nbconvert/GitHub, text in a terminal.
+
+    Args:
+        trace: a Trace from ``labkit.explore`` or ``labkit.Trace.from_json``.
+        max_lines: longer stage texts are cut, with a note, so notebooks stay small.
+    """
+    return TraceView(trace, max_lines=max_lines)
+
+
+class _TraceWidget:
+    """The live view. Holds the ipywidgets and the callbacks that keep them in step."""
+
+    def __init__(self, r: Renderer) -> None:
+        import ipywidgets as w
+
+        self.w, self.r, self.trace = w, r, r.trace
+        frames = self.trace.frames()
+        self.frame: str | None = frames[0] if frames else None
+        self.plain = False
+        self.frame_pick = w.Dropdown(options=[(normalize(f), f) for f in frames], value=self.frame,
+                                     description="frame", layout=w.Layout(width="420px"))
+        self.frame_pick.layout.display = "" if len(frames) > 1 else "none"
+        self.plain_box = w.Checkbox(value=False, description="plain text (to copy)", indent=False)
+        self.frame_pick.observe(self._on_frame, "value")
+        self.plain_box.observe(self._on_plain, "value")
+        self.tabs = w.Tab()
+        self.tabs.add_class("lk-tabs")
+        head = w.HTML(style_block() + _wrap(header_html(self.trace)))
+        self.root = w.VBox([head, w.HBox([self.frame_pick, self.plain_box]), self.tabs])
+        self.root.add_class("lk-widget")
+        self._build()
+
+    # -- building ---------------------------------------------------------------------------------
+    def _html(self, fragment: str) -> Any:
+        return self.w.HTML(_wrap(fragment))
+
+    def _build(self) -> None:
+        selected = self.tabs.selected_index
+        children, titles = [], []
+        for step, kinds in STEPS:
+            if step == "Kernels":
+                children.append(self._kernels_page())
+            elif step == "Timing":
+                children.append(self._timing_page())
+            else:
+                children.append(self._step_page(step, kinds))
+            titles.append(step)
+        self.tabs.children = children
+        self.tabs.titles = tuple(titles)
+        self.tabs.selected_index = selected if selected is not None else 0
+
+    def _step_page(self, step: str, kinds: tuple[str, ...]) -> Any:
+        w, r = self.w, self.r
+        pages, titles = [], []
+        for kind in kinds:
+            sts = r.stages([kind], self.frame)
+            if not sts:
+                continue
+            body = "".join(
+                (f'<div class="lk-title">{html.escape(st.title + frame_suffix(st.frame))}</div>'
+                 if len(sts) > 1 else "") + r.stage_html(st, plain=self.plain)
+                for st in sts
+            )
+            pages.append(self._html(body))
+            titles.append(KIND_LABEL[kind] + ("" if any(s.ok for s in sts) else " ✗"))
+        for c in r.comparisons(self.frame):
+            if c.step == step:
+                pages.append(self._html(c.html))
+                titles.append("before/after" if "vs" not in c.title else c.title.split(":")[0] + " diff")
+        if not pages:
+            return self._html(f'<div class="lk-note">nothing recorded for {step} in this trace</div>')
+        inner = w.Tab(children=pages)
+        inner.titles = tuple(titles)
+        return inner
+
+    def _timing_page(self) -> Any:
+        return self._html(self.r.timing_html())
+
+    def _kernels_page(self) -> Any:
+        w = self.w
+        kernels = self.r.kernels(self.frame)
+        if not kernels:
+            return self._html('<div class="lk-note">no kernels in this trace (for this frame)</div>')
+        self.kernel_pick = w.Dropdown(
+            options=[(k.name, self.trace.kernels.index(k)) for k in kernels], description="kernel",
+            layout=w.Layout(width="520px"))
+        self.kernel_view = w.HTML()
+        self.graph_view = w.HTML()
+        self.node_pick = w.Dropdown(description="node", layout=w.Layout(width="320px"))
+        self.node_view = w.HTML()
+        self.kernel_pick.observe(lambda ch: self._show_kernel(ch["new"]), "value")
+        self.node_pick.observe(lambda ch: self._show_node(ch["new"]), "value")
+        self._show_kernel(self.kernel_pick.value)
+        left = w.VBox([self.kernel_pick, self.kernel_view], layout=w.Layout(width="55%"))
+        right = w.VBox([self.graph_view, self.node_pick, self.node_view], layout=w.Layout(width="45%"))
+        return w.HBox([left, right])
+
+    # -- callbacks --------------------------------------------------------------------------------
+    def _show_kernel(self, k: int) -> None:
+        """Picking a kernel: its source and provenance, and its nodes emphasised in the graph."""
+        kern: Kernel = self.trace.kernels[k]
+        self.kernel_view.value = _wrap(self.r.kernel_html(kern, plain=self.plain))
+        g = self.r.graph_for(kern) or next(iter(self.r.stages(GRAPH_KINDS, self.frame)), None)
+        self._graph = g
+        if g is None:
+            self.graph_view.value = _wrap('<div class="lk-note">no FX graph recorded for this kernel</div>')
+            self.node_pick.options = []
+            return
+        self.graph_view.value = _wrap(f'<div class="lk-title">{html.escape(g.title + frame_suffix(g.frame))}</div>'
+                                      + self.r.diagram_html(g, highlight=k))
+        names = [n.name for n in g.nodes if n.op not in ("placeholder", "output")]
+        first = next((n for n in names if n in kern.origins), names[0] if names else None)
+        self.node_pick.options = names
+        if first is not None:
+            self.node_pick.value = first
+            self._show_node(first)
+
+    def _show_node(self, name: str | None) -> None:
+        """Picking a node: which kernel computes it, and the user line it came from."""
+        g: Stage | None = getattr(self, "_graph", None)
+        if g is None or name is None:
+            self.node_view.value = ""
+            return
+        node = next((n for n in g.nodes if n.name == name), None)
+        ks = graph.kernels_of_node(name, g, self.trace.kernels, self.r.graphs())
+        who = ", ".join(f"<b>{html.escape(k.name)}</b>" for k in ks) or "no generated kernel (an ATen call or a view)"
+        src = f"<div>from <code>{html.escape(normalize(node.source))}</code></div>" if node and node.source else ""
+        self.node_view.value = _wrap(f"<div><code>{html.escape(name)}</code> is computed by {who}</div>{src}")
+
+    def _on_frame(self, change: dict[str, Any]) -> None:
+        self.frame = change["new"]
+        self._build()
+
+    def _on_plain(self, change: dict[str, Any]) -> None:
+        self.plain = bool(change["new"])
+        self._build()
