@@ -46,12 +46,41 @@ def pipeline_map() -> graphviz.Digraph:
     return g
 
 
+def dispatch_path() -> graphviz.Digraph:
+    """Notebook 09: the keys one ``torch.add`` on CPU tensors passes through, in priority order."""
+    g = graphviz.Digraph("dispatch", graph_attr={"rankdir": "TB", "bgcolor": "white", "fontname": "Helvetica"})
+    g.attr("node", shape="box", style="rounded,filled", fillcolor="#eef4fb", fontname="Helvetica", fontsize="11")
+    steps = [
+        ("py", "torch.add(x, y)\nPython binding (generated)"),
+        ("ops", "at::add -> at::_ops::add_Tensor::call\nschema + cached operator handle"),
+        ("keys", "dispatcher: key set =\n(keys of x | keys of y | TLS include) - TLS exclude"),
+        ("autocast", "AutocastCPU\nfallthrough unless torch.autocast is on"),
+        ("autograd", "AutogradCPU  (VariableType)\nrecord AddBackward0 if grad is needed,\nthen redispatch below autograd"),
+        ("view", "ADInplaceOrView\nfallthrough for functional ops"),
+        ("cpu", "CPU kernel  (RegisterCPU.cpp)\nat::native::add -> add_stub -> vectorised loop"),
+    ]
+    for node, label in steps:
+        g.node(node, label, fillcolor="#fdf1dc" if node == "cpu" else "#eef4fb")
+    for (a, _), (b, _) in zip(steps, steps[1:]):
+        g.edge(a, b)
+    g.node("python", "Python key\n(FakeTensor, TorchDispatchMode,\nmake_fx: the compiler's tracers)", style="rounded,dashed")
+    g.edge("keys", "python", style="dashed", label="if a tensor or mode\ncarries it")
+    return g
+
+
+FIGURES_TO_WRITE = {
+    "pipeline.svg": pipeline_map,
+    "dispatch_path.svg": dispatch_path,
+}
+
+
 def main() -> None:
     """Write every generated figure into figures/."""
     FIGURES.mkdir(exist_ok=True)
-    svg = pipeline_map().pipe(format="svg").decode()
-    (FIGURES / "pipeline.svg").write_text(svg)
-    print(f"wrote {FIGURES / 'pipeline.svg'}")
+    for name, make in FIGURES_TO_WRITE.items():
+        svg = make().pipe(format="svg").decode()
+        (FIGURES / name).write_text(svg)
+        print(f"wrote {FIGURES / name}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,276 @@
+# %% [markdown]
+# # 09 · The dispatcher: how `torch.add` reaches a kernel
+#
+# Every notebook so far ended in ATen operators: `aten.add.Tensor`, `aten.mm.default`, ... This one
+# opens the box underneath. An ATen operator is not a function but an *entry in a table*, and
+# PyTorch's **dispatcher** picks which kernel to run from the **dispatch keys** of the inputs:
+# autocast, autograd, functionalization, the Python key that `FakeTensor` and `torch.compile` ride
+# on, and finally a backend such as CPU or CUDA. Once you see that table, custom operators stop
+# being magic: you add rows to it.
+#
+# **After this notebook you can**
+# - read an operator's schema and its dispatch table, and name the keys a call passes through;
+# - watch which ATen ops a piece of Python actually dispatches (a `TorchDispatchMode`);
+# - write a custom operator with `torch.library.custom_op`, give it a fake (meta) kernel, and
+#   show that `torch.compile` then traces it as one node in a full graph.
+
+# %% id=setup
+# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import os
+import random
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+warnings.filterwarnings("ignore")
+import torch
+
+random.seed(0)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. The path of one call
+#
+# ![how torch.add reaches its CPU kernel](../figures/dispatch_path.svg)
+#
+# `torch.add(x, y)` enters C++ through a generated Python binding, calls `at::add`, which calls the
+# generated `at::_ops::add_Tensor::call`. That struct (the seeds show the same one for
+# `feature_alpha_dropout`: a `schema`, a `call` and a `redispatch`) looks up the operator handle once
+# and hands the arguments to the dispatcher. Everything after that is table look-ups. Start with the
+# schema, the operator's contract:
+
+# %% id=schemas
+# NBVAL_CHECK_OUTPUT
+print(torch.ops.aten.add.Tensor._schema)
+print(torch.ops.aten.feature_alpha_dropout.default._schema)
+print("overloads of aten.add include:", sorted(set(torch.ops.aten.add.overloads()) & {"Tensor", "Scalar", "out"}))
+
+# %% [markdown]
+# ### Dispatch keys live on tensors
+#
+# Each tensor carries a `DispatchKeySet`. The dispatcher takes the union over all tensor arguments,
+# adds the thread-local "include" keys (for example, set by a `TorchDispatchMode`), removes the
+# thread-local "exclude" keys (for example, autograd below `no_grad`), and runs the kernel of the
+# **highest-priority** key left.
+
+# %% id=keysets
+# NBVAL_CHECK_OUTPUT
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+x = torch.randn(3)
+with FakeTensorMode():
+    fake = torch.randn(3)
+
+
+def keys(t):
+    return str(torch._C._dispatch_keys(t)).removeprefix("DispatchKeySet(").removesuffix(")").split(", ")
+
+
+for name, t in [("cpu tensor", x), ("meta tensor", torch.empty(3, device="meta")), ("FakeTensor", fake)]:
+    ks = keys(t)
+    print(f"{name:12s} backend={ks[0]:5s} autograd={'Autograd' + ks[0] in ks}  python key={'Python' in ks}")
+
+# %% [markdown]
+# A FakeTensor *says* it is on the CPU but also carries the **Python** key: every op on it is routed
+# to Python first, where `FakeTensorMode` computes only shapes and dtypes. This is how Dynamo and
+# AOTAutograd run your program without touching real data (notebooks 02 and 04).
+#
+# ### The table for `aten::add.Tensor`
+#
+# `torch._C._dispatch_dump_table` prints the computed table: one line per key, with the file that
+# registered the kernel. Here are the rows a plain CPU call visits, in priority order:
+
+# %% id=add-table
+# NBVAL_CHECK_OUTPUT
+table = {
+    line.split(":")[0]: line
+    for line in torch._C._dispatch_dump_table("aten::add.Tensor").splitlines()
+    if ":" in line
+}
+for key in ["AutocastCPU", "AutogradCPU", "ADInplaceOrView", "CPU"]:
+    row = table[key]
+    kind = row[row.rindex("[") + 1 : -1]
+    print(f"{key:16s} {'fallthrough ' if 'fallthrough' in row else ''}{kind}")
+
+# %% [markdown]
+# Read it top to bottom:
+#
+# 1. **AutocastCPU**: a *fallthrough* unless `torch.autocast("cpu")` is active (then it would cast inputs);
+# 2. **AutogradCPU**: the generated `VariableType` kernel. If any input requires grad it creates the
+#    `AddBackward0` node, then *redispatches* with the autograd keys excluded;
+# 3. **ADInplaceOrView**: fallthrough for a functional op like `add` (it bumps version counters for
+#    in-place ops and views);
+# 4. **CPU**: the real kernel, `RegisterCPU.cpp` → `at::native::add` → a vectorised loop (`add_stub`).
+#
+# The full table has about a hundred rows (CUDA, Meta, Sparse, Functionalize, Python, vmap, ...):
+
+# %%
+print("\n".join(row for row in table.values() if "[default backend kernel]" not in row))
+
+# %% [markdown]
+# ## 2. Watching the dispatcher from Python
+#
+# A `TorchDispatchMode` pushes the Python key onto the thread-local include set, so *every* ATen call
+# made inside it stops in `__torch_dispatch__` (after autograd has run). This is exactly the hook
+# that FakeTensor, functionalization and `make_fx` (AOTAutograd's tracer) are built on.
+
+# %% id=dispatch-log
+# NBVAL_CHECK_OUTPUT
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class LogOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+w = torch.randn(3, requires_grad=True)
+with LogOps() as forward_log:
+    loss = (torch.add(x, w) * 2).sum()
+with LogOps() as backward_log:
+    loss.backward()
+print("forward: ", " -> ".join(forward_log.ops))
+print("backward uses ones_like, expand and mul:",
+      {"aten.ones_like.default", "aten.expand.default", "aten.mul.Tensor"} <= set(backward_log.ops))
+
+# %%
+print("backward:", " -> ".join(backward_log.ops))
+
+# %% [markdown]
+# The forward ops (`add`, `mul`, `sum`) come first; then the backward pass, which is itself just more
+# ATen calls made by the autograd engine (`ones_like` seeds the gradient, `expand` undoes the sum,
+# `mul` by 2). This is what AOTAutograd records as the *joint graph* in notebook 04.
+#
+# ## 3. A custom operator that `torch.compile` can trace
+#
+# Suppose part of your model is a function Dynamo cannot see into: a NumPy call, a C++ library, a
+# hand-written kernel. Wrap it as an operator with `torch.library.custom_op`. It gets a schema
+# (from the type hints), a namespace, and a row in the dispatch table, just like `aten::add`.
+
+# %%
+import numpy as np
+
+
+@torch.library.custom_op("labkit_demo::softclip", mutates_args=())
+def softclip(x: torch.Tensor, limit: float) -> torch.Tensor:
+    """limit * tanh(x / limit), computed in NumPy: opaque to Dynamo."""
+    return torch.from_numpy(limit * np.tanh(x.numpy() / limit))
+
+
+print(torch.ops.labkit_demo.softclip.default._schema)
+
+
+def model(x):
+    return softclip(x.sin(), 2.0) * 3
+
+# %% [markdown]
+# Compile `model` with `fullgraph=True` (no graph breaks allowed). Dynamo runs the program on
+# FakeTensors, so it must know the *shape and dtype* of `softclip`'s output without running NumPy.
+# We have not told it yet:
+
+# %% id=no-fake
+# NBVAL_CHECK_OUTPUT
+graphs = []
+
+
+def grab(gm, example_inputs):  # a custom backend that keeps each graph (see notebook 02)
+    graphs.append(gm)
+    return gm.forward
+
+
+torch._dynamo.reset()
+try:
+    torch.compile(model, backend=grab, fullgraph=True)(x)
+    print("compiled")
+except Exception as e:
+    print("compile failed; the error mentions a missing fake impl:", "fake" in str(e).lower())
+
+# %% [markdown]
+# A **fake kernel** (registered for the Meta/fake path) says what the output looks like. It must not
+# read the data; here the output is simply shaped like the input.
+
+# %% id=with-fake
+# NBVAL_CHECK_OUTPUT
+@softclip.register_fake
+def _(x, limit):
+    return torch.empty_like(x)
+
+
+torch._dynamo.reset()
+graphs.clear()
+y = torch.compile(model, backend=grab, fullgraph=True)(x)
+targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+print(f"graphs={len(graphs)}  custom op in graph={'labkit_demo.softclip.default' in targets}")
+print("matches eager:", torch.allclose(y, model(x)))
+
+# %%
+print(graphs[0].code)
+
+# %% [markdown]
+# And it goes all the way through Inductor: the `sin` and the `* 3` are generated kernels, and the
+# custom op is called between them as an opaque extern kernel. `torch.library.opcheck` runs the
+# standard battery of tests (schema, fake kernel against the real one, autograd registration):
+
+# %% id=inductor-and-opcheck
+# NBVAL_CHECK_OUTPUT
+torch._dynamo.reset()
+print("inductor matches eager:", torch.allclose(torch.compile(model)(x), model(x)))
+print(torch.library.opcheck(softclip, (x, 2.0)))
+
+# %% [markdown]
+# ### The C++ route
+#
+# The seeds also show the C++ way in, `torch.utils.cpp_extension.load_inline`, which compiles a C++
+# function against ATen and binds it to Python:
+#
+# ```python
+# from torch.utils.cpp_extension import load_inline
+# source = """
+# at::Tensor sin_add(at::Tensor x, at::Tensor y) {
+#   return x.sin() + y.sin();
+# }
+# """
+# module = load_inline(name="inline_extension", cpp_sources=[source], functions=["sin_add"])
+# ```
+#
+# That gives a Python function, not an operator: Dynamo cannot trace into it. To make it an operator,
+# register it with `TORCH_LIBRARY(ns, m) { m.def("sin_add(Tensor x, Tensor y) -> Tensor"); }` and
+# `TORCH_LIBRARY_IMPL(ns, CPU, m) { m.impl("sin_add", &sin_add); }` (the tutorial "Registering a
+# Dispatched Operator in C++"), and add the fake kernel in Python with `torch.library.register_fake`.
+# Compiling against ATen's headers takes a minute or more, so the cell below only runs when you ask.
+
+# %%
+RUN_CPP_EXTENSION = False  # set True to build it (about 1-2 minutes on a laptop)
+if RUN_CPP_EXTENSION:
+    from torch.utils.cpp_extension import load_inline
+
+    ext = load_inline(
+        name="inline_extension",
+        cpp_sources=["at::Tensor sin_add(at::Tensor x, at::Tensor y) { return x.sin() + y.sin(); }"],
+        functions=["sin_add"],
+    )
+    print(torch.allclose(ext.sin_add(x, x), x.sin() * 2))
+
+# %% [markdown]
+# ## Summary
+#
+# - An ATen operator is a schema plus a **dispatch table**; a call computes the key set of its inputs
+#   (plus thread-local include/exclude sets) and runs the highest-priority kernel, which may
+#   *redispatch* to the next key: Autocast → Autograd → ADInplaceOrView → backend.
+# - The **Python key** is how FakeTensor, `TorchDispatchMode` and the compiler's tracers see every
+#   ATen call without real data.
+# - A **custom op** (`torch.library.custom_op`) adds your own row to the table. With a **fake
+#   kernel** it traces into a single node, so `fullgraph=True` compiles and Inductor calls it.
+#
+# **Try it**
+# 1. Run the `LogOps` cell under `torch.no_grad()` (and without `backward`). Which ops remain?
+# 2. Give `softclip` a backward with `softclip.register_autograd(...)` and check it with `opcheck`.
+# 3. Try it on your own function: wrap a NumPy or SciPy routine you use as a custom op and compile a
+#    model around it with `fullgraph=True`.
+#
+# The graded exercises for this notebook are in `exercises/`.
