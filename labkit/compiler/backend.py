@@ -1,0 +1,170 @@
+"""The torch.compile backend: real Dynamo and AOTAutograd in front, labkit's compiler behind.
+
+``torch.compile(fn, backend=make_backend(trace, target="cpp"))``: Dynamo hands us an FX graph;
+AOTAutograd (with core-ATen + labkit decompositions) splits it into forward and backward ATen
+graphs; each is lowered, scheduled, turned into C++ or Triton kernels and a wrapper. With a Trace,
+every step is recorded as a stage. Private torch APIs are each reached through one small function
+below, so a version change breaks in exactly one place.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from labkit.compiler.codegen import cpp
+from labkit.compiler.decompose import decomposition_table
+from labkit.compiler.ir import ComputedBuffer, format_extern, format_node
+from labkit.compiler.lower import GraphLowering, fallback_counter
+from labkit.compiler.schedule import format_schedule, schedule
+from labkit.compiler.wrapper import Program
+from labkit.trace import Kernel, Trace
+
+TARGETS = ("cpp", "triton")
+stats: Counter[str] = Counter()  # graphs compiled, kernels generated, whole-graph fallbacks
+
+
+# -- private torch APIs, one function each -----------------------------------------------------------
+def _aot_module_simplified() -> Callable[..., Any]:
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    return aot_module_simplified
+
+
+def _make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(fn)
+
+
+def _default_partition() -> Callable[..., Any]:
+    from torch._functorch.partitioners import default_partition
+
+    return default_partition
+
+
+# -- compiling one ATen graph -------------------------------------------------------------------------
+def _graph_text(gm: torch.fx.GraphModule) -> str:
+    try:
+        return gm.print_readable(print_output=False)
+    except TypeError:  # very old signature
+        return gm.code
+
+
+def _whole_graph_reason(example_inputs: list[Any], target: str) -> str:
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt) or (isinstance(t, torch.Tensor) and any(
+                not isinstance(s, int) for s in (*t.shape, *t.stride()))):
+            return "dynamic (symbolic) shapes are not supported; compile with dynamic=False"
+    if target == "cpp" and any(t.device.type != "cpu" for t in tensors):
+        return "the C++ backend runs on CPU tensors; use target='triton' for GPU tensors"
+    return ""
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: str = "cpp",
+                  trace: Trace | None = None, prefix: str = "", frame: str = "") -> Callable[..., Any]:
+    """Compile one ATen graph into a ``Program`` (returns a boxed callable for AOTAutograd)."""
+    reason = _whole_graph_reason(example_inputs, target)
+    if reason:
+        stats["graph_fallbacks"] += 1
+        fallback_counter["<whole graph>"] += 1
+        if trace is not None:
+            trace.meta.setdefault("fallbacks", []).append({"op": "<whole graph>", "reason": reason})
+            trace.add("labkit.schedule", f"{prefix or 'graph'}: not compiled", reason, frame=frame)
+        return _make_boxed_func(gm.forward)
+    program = build_program(gm, example_inputs, target, prefix)
+    stats["graphs"] += 1
+    stats["kernels"] += len(program.kernels)
+    if trace is not None:
+        record(trace, program, target, prefix, frame)
+    return _make_boxed_func(program)
+
+
+def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: str = "cpp",
+                  prefix: str = "") -> Program:
+    """Lower, schedule and generate code for one ATen graph (no AOTAutograd involved)."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    graph = GraphLowering(gm, example_inputs).run()
+    sched = schedule(graph, prefix)
+    dtypes = {b.name: b.dtype for b in [*graph.inputs, *graph.buffers]}
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    device = tensors[0].device if tensors else torch.device("cpu")
+    kernels: dict[str, Any] = {}
+    kernel_args: dict[str, list[str]] = {}
+    for k in sched.kernels:
+        if target == "cpp":
+            src, args = cpp.generate(k, dtypes)
+            kernels[k.name] = cpp.CppKernel(k.name, src, len(args), k.origins)
+        else:
+            from labkit.compiler.codegen import triton as tgen
+
+            src, args = tgen.generate(k, dtypes, device)
+            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device)
+        kernel_args[k.name] = args
+    return Program(graph, sched, kernels, kernel_args, target, device)
+
+
+def record(trace: Trace, program: Program, target: str, prefix: str, frame: str) -> None:
+    """Write the loop IR, schedule, output code, kernels and fallbacks of a Program into a Trace."""
+    graph, sched = program.graph, program.schedule
+    title = prefix or "graph"
+    ir_text = "\n\n".join(format_node(b) if isinstance(b, ComputedBuffer) else format_extern(b)
+                          for b in graph.buffers if hasattr(b, "op") or isinstance(b, ComputedBuffer))
+    trace.add("labkit.loop_ir", f"{title}: loop IR", ir_text or "(no loop nodes)", frame=frame,
+              meta={"buffers": len(graph.buffers)})
+    trace.add("labkit.schedule", f"{title}: fusion", format_schedule(sched, graph), frame=frame,
+              meta={"kernels": len(sched.kernels),
+                    "refused": [list(r) for r in sched.refused],
+                    "fused": [list(f) for f in sched.fused]})
+    trace.add(f"labkit.{target}", f"{title}: output code", program.code, frame=frame,
+              meta={"kernels": len(program.kernels)})
+    for k in sched.kernels:
+        trace.kernels.append(Kernel(name=k.name, language=target, source=program.kernels[k.name].source,
+                                    origins=k.origins, frame=frame, producer="labkit",
+                                    meta={"loops": str(k.space), "graph": title}))
+    if graph.fallbacks:
+        trace.meta.setdefault("fallbacks", []).extend(
+            {"op": f["op"], "reason": f["reason"]} for f in graph.fallbacks)
+
+
+# -- the backend ------------------------------------------------------------------------------------
+def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..., Any]:
+    """A ``torch.compile`` backend running AOTAutograd, then labkit's compiler on each graph."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    count = [0]
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        frame = f"graph {count[0]}"
+        count[0] += 1
+        training = [False]
+
+        def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
+            training[0] = True
+            if trace is not None:
+                trace.add("aot.joint", "joint graph", _graph_text(joint), frame=frame)
+            return _default_partition()(joint, joint_inputs, **kw)
+
+        def fw_compiler(fw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
+            kind = "forward" if training[0] else "inference"
+            if trace is not None:
+                trace.add(f"aot.{kind}", f"{kind} graph", _graph_text(fw), frame=frame)
+            return compile_graph(fw, inputs, target, trace, "fwd" if training[0] else "", frame)
+
+        def bw_compiler(bw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
+            if trace is not None:
+                trace.add("aot.backward", "backward graph", _graph_text(bw), frame=frame)
+            return compile_graph(bw, inputs, target, trace, "bwd", frame)
+
+        return _aot_module_simplified()(gm, example_inputs, fw_compiler=fw_compiler,
+                                        bw_compiler=bw_compiler, partition_fn=partition,
+                                        decompositions=decomposition_table())
+
+    backend.__name__ = f"labkit_{target}"
+    return backend

@@ -1,0 +1,203 @@
+"""What the C++ and Triton code generators share: index printing, loop merging, the ops handler.
+
+Note on invariants: a ``KernelWriter`` turns one ``FusedKernel`` into source by running each
+node's ``inner_fn`` under ``CodeHandler``, which asks the backend's ``Overrides`` class for the
+expression of each op and writes it to a fresh variable (``tmp3``). Identical expressions in the
+same scope reuse their variable (common-subexpression elimination), so an input read by three
+nodes of a persistent Triton row is loaded once. Loop variables are merged before any code is
+written (``merge_loops``): two neighbouring loops become one whenever *every* index in the kernel
+walks them as one contiguous range, which is what turns a contiguous 4-D elementwise op into one
+flat, vectorizable loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+from sympy.printing.str import StrPrinter
+
+from labkit.compiler.ir import (
+    ComputedBuffer,
+    FloorDiv,
+    Index,
+    ModularIndexing,
+    Reduction,
+    set_ops_handler,
+    squeeze,
+    sym,
+)
+from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index
+
+
+class IndexPrinter(StrPrinter):
+    """Prints index expressions; ``div`` is the integer-division token of the target language."""
+
+    def __init__(self, div: str) -> None:
+        super().__init__()
+        self.div = div
+
+    def _print_FloorDiv(self, e: FloorDiv) -> str:
+        return f"(({self._print(e.args[0])}) {self.div} {self._print(e.args[1])})"
+
+    def _print_ModularIndexing(self, e: ModularIndexing) -> str:
+        base, d, m = (self._print(a) for a in e.args)
+        inner = base if e.args[1] == 1 else f"(({base}) {self.div} {d})"
+        return f"(({inner}) % {m})"
+
+
+def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
+    """The constant coefficient of ``var`` in ``expr`` when expr is linear in it, else None."""
+    expr = sympy.expand(expr)
+    if not expr.has(var):
+        return sympy.Integer(0)
+    c = expr.coeff(var)
+    if c.free_symbols or (expr - c * var).has(var):
+        return None
+    return c
+
+
+def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[sympy.Expr],
+                prefix: str) -> tuple[list[int], list[sympy.Symbol], dict[sympy.Symbol, sympy.Expr]]:
+    """Merge neighbouring loops that every index walks contiguously; return sizes, vars, subs."""
+    sizes, loop = list(sizes), list(loop)
+    subs: dict[sympy.Symbol, sympy.Expr] = {}
+    exprs = [sympy.expand(e) for e in exprs]
+    d = len(loop) - 2
+    while d >= 0:
+        outer, inner = loop[d], loop[d + 1]
+        ok = True
+        for e in exprs:
+            co, ci = _linear_coeff(e, outer), _linear_coeff(e, inner)
+            if co is None or ci is None or co != ci * sizes[d + 1]:
+                ok = False
+                break
+        if ok:  # outer * size + inner == one variable walking both
+            subs = {k: v.subs({outer: 0}) for k, v in subs.items()}
+            subs[outer] = sympy.Integer(0)
+            exprs = [sympy.expand(e.subs(outer, 0)) for e in exprs]
+            sizes[d:d + 2] = [sizes[d] * sizes[d + 1]]
+            del loop[d]
+        d -= 1
+    new = [sym(f"{prefix}{i}") for i in range(len(loop))]
+    rename = dict(zip(loop, new))
+    subs = {k: v.subs(rename) for k, v in subs.items()}
+    subs.update(rename)
+    return sizes, new, subs
+
+
+class CodeHandler:
+    """The ops handler used while writing a kernel: one variable per op, via the Overrides class."""
+
+    def __init__(self, writer: KernelWriter) -> None:
+        self.writer = writer
+
+    def load(self, name: str, index: sympy.Expr) -> str:
+        return self.writer.load(name, index)
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.writer.overrides, name, None)
+        if method is None:
+            raise NotImplementedError(f"{type(self.writer).__name__} has no op {name!r}")
+
+        def op(*args: Any) -> str:
+            return self.writer.cse(method(*args))
+
+        return op
+
+
+class KernelWriter:
+    """Shared kernel-writing machinery; a backend adds loops, loads, stores and the signature."""
+
+    overrides: Any = None
+    div = "/"
+
+    def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
+        self.kernel, self.space, self.dtypes = kernel, kernel.space, dtypes
+        self.printer = IndexPrinter(self.div)
+        rows, rvars = loop_vars(self.space)
+        self.orig_rows, self.orig_rvars = rows, rvars
+        exprs = [i for n in kernel.nodes for _, i in reads_of(n, self.space)]
+        exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in kernel.internal]
+        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, rows, exprs, "x")
+        exprs = [e.subs(s1) for e in exprs]
+        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, rvars, exprs, "r")
+        self.subs = {**s1, **s2}
+        self.members = {n.name: n for n in kernel.nodes}
+        # Pointers: buffers read from outside, then buffers this kernel stores.
+        self.reads: list[str] = []
+        for n in kernel.nodes:
+            for name, _ in reads_of(n, self.space):
+                if name not in self.members and name not in self.reads:
+                    self.reads.append(name)
+        self.writes = [n.name for n in kernel.nodes if n.name not in kernel.internal]
+        self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
+        self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
+        self.lines: list[str] = []
+        self.depth = 1
+        self.scopes: list[dict[str, str]] = [{}]
+        self.locals: dict[str, str] = {}  # buffer name -> variable holding its current value
+        self.counter = 0
+
+    # -- helpers the backends use ----------------------------------------------------------------
+    def index(self, expr: sympy.Expr) -> str:
+        return self.printer.doprint(sympy.expand(expr.subs(self.subs)))
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def push(self) -> None:
+        self.depth += 1
+        self.scopes.append({})
+
+    def pop(self) -> None:
+        self.depth -= 1
+        self.scopes.pop()
+
+    def new_var(self, prefix: str = "tmp") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter - 1}"
+
+    def cse(self, expr: str) -> str:
+        """A variable holding ``expr``: an existing one in scope, or a new declared one."""
+        for scope in reversed(self.scopes):
+            if expr in scope:
+                return scope[expr]
+        if expr.isidentifier():
+            return expr
+        var = self.new_var()
+        self.emit(self.declare(var, expr))
+        self.scopes[-1][expr] = var
+        return var
+
+    def load(self, name: str, index: sympy.Expr) -> str:
+        if name in self.locals:
+            return self.locals[name]
+        return self.cse(self.load_expr(name, self.index(index)))
+
+    def node_value(self, node: ComputedBuffer) -> str:
+        """Run the node's body at the current loop position; return the variable of its value."""
+        index, rindex = loop_index(node, self.space, self.orig_rows, self.orig_rvars)
+        with set_ops_handler(CodeHandler(self)):
+            if isinstance(node.data, Reduction):
+                return str(node.data.body(index, rindex))
+            return str(node.data.body(index))
+
+    def per_element(self, node: ComputedBuffer) -> bool:
+        """Whether the node is computed inside the reduction loop (else once per row)."""
+        assert node.data is not None
+        return not node.is_reduction and bool(self.space.rdims) and \
+            squeeze(node.data.ranges) != self.space.rows
+
+    def store_at(self, node: ComputedBuffer) -> str:
+        return self.index(store_index(node, self.space))
+
+    # -- backend hooks ---------------------------------------------------------------------------
+    def declare(self, var: str, expr: str) -> str:
+        raise NotImplementedError
+
+    def load_expr(self, name: str, index: str) -> str:
+        raise NotImplementedError
+

@@ -1,0 +1,96 @@
+"""Decompositions: big ATen ops rewritten as small ones, in plain PyTorch you can read.
+
+AOTAutograd traces each function below instead of the op it replaces, so the graph labkit lowers
+only holds ops with a lowering. Core ATen keeps ``gelu``, ``_softmax``, ``native_layer_norm`` and
+friends whole (they *are* core ops); labkit splits them into pointwise ops and reductions so the
+scheduler can fuse them. Every function must return exactly what the ATen op returns (same
+shapes, dtypes, and tuple structure), or AOTAutograd's checks fail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+Tensor = torch.Tensor
+
+labkit_decompositions: dict[Any, Callable[..., Any]] = {}
+
+
+def register_decomposition(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: trace this function in place of these ATen ops."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for op in ops:
+            labkit_decompositions[op] = fn
+        return fn
+
+    return deco
+
+
+@register_decomposition(aten.gelu.default)
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); tanh approximation when asked."""
+    ### BEGIN SOLUTION
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + torch.tanh(inner))
+    return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
+    ### END SOLUTION
+
+
+@register_decomposition(aten._softmax.default)
+def softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
+    """softmax(x) = exp(x - max) / sum(exp(x - max)) along ``dim`` (max subtracted for safety)."""
+    m = torch.amax(x, dim, keepdim=True)
+    e = torch.exp(x - m)
+    return e / torch.sum(e, dim, keepdim=True)
+
+
+@register_decomposition(aten._log_softmax.default)
+def log_softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
+    """log_softmax(x) = x - max - log(sum(exp(x - max))) along ``dim``."""
+    m = torch.amax(x, dim, keepdim=True)
+    shifted = x - m
+    return shifted - torch.log(torch.sum(torch.exp(shifted), dim, keepdim=True))
+
+
+@register_decomposition(aten.var.correction)
+def var(x: Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Tensor:
+    """var(x) = sum((x - mean)^2) / (N - correction), two passes (mean first, for accuracy)."""
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    c = 1 if correction is None else correction
+    centered = x - torch.mean(x, dims, keepdim=True)
+    return torch.sum(centered * centered, dims, keepdim=keepdim) / max(n - c, 0)
+
+
+@register_decomposition(aten.native_layer_norm.default)
+def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bias: Tensor | None,
+               eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(x - mean) * rsqrt(var + eps) * weight + bias over the last dims; also mean and rstd."""
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    mean = torch.mean(x, dims, keepdim=True)
+    centered = x - mean
+    rstd = torch.rsqrt(torch.mean(centered * centered, dims, keepdim=True) + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """Core-ATen decompositions with labkit's own on top (labkit's win where both exist)."""
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.update(labkit_decompositions)
+    return table

@@ -1,0 +1,678 @@
+"""Lowering: an ATen FX graph -> loop IR, one small function per op, registered by decorator.
+
+Note on invariants: a lowering receives IR values (``InputBuffer``, ``ComputedBuffer``,
+``ReinterpretView``, ``View``, ``Pointwise``) or plain Python scalars, and returns an IR value of
+exactly the size and dtype that the FX node's ``meta["val"]`` says eager would produce. It never
+reads tensor data. When an op, a dtype or an argument is outside what labkit compiles, the lowering
+raises ``Unsupported`` and the op runs as an ATen call instead (a *fallback*), recorded in
+``GraphLowering.fallbacks`` and counted in ``fallback_counter``: never a wrong answer in silence.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from labkit.compiler.ir import (
+    Buffer,
+    ComputedBuffer,
+    CountHandler,
+    ExternBuffer,
+    Index,
+    InputBuffer,
+    Layout,
+    MultiOutput,
+    Pointwise,
+    Reduction,
+    ReinterpretView,
+    View,
+    FloorDiv,
+    ModularIndexing,
+    contiguous_strides,
+    numel,
+    ops,
+    set_ops_handler,
+    sym,
+)
+
+aten = torch.ops.aten
+SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
+                    torch.int8, torch.uint8, torch.bool)
+EXTERN_OPS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
+# Inlining a node into more than one consumer recomputes it; above this many ops we store it once.
+INLINE_OP_LIMIT = 12
+
+lowerings: dict[Any, Callable[..., Any]] = {}
+fallback_counter: Counter[str] = Counter()  # op name -> how many times it ran as ATen instead
+
+
+class Unsupported(Exception):
+    """Raised by a lowering for input it does not handle; the node then falls back to ATen."""
+
+
+def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: use the function as the lowering of these ATen ops (overloads or packets)."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for t in targets:
+            lowerings[t] = fn
+        return fn
+
+    return deco
+
+
+def find_lowering(target: Any) -> Callable[..., Any] | None:
+    """The lowering for an FX call target: by overload first, then by its overload packet."""
+    if target in lowerings:
+        return lowerings[target]
+    return lowerings.get(getattr(target, "overloadpacket", None))
+
+
+class _Current:
+    node: torch.fx.Node | None = None
+
+
+V = _Current()  # the FX node being lowered, so lowerings can read its meta["val"]
+
+
+def out_val() -> Any:
+    assert V.node is not None
+    return V.node.meta["val"]
+
+
+def out_dtype() -> torch.dtype:
+    """dtype eager gives the node being lowered."""
+    return out_val().dtype
+
+
+def origins_of(*values: Any) -> list[str]:
+    """ATen node names inlined into these values, plus the node being lowered."""
+    names: list[str] = []
+    for v in values:
+        if isinstance(v, View):
+            v = v.data
+        if isinstance(v, Pointwise):
+            names += [n for n in v.origins if n not in names]
+    if V.node is not None and V.node.name not in names:
+        names.append(V.node.name)
+    return names
+
+
+def is_value(x: Any) -> bool:
+    return isinstance(x, Buffer | ReinterpretView | View | Pointwise)
+
+
+def broadcast_loader(x: Any, size: Sequence[int], dtype: torch.dtype) -> Callable[[Index], Any]:
+    """Loader of ``x`` seen at the (broadcast) output ``size``, cast to ``dtype``."""
+    if not is_value(x):
+        return lambda index: ops.constant(x, dtype)
+    load, xs = x.make_loader(), x.get_size()
+    off = len(size) - len(xs)
+    cast = x.dtype != dtype
+
+    def loader(index: Index) -> Any:
+        value = load([sympy.Integer(0) if s == 1 else index[d + off] for d, s in enumerate(xs)])
+        return ops.to_dtype(value, dtype) if cast else value
+
+    return loader
+
+
+def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None = None) -> Pointwise:
+    """A Pointwise node applying ``fn`` to the broadcast inputs, eager's output size and dtype."""
+    size, dtype = list(out_val().shape), out_dtype()
+    loaders = [broadcast_loader(x, size, compute or dtype) for x in inputs]
+    return Pointwise(dtype, size, lambda index: fn(*[ld(index) for ld in loaders]), origins_of(*inputs))
+
+
+# -- unary ------------------------------------------------------------------------------------------
+def _unary(name: str) -> Callable[[Any], Pointwise]:
+    def lower(x: Any) -> Pointwise:
+        return pointwise(lambda v: getattr(ops, name)(v), x)
+
+    lower.__name__ = name
+    return lower
+
+
+for _name in ("neg", "abs", "exp", "log", "sqrt", "reciprocal", "sin", "cos", "tanh", "relu", "erf"):
+    register_lowering(getattr(aten, _name))(_unary(_name))
+
+
+@register_lowering(aten.sigmoid)
+def sigmoid(x: Any) -> Pointwise:
+    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])), computed in eager's output dtype."""
+    ### BEGIN SOLUTION
+    dtype = out_dtype()  # an integer input gives a float result, as in eager
+    load = x.make_loader()
+
+    def inner_fn(index: Index) -> Any:
+        value = load(index)
+        if x.dtype != dtype:
+            value = ops.to_dtype(value, dtype)
+        return ops.sigmoid(value)
+
+    return Pointwise(dtype, x.get_size(), inner_fn, origins_of(x))
+    ### END SOLUTION
+
+
+@register_lowering(aten.rsqrt)
+def rsqrt(x: Any) -> Pointwise:
+    """rsqrt(x)[i] = 1 / sqrt(x[i])."""
+    return pointwise(lambda v: ops.rsqrt(v), x)
+
+
+# -- binary -----------------------------------------------------------------------------------------
+def _binary(name: str) -> Callable[..., Pointwise]:
+    def lower(a: Any, b: Any, *, alpha: Any = 1) -> Pointwise:
+        if alpha != 1:
+            return pointwise(lambda x, y, s: getattr(ops, name)(x, ops.mul(y, s)), a, b, alpha)
+        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b)
+
+    return lower
+
+
+for _name, _op in (("add", aten.add), ("sub", aten.sub), ("mul", aten.mul),
+                   ("maximum", aten.maximum), ("minimum", aten.minimum)):
+    register_lowering(_op)(_binary(_name))
+
+
+@register_lowering(aten.div)
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Pointwise:
+    """True division (floor/trunc rounding modes run as ATen)."""
+    if rounding_mode is not None:
+        raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
+    return pointwise(lambda x, y: ops.truediv(x, y), a, b)
+
+
+@register_lowering(aten.pow.Tensor_Scalar)
+def pow_scalar(x: Any, exponent: float) -> Pointwise:
+    """x ** c for a constant c; small integer powers become multiplications."""
+    if exponent == 2:
+        return pointwise(lambda v: ops.mul(v, v), x)
+    if exponent == 0.5:
+        return pointwise(lambda v: ops.sqrt(v), x)
+    return pointwise(lambda v, e: ops.pow(v, e), x, exponent)
+
+
+def _compare(name: str) -> Callable[[Any, Any], Pointwise]:
+    def lower(a: Any, b: Any) -> Pointwise:
+        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b, compute=_promote(a, b))
+
+    return lower
+
+
+def _promote(a: Any, b: Any) -> torch.dtype:
+    """torch's type promotion of two operands (0-dim tensors and scalars count less)."""
+
+    def example(x: Any) -> Any:
+        if not is_value(x):
+            return x
+        return torch.empty([1] * min(len(x.get_size()), 1), dtype=x.dtype)
+
+    return torch.result_type(example(a), example(b))
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    register_lowering(getattr(aten, _name))(_compare(_name))
+
+
+@register_lowering(aten.where.self)
+def where(cond: Any, a: Any, b: Any) -> Pointwise:
+    """cond ? a : b, elementwise with broadcasting."""
+    size, dtype = list(out_val().shape), out_dtype()
+    lc = broadcast_loader(cond, size, torch.bool)
+    la, lb = broadcast_loader(a, size, dtype), broadcast_loader(b, size, dtype)
+    return Pointwise(dtype, size, lambda i: ops.where(lc(i), la(i), lb(i)), origins_of(cond, a, b))
+
+
+@register_lowering(aten.clamp_min)
+def clamp_min(x: Any, lo: Any) -> Pointwise:
+    return pointwise(lambda v, m: ops.maximum(v, m), x, lo)
+
+
+@register_lowering(aten.clamp_max)
+def clamp_max(x: Any, hi: Any) -> Pointwise:
+    return pointwise(lambda v, m: ops.minimum(v, m), x, hi)
+
+
+# -- dtype conversion, copies and constants ---------------------------------------------------------
+@register_lowering(aten._to_copy, aten.clone, aten.alias, aten.lift_fresh_copy)
+def to_copy(x: Any, **kwargs: Any) -> Any:
+    """A cast or a copy: a Pointwise that loads and (if needed) converts."""
+    device = kwargs.get("device")
+    if device is not None and torch.device(device) != out_val().device:
+        raise Unsupported("copy to another device")
+    return pointwise(lambda v: v, x)
+
+
+@register_lowering(aten.copy.default)
+def copy(dst: Any, src: Any, non_blocking: bool = False) -> Pointwise:
+    return pointwise(lambda v: v, src)
+
+
+@register_lowering(aten.full.default)
+def full(size: list[int], value: Any, **kwargs: Any) -> Pointwise:
+    dtype = out_dtype()
+    return Pointwise(dtype, list(size), lambda i: ops.constant(value, dtype), origins_of())
+
+
+@register_lowering(aten.scalar_tensor.default)
+def scalar_tensor(value: Any, **kwargs: Any) -> Pointwise:
+    dtype = out_dtype()
+    return Pointwise(dtype, [], lambda i: ops.constant(value, dtype), origins_of())
+
+
+# -- reductions -------------------------------------------------------------------------------------
+def _dims(x: Any, dims: Any) -> list[int]:
+    rank = len(x.get_size())
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted({d % max(rank, 1) for d in dims}) if rank else []
+
+
+def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str) -> Reduction:
+    """Reduce ``x`` over ``dims`` with ``kind`` (sum/max/min); output size as eager's."""
+    size, dtype = x.get_size(), out_dtype()
+    rdims = _dims(x, dims)
+    load = broadcast_loader(x, size, dtype)
+    kept = [d for d in range(len(size)) if d not in rdims]
+    out_size = [1 if d in rdims else s for d, s in enumerate(size)] if keepdim else [size[d] for d in kept]
+
+    def inner_fn(index: Index, rindex: Index) -> Any:
+        full_index: Index = []
+        it_out = iter(index if not keepdim else [index[d] for d in kept])
+        it_red = iter(rindex)
+        for d in range(len(size)):
+            full_index.append(next(it_red) if d in rdims else next(it_out))
+        return load(full_index)
+
+    return Reduction(dtype, out_size, inner_fn, origins_of(x),
+                     reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
+
+
+@register_lowering(aten.sum.dim_IntList, aten.sum.default)
+def sum_(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Reduction:
+    return make_reduction(x, dims, keepdim, "sum")
+
+
+@register_lowering(aten.amax.default, aten.max.default)
+def amax(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
+    return make_reduction(x, dims, keepdim, "max")
+
+
+@register_lowering(aten.amin.default, aten.min.default)
+def amin(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
+    return make_reduction(x, dims, keepdim, "min")
+
+
+@register_lowering(aten.mean.dim, aten.mean.default)
+def mean(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Pointwise:
+    """sum / count: a reduction, then a one-op pointwise epilogue."""
+    count = numel([x.get_size()[d] for d in _dims(x, dims)])
+    total = V.graph.realize(make_reduction(x, dims, keepdim, "sum"), "a reduction is always stored")
+    return pointwise(lambda s, n: ops.truediv(s, n), total, count)
+
+
+# -- views ------------------------------------------------------------------------------------------
+def _view(x: Any, size: list[int], stride: list[int] | None, offset: int,
+          reindex: Callable[[Index], Index]) -> Any:
+    """A strided view when x lives in memory and the view is strided, else an index transform."""
+    if stride is not None and isinstance(x, Buffer | ReinterpretView):
+        base = x if isinstance(x, Buffer) else x.data
+        return ReinterpretView(base, Layout(list(size), list(stride), offset))
+    return View(x, list(size), reindex)
+
+
+def _layout(x: Any) -> Layout | None:
+    if isinstance(x, Buffer):
+        return x.layout
+    if isinstance(x, ReinterpretView):
+        return x.layout
+    return None
+
+
+@register_lowering(aten.permute.default)
+def permute(x: Any, dims: list[int]) -> Any:
+    size, rank = x.get_size(), len(x.get_size())
+    dims = [d % rank for d in dims]
+    lay = _layout(x)
+
+    def reindex(index: Index) -> Index:
+        old: Index = [sympy.Integer(0)] * rank
+        for new_d, old_d in enumerate(dims):
+            old[old_d] = index[new_d]
+        return old
+
+    stride = [lay.stride[d] for d in dims] if lay else None
+    return _view(x, [size[d] for d in dims], stride, lay.offset if lay else 0, reindex)
+
+
+@register_lowering(aten.transpose.int)
+def transpose(x: Any, d0: int, d1: int) -> Any:
+    dims = list(range(len(x.get_size())))
+    if dims:
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(x, dims)
+
+
+@register_lowering(aten.t.default)
+def t(x: Any) -> Any:
+    return permute(x, list(range(len(x.get_size())))[::-1])
+
+
+@register_lowering(aten.expand.default)
+def expand(x: Any, sizes: list[int], *, implicit: bool = False) -> Any:
+    xs, lay = x.get_size(), _layout(x)
+    off = len(sizes) - len(xs)
+    size = [xs[d - off] if (s == -1 and d >= off) else s for d, s in enumerate(sizes)]
+
+    def reindex(index: Index) -> Index:
+        return [sympy.Integer(0) if xs[d] == 1 and size[d + off] != 1 else index[d + off]
+                for d in range(len(xs))]
+
+    stride = None
+    if lay:
+        stride = [0] * off + [0 if xs[d] == 1 and size[d + off] != 1 else lay.stride[d]
+                              for d in range(len(xs))]
+    return _view(x, size, stride, lay.offset if lay else 0, reindex)
+
+
+@register_lowering(aten.slice.Tensor)
+def slice_(x: Any, dim: int = 0, start: int | None = None, end: int | None = None,
+           step: int = 1) -> Any:
+    size, lay = x.get_size(), _layout(x)
+    dim %= len(size)
+    start, end, _ = slice(start, end, step).indices(size[dim])[:3]
+    length = max(0, (end - start + step - 1) // step)
+    new = list(size)
+    new[dim] = length
+
+    def reindex(index: Index) -> Index:
+        old = list(index)
+        old[dim] = start + step * index[dim]
+        return old
+
+    stride = offset = None
+    if lay:
+        stride = list(lay.stride)
+        stride[dim] *= step
+        offset = lay.offset + start * lay.stride[dim]
+    return _view(x, new, stride, offset or 0, reindex)
+
+
+@register_lowering(aten.unsqueeze.default)
+def unsqueeze(x: Any, dim: int) -> Any:
+    size, lay = x.get_size(), _layout(x)
+    dim %= len(size) + 1
+    new = size[:dim] + [1] + size[dim:]
+    stride = lay.stride[:dim] + [1] + lay.stride[dim:] if lay else None
+    return _view(x, new, stride, lay.offset if lay else 0, lambda i: i[:dim] + i[dim + 1:])
+
+
+@register_lowering(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def squeeze(x: Any, dims: Any = None) -> Any:
+    size, lay = x.get_size(), _layout(x)
+    drop = set(_dims(x, dims)) if dims is not None else set(range(len(size)))
+    drop = {d for d in drop if size[d] == 1}
+    keep = [d for d in range(len(size)) if d not in drop]
+
+    def reindex(index: Index) -> Index:
+        it = iter(index)
+        return [sympy.Integer(0) if d in drop else next(it) for d in range(len(size))]
+
+    stride = [lay.stride[d] for d in keep] if lay else None
+    return _view(x, [size[d] for d in keep], stride, lay.offset if lay else 0, reindex)
+
+
+@register_lowering(aten.select.int)
+def select(x: Any, dim: int, index: int) -> Any:
+    dim %= len(x.get_size())
+    index %= x.get_size()[dim]
+    return squeeze(slice_(x, dim, index, index + 1), [dim])
+
+
+def view_strides(size: list[int], stride: list[int], new: list[int]) -> list[int] | None:
+    """Strides that let memory of (size, stride) be seen as ``new`` without a copy, or None."""
+    if numel(size) == 0 or numel(new) == 0:
+        return contiguous_strides(new)
+    # Split the old dims into chunks that are contiguous with each other, then carve new dims.
+    chunks: list[tuple[int, int]] = []  # (numel, stride of the chunk's last dim)
+    for s, st in zip(size, stride):
+        if s == 1:
+            continue
+        if chunks and chunks[-1][1] == st * s:
+            chunks[-1] = (chunks[-1][0] * s, st)
+        else:
+            chunks.append((s, st))
+    out: list[int] = []
+    ci, left = 0, (chunks[0][0] if chunks else 1)
+    for s in new:
+        if s == 1:
+            out.append(1)
+            continue
+        if ci >= len(chunks) or left % s:
+            return None
+        left //= s
+        out.append(left * chunks[ci][1])
+        if left == 1:
+            ci += 1
+            left = chunks[ci][0] if ci < len(chunks) else 1
+    return out
+
+
+@register_lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(x: Any, sizes: list[int]) -> Any:
+    old = x.get_size()
+    new = list(sizes)
+    if -1 in new:
+        known = numel([s for s in new if s != -1])
+        new[new.index(-1)] = numel(old) // known if known else 0
+    lay = _layout(x)
+    stride = view_strides(old, lay.stride, new) if lay else None
+    old_strides, new_strides = contiguous_strides(old), contiguous_strides(new)
+
+    def reindex(index: Index) -> Index:
+        flat = sum((i * s for i, s in zip(index, new_strides)), sympy.Integer(0))
+        return [ModularIndexing(flat, st, s) if s != 1 else sympy.Integer(0)
+                for st, s in zip(old_strides, old)]
+
+    return _view(x, new, stride, lay.offset if lay else 0, reindex)
+
+
+# -- extern calls (matmul family) -------------------------------------------------------------------
+@register_lowering(*EXTERN_OPS)
+def matmul(*args: Any, **kwargs: Any) -> ExternBuffer:
+    """mm / addmm / bmm run as ATen calls: a matmul kernel is a course of its own."""
+    return V.graph.extern(V.node, "")
+
+
+class GraphLowering:
+    """Walks an ATen FX graph in order, lowering each node; decides what to realize and why."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.inputs: list[InputBuffer] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.buffers: list[Buffer] = []  # realized nodes in program order
+        self.realize_reasons: dict[str, str] = {}
+        self.fallbacks: list[dict[str, str]] = []
+        self.outputs: list[Any] = []
+        self._output_nodes: set[torch.fx.Node] = set()
+
+    # -- realization -----------------------------------------------------------------------------
+    def realize(self, value: Any, reason: str, layout: Layout | None = None) -> Any:
+        """Store ``value`` in a buffer of its own (a ComputedBuffer) unless it already is memory."""
+        if isinstance(value, Buffer | ReinterpretView) or not is_value(value):
+            return value
+        size = value.get_size()
+        data = value if isinstance(value, Pointwise | Reduction) else Pointwise(
+            value.dtype, size, value.make_loader(), origins_of(value))
+        buf = ComputedBuffer(f"buf{len(self.buffers)}", value.dtype,
+                             layout or Layout(size, contiguous_strides(size)), list(data.origins),
+                             data=data)
+        self.buffers.append(buf)
+        self.realize_reasons[buf.name] = reason
+        return buf
+
+    def extern(self, node: torch.fx.Node, reason: str) -> Any:
+        """Run ``node`` as a call into ATen, on realized inputs."""
+        def arg(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                return self.realize(self.env[a], f"{node.name} is an ATen call and reads memory")
+            if isinstance(a, list | tuple):
+                return type(a)(arg(x) for x in a)
+            return a
+
+        args = [arg(a) for a in node.args]
+        kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        val = node.meta.get("val")
+        multi = isinstance(val, list | tuple)
+        dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
+        layout = _meta_layout(val) if isinstance(val, torch.Tensor) else Layout([], [])
+        buf = ExternBuffer(f"buf{len(self.buffers)}", dtype, layout, [node.name], op=node.target,
+                           args=args, kwargs=kwargs, fallback_reason=reason, multi=multi)
+        self.buffers.append(buf)
+        if reason:
+            name = str(getattr(node.target, "__name__", node.target))
+            self.fallbacks.append({"op": name, "reason": reason, "node": node.name})
+            fallback_counter[name] += 1
+        return buf
+
+    # -- the walk --------------------------------------------------------------------------------
+    def run(self) -> GraphLowering:
+        """Lower every node; return self with buffers, inputs, outputs filled in."""
+        out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
+        self._output_nodes = set(out_node.all_input_nodes)
+        placeholders = iter(self.example_inputs)
+        for node in self.gm.graph.nodes:
+            V.node, V.graph = node, self
+            if node.op == "placeholder":
+                ex = next(placeholders)
+                val = ex if isinstance(ex, torch.Tensor) else node.meta.get("val", ex)
+                self.env[node] = self._input(node.name, val)
+            elif node.op == "get_attr":
+                tensor = getattr(self.gm, str(node.target))
+                self.constants[node.name] = tensor
+                self.env[node] = self._input(node.name, tensor)
+            elif node.op == "call_function":
+                self.env[node] = self._maybe_realize(node, self._lower(node))
+            elif node.op == "output":
+                self.outputs = [self._output(a) for a in node.args[0]]
+        V.node = None
+        return self
+
+    def _input(self, name: str, val: Any) -> Any:
+        if not isinstance(val, torch.Tensor):
+            return val  # a SymInt or scalar input: passed through as a Python value
+        size, stride = [int(s) for s in val.shape], [int(s) for s in val.stride()]
+        buf = InputBuffer(name, val.dtype, Layout(size, stride, 0), [name])  # offset: in data_ptr
+        self.inputs.append(buf)
+        return buf
+
+    def _lower(self, node: torch.fx.Node) -> Any:
+        if node.target is operator.getitem:
+            parent, i = self.env[node.args[0]], node.args[1]
+            val = node.meta["val"]
+            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, _meta_layout(val), [node.name],
+                               parent=parent, item=i)
+            self.buffers.append(item)
+            return item
+        lowering = find_lowering(node.target)
+        if lowering is None:
+            return self.extern(node, "labkit has no lowering for this op")
+        bad = _bad_dtype(node)
+        if bad:
+            return self.extern(node, bad)
+        args = torch.fx.graph.map_arg(node.args, lambda n: self.env[n])
+        kwargs = torch.fx.graph.map_arg(node.kwargs, lambda n: self.env[n])
+        try:
+            value = lowering(*args, **kwargs)
+        except Unsupported as e:
+            return self.extern(node, str(e))
+        if isinstance(value, Reduction):
+            value = self.realize(value, "a reduction is always stored")
+        return value
+
+    def _maybe_realize(self, node: torch.fx.Node, value: Any) -> Any:
+        """Realize a Pointwise when inlining it would be wrong or wasteful; say why."""
+        if not isinstance(value, Pointwise):
+            return value
+        if node in self._output_nodes:
+            return self.realize(value, "it is an output of the graph", _meta_layout(node.meta["val"]))
+        users = list(node.users)
+        if any(u.op == "output" or find_lowering(u.target) in (None, matmul) for u in users):
+            return self.realize(value, "an ATen call (or the graph output) reads it from memory")
+        cost = op_count(value)
+        if cost > 1 and any(_numel_of(u) > numel(value.ranges) for u in users):
+            return self.realize(value, "it is broadcast: inlined, it would be recomputed per element")
+        if len(users) > 1 and cost > INLINE_OP_LIMIT:
+            return self.realize(value, f"{len(users)} users and {cost} ops: cheaper to store once")
+        return value
+
+    def _output(self, arg: Any) -> Any:
+        if not isinstance(arg, torch.fx.Node):
+            return arg
+        value = self.env[arg]
+        if is_value(value) and not isinstance(value, Buffer | ReinterpretView):
+            V.node = arg
+            value = self.realize(value, "it is an output of the graph", _meta_layout(arg.meta["val"]))
+            self.env[arg] = value
+        return value
+
+
+V.graph = None  # type: ignore[attr-defined]
+
+
+def op_count(value: Pointwise) -> int:
+    """How many ops one element of ``value`` costs (run under the CountHandler)."""
+    handler = CountHandler()
+    with set_ops_handler(handler):
+        value.inner_fn([sym(f"i{d}") for d in range(len(value.ranges))])
+    return sum(handler.counts.values())
+
+
+def _numel_of(node: torch.fx.Node) -> int:
+    val = node.meta.get("val")
+    return val.numel() if isinstance(val, torch.Tensor) else 0
+
+
+def _meta_layout(val: torch.Tensor) -> Layout:
+    """The layout eager would give ``val``: its own strides when dense, else contiguous."""
+    size = [int(s) for s in val.shape]
+    stride = [int(s) for s in val.stride()]
+    if _non_overlapping_dense(size, stride):
+        return Layout(size, stride, 0)
+    return Layout(size, contiguous_strides(size), 0)
+
+
+def _non_overlapping_dense(size: list[int], stride: list[int]) -> bool:
+    dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
+    expected = 1
+    for st, s in dims:
+        if st != expected:
+            return False
+        expected *= s
+    return True
+
+
+def _bad_dtype(node: torch.fx.Node) -> str:
+    """A reason when the node reads or makes a dtype labkit does not compile, else ''."""
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for v in vals:
+        if isinstance(v, torch.Tensor) and v.dtype not in SUPPORTED_DTYPES:
+            return f"dtype {v.dtype} is not supported"
+        if isinstance(v, torch.Tensor) and v.layout != torch.strided:
+            return f"layout {v.layout} is not supported"
+    return ""
+
+
+__all__ = ["GraphLowering", "Unsupported", "fallback_counter", "find_lowering", "lowerings",
+           "register_lowering", "FloorDiv"]

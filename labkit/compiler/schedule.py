@@ -1,0 +1,279 @@
+"""Scheduling: group realized buffers into kernels (fusion), and say why each boundary exists.
+
+Note on invariants: the scheduler walks the realized buffers in program order and only ever
+appends a buffer to the kernel just before it, so kernels run in the order lowering made them and
+no buffer is read before it is written. Every kernel loops over one ``Space``: ``rows`` (the outer,
+parallel loops) and ``rdims`` (the inner reduction loops; empty for a pointwise kernel). Each node
+of a kernel is either *per element* (its non-1 dims are ``rows + rdims``) or *per row* (its non-1
+dims are ``rows``; reductions are per row). A node may join a kernel only if every value it reads
+from that kernel is read at exactly the position the kernel writes it for the current row or
+element (``reads_aligned``): that is what makes keeping the value in a register correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from labkit.compiler.ir import (
+    Buffer,
+    ComputedBuffer,
+    ExternBuffer,
+    Index,
+    MultiOutput,
+    ReadsHandler,
+    Reduction,
+    fill_index,
+    set_ops_handler,
+    squeeze,
+    sym,
+)
+from labkit.compiler.lower import GraphLowering
+
+
+@dataclass(frozen=True)
+class Space:
+    """The loops of a kernel: outer ``rows`` and inner reduction dims ``rdims`` (non-1 sizes)."""
+
+    rows: tuple[int, ...]
+    rdims: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        rows = "x".join(map(str, self.rows)) or "1"
+        return f"{rows} rows x {'x'.join(map(str, self.rdims))}" if self.rdims else f"{rows} elements"
+
+
+def space_of(node: ComputedBuffer) -> Space:
+    """The loops ``node`` needs on its own."""
+    assert node.data is not None
+    if isinstance(node.data, Reduction):
+        return Space(squeeze(node.data.ranges), squeeze(node.data.reduction_ranges))
+    return Space(squeeze(node.data.ranges))
+
+
+def node_fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
+    """Whether ``node`` can be computed inside a kernel looping over ``space``, and why (in words)."""
+    ### BEGIN SOLUTION
+    assert node.data is not None
+    shape = squeeze(node.data.ranges)
+    if node.is_reduction:
+        if space_of(node) == space:
+            return True, "it reduces the same rows over the same range"
+        return False, f"{node.name} reduces {space_of(node)}, but the kernel loops over {space}"
+    if shape == space.rows + space.rdims:
+        if space.rdims:
+            return True, "it has one value per element of the rows being reduced"
+        return True, "it loops over the same elements"
+    if space.rdims and shape == space.rows:
+        return True, "it has one value per row, computed once per row"
+    return False, (f"{node.name} has shape {list(node.data.ranges)}, which does not line up "
+                   f"with the kernel's loops over {space}")
+    ### END SOLUTION
+
+
+def loop_index(node: ComputedBuffer, space: Space, rows: Index, rvars: Index) -> tuple[Index, Index]:
+    """The node's own (index, rindex) when the kernel is at row ``rows`` and element ``rvars``."""
+    assert node.data is not None
+    if isinstance(node.data, Reduction):
+        return fill_index(node.data.ranges, rows), fill_index(node.data.reduction_ranges, rvars)
+    per_element = squeeze(node.data.ranges) == space.rows + space.rdims
+    return fill_index(node.data.ranges, rows + rvars if per_element else rows), []
+
+
+def loop_vars(space: Space) -> tuple[Index, Index]:
+    """Symbols for the kernel loops: x0, x1... over rows, r0, r1... over the reduction."""
+    return [sym(f"x{d}") for d in range(len(space.rows))], [sym(f"r{d}") for d in range(len(space.rdims))]
+
+
+def reads_of(node: ComputedBuffer, space: Space) -> list[tuple[str, sympy.Expr]]:
+    """(buffer, flat position) of every load of ``node`` inside a kernel over ``space``."""
+    assert node.data is not None
+    rows, rvars = loop_vars(space)
+    index, rindex = loop_index(node, space, rows, rvars)
+    handler = ReadsHandler()
+    with set_ops_handler(handler):
+        if isinstance(node.data, Reduction):
+            node.data.body(index, rindex)
+        else:
+            node.data.body(index)
+    return handler.reads
+
+
+def store_index(node: ComputedBuffer, space: Space) -> sympy.Expr:
+    """Flat position the kernel writes ``node`` at for the current row / element."""
+    rows, rvars = loop_vars(space)
+    return sympy.expand(node.layout.index(loop_index(node, space, rows, rvars)[0]))
+
+
+def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> tuple[bool, str]:
+    """True when ``consumer`` reads ``producer`` only where the same loop iteration writes it."""
+    where = store_index(producer, space)
+    for name, index in reads_of(consumer, space):
+        if name == producer.name and sympy.expand(index - where) != 0:
+            return False, (f"{consumer.name} reads {producer.name} at another position than the "
+                           f"loop writes it (a transpose, broadcast or shift), so it must wait "
+                           f"until {producer.name} is complete")
+    return True, "reads line up"
+
+
+def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
+    """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
+    for b in (producer, consumer):
+        if not isinstance(b, ComputedBuffer):
+            return False, f"{b.name} is a call into ATen ({_op_name(b)}), which runs as its own kernel"
+    assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
+    space = space_of(consumer) if consumer.is_reduction else space_of(producer)
+    for node in (producer, consumer):
+        ok, why = node_fits(space, node)
+        if not ok:
+            return False, why
+    ok, why = reads_aligned(producer, consumer, space)
+    return (True, node_fits(space, consumer)[1]) if ok else (False, why)
+
+
+@dataclass
+class FusedKernel:
+    """One kernel: the nodes it computes, in order, and the loops they share."""
+
+    name: str
+    nodes: list[ComputedBuffer]
+    space: Space
+    internal: set[str] = field(default_factory=set)  # buffers kept in registers, never stored
+
+    @property
+    def origins(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for n in self.nodes:
+            for o in n.origins:
+                seen.setdefault(o, None)
+        return list(seen)
+
+    def try_add(self, node: ComputedBuffer) -> tuple[bool, str]:
+        """Add ``node`` if it fits this kernel's loops and its reads line up; say why either way."""
+        space = self.space
+        if node.is_reduction and not space.rdims and space_of(node).rdims:
+            space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
+        for member in [*self.nodes, node]:
+            ok, why = node_fits(space, member)
+            if not ok:
+                return False, why
+        mine = {n.name: n for n in self.nodes}
+        for name, _ in reads_of(node, space):
+            if name in mine:
+                ok, why = reads_aligned(mine[name], node, space)
+                if not ok:
+                    return False, why
+        self.nodes.append(node)
+        self.space = space
+        return True, node_fits(space, node)[1]
+
+
+@dataclass
+class Schedule:
+    """The program: kernels and ATen calls in order, plus the reasons behind every boundary."""
+
+    steps: list[FusedKernel | ExternBuffer | MultiOutput]
+    fused: list[tuple[str, str, str]]  # (kernel, buffer, why it joined)
+    refused: list[tuple[str, str, str]]  # (previous buffer, next buffer, why not fused)
+    readers: dict[str, set[str]]
+
+    @property
+    def kernels(self) -> list[FusedKernel]:
+        return [s for s in self.steps if isinstance(s, FusedKernel)]
+
+
+def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
+    """Greedy fusion in program order: each buffer joins the kernel before it when it can."""
+    steps: list[Any] = []
+    fused: list[tuple[str, str, str]] = []
+    refused: list[tuple[str, str, str]] = []
+    current: FusedKernel | None = None
+    prev: Buffer | None = None
+    for buf in graph.buffers:
+        if isinstance(buf, ComputedBuffer):
+            if current is not None:
+                ok, why = current.try_add(buf)
+                if ok:
+                    fused.append((current.name, buf.name, why))
+                    prev = buf
+                    continue
+                refused.append((current.nodes[-1].name, buf.name, why))
+            elif prev is not None:
+                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+            n = len([s for s in steps if isinstance(s, FusedKernel)])
+            current = FusedKernel(f"{prefix}_kernel{n}" if prefix else f"kernel{n}", [buf], space_of(buf))
+            steps.append(current)
+        else:
+            if prev is not None and not isinstance(buf, MultiOutput):
+                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+            current = None
+            steps.append(buf)
+        prev = buf
+    sched = Schedule(steps, fused, refused, _readers(graph))
+    outputs = {o.name for o in graph.outputs if isinstance(o, Buffer)}
+    outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
+    for k in sched.kernels:
+        members = {n.name for n in k.nodes}
+        for n in k.nodes:
+            per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
+            if n.name not in outputs and per_row and sched.readers.get(n.name, set()) <= members:
+                k.internal.add(n.name)
+    return sched
+
+
+def _readers(graph: GraphLowering) -> dict[str, set[str]]:
+    """buffer name -> names of the buffers (or 'output') that read it."""
+    readers: dict[str, set[str]] = {}
+    for buf in graph.buffers:
+        if isinstance(buf, ComputedBuffer):
+            for name, _ in reads_of(buf, space_of(buf)):
+                readers.setdefault(name, set()).add(buf.name)
+        elif isinstance(buf, ExternBuffer):
+            for a in _flat(buf.args) + _flat(list(buf.kwargs.values())):
+                base = getattr(a, "data", a)
+                if isinstance(base, Buffer):
+                    readers.setdefault(base.name, set()).add(buf.name)
+        elif isinstance(buf, MultiOutput) and buf.parent is not None:
+            readers.setdefault(buf.parent.name, set()).add(buf.name)
+    return readers
+
+
+def _flat(xs: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for x in xs:
+        out += _flat(list(x)) if isinstance(x, list | tuple) else [x]
+    return out
+
+
+def _op_name(b: Buffer) -> str:
+    return str(getattr(b, "op", None) or "getitem")
+
+
+def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
+    """The schedule as text a student reads: kernels, what fused and why, what did not and why."""
+    lines = []
+    for step in sched.steps:
+        if isinstance(step, FusedKernel):
+            names = ", ".join(n.name for n in step.nodes)
+            lines.append(f"{step.name}: loops over {step.space}; computes {names}")
+            lines.append(f"    ATen ops fused: {', '.join(step.origins)}")
+            if step.internal:
+                lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
+        elif isinstance(step, ExternBuffer):
+            what = f"fallback to ATen: {step.fallback_reason}" if step.fallback_reason else "extern ATen call"
+            lines.append(f"{step.name}: {step.op} ({what})")
+    lines.append("")
+    lines.append("why each buffer was stored rather than inlined:")
+    lines += [f"  {name}: {why}" for name, why in graph.realize_reasons.items()]
+    if sched.fused:
+        lines.append("fused:")
+        lines += [f"  {b} into {k}: {why}" for k, b, why in sched.fused]
+    if sched.refused:
+        lines.append("not fused:")
+        lines += [f"  {a} | {b}: {why}" for a, b, why in sched.refused]
+    if graph.fallbacks:
+        lines.append("fallbacks (ran as ATen, not compiled):")
+        lines += [f"  {f['node']}: {f['op']}: {f['reason']}" for f in graph.fallbacks]
+    return "\n".join(lines)
