@@ -1,0 +1,168 @@
+"""Run things for grading: build a workspace, execute a reference, run pytest/nbval with limits.
+
+Every run is a subprocess in its own session, killed as a group at its time limit, with its own
+Inductor/Triton caches and a seed passed through ``LABKIT_GRADE_SEED``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbformat import NotebookNode
+
+from labkit.grading.rubric import Rubric
+from labkit.grading.solutions import BEGIN, stub_file
+
+SEED_ENV = "LABKIT_GRADE_SEED"
+SANITIZE = Path(__file__).with_name("sanitize.cfg")
+COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+
+
+@dataclass
+class Outcome:
+    """One pytest item as recorded in JUnit XML (or the fallback log)."""
+
+    name: str
+    outcome: str                       # passed | failed | error | skipped
+    detail: str = ""
+    properties: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """A finished (or killed) pytest run."""
+
+    outcomes: list[Outcome]
+    seconds: float
+    timed_out: bool
+    returncode: int
+    output_tail: str
+
+
+def grading_env(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
+    """The environment of a grading subprocess: pinned threads, fresh caches, the run's seed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABKIT_", "PYTEST_"))}
+    env.update({
+        "PYTHONPATH": str(pythonpath),
+        SEED_ENV: str(seed),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "MPLBACKEND": "Agg",
+        "TRITON_INTERPRET": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "LABKIT_CACHE_DIR": str(cache / "labkit"),
+        # Codegen must run every time (a cached graph generates no kernels to count); compiled
+        # C++ stays cached by source hash, so a warm copy still saves the compiler's time.
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+        "PYTHONWARNINGS": "ignore",
+    })
+    return env
+
+
+def build_workspace(root: Path, dest: Path, stub: Rubric | None,
+                    overlay: dict[str, Path] | None = None) -> None:
+    """Copy labkit/, tests/ and conftest.py; stub every solution (given a rubric); overlay files."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(root / "labkit", dest / "labkit", ignore=COPY_IGNORE, dirs_exist_ok=True)
+    if (root / "tests").is_dir():
+        shutil.copytree(root / "tests", dest / "tests", ignore=COPY_IGNORE, dirs_exist_ok=True)
+    if (root / "conftest.py").exists():
+        shutil.copy2(root / "conftest.py", dest / "conftest.py")
+    (dest / "pytest.ini").write_text("[pytest]\n")
+    if stub is not None:
+        for path in sorted((dest / "labkit").rglob("*.py")):
+            if any(BEGIN.match(line) for line in path.read_text().splitlines()):
+                path.write_text(stub_file(path, stub.task_for_file(str(path.relative_to(dest)))))
+    for rel, src in (overlay or {}).items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+
+
+def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
+               junit: Path, log: Path) -> RunResult:
+    """``python -m pytest ARGS`` under the grading plugin, killed (whole group) at ``timeout_s``."""
+    env = {**env, "LABKIT_GRADING_LOG": str(log)}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.plugin",
+           "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
+           f"--junitxml={junit}", "-q", *args]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    seconds = time.monotonic() - start
+    outcomes = parse_junit(junit) if junit.exists() and not timed_out else parse_log(log)
+    return RunResult(outcomes, seconds, timed_out, proc.returncode, (out or "")[-3000:])
+
+
+def parse_junit(path: Path) -> list[Outcome]:
+    """Items of a JUnit XML file; xfailed/skipped count as skipped, xpassed as passed."""
+    try:
+        tree = ET.parse(path)
+    except ET.ParseError:
+        return []
+    outcomes = []
+    for case in tree.iter("testcase"):
+        props: dict[str, list[str]] = {}
+        for prop in case.iter("property"):
+            props.setdefault(prop.get("name", ""), []).append(prop.get("value", ""))
+        outcome, detail = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            node = case.find(tag)
+            if node is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+                detail = (node.get("message") or "") + "\n" + (node.text or "")
+                break
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        outcomes.append(Outcome(name, outcome, detail, props))
+    return outcomes
+
+
+def parse_log(path: Path) -> list[Outcome]:
+    """Fallback when a run was killed: the plugin's JSON-lines log of finished items."""
+    import json
+
+    if not path.exists():
+        return []
+    merged: dict[str, Outcome] = {}
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        props: dict[str, list[str]] = {}
+        for key, value in rec.get("properties", []):
+            props.setdefault(str(key), []).append(str(value))
+        outcome = rec.get("outcome", "failed")
+        if outcome == "failed" and rec.get("when") != "call":
+            outcome = "error"
+        current = merged.get(rec["nodeid"])
+        if current is None or current.outcome == "passed":
+            merged[rec["nodeid"]] = Outcome(rec["nodeid"], outcome, rec.get("detail", ""), props)
+    return list(merged.values())
+
+
+def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int) -> NotebookNode:
+    """Run a notebook top to bottom in a fresh kernel (nbclient); raises on the first error."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
+                            resources={"metadata": {"path": str(cwd)}}, startup_timeout=120)
+    client.execute(env=env)
+    return nb
