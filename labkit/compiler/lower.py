@@ -105,7 +105,7 @@ def origins_of(*values: Any) -> list[str]:
 
 
 def is_value(x: Any) -> bool:
-    return isinstance(x, Buffer | ReinterpretView | View | Pointwise)
+    return isinstance(x, Buffer | ReinterpretView | View | Pointwise | Reduction)
 
 
 def broadcast_loader(x: Any, size: Sequence[int], dtype: torch.dtype) -> Callable[[Index], Any]:
