@@ -161,17 +161,21 @@ def compile_timings(rec: Any, device: str) -> list[Timing]:
             for k, v in parts.items() if v > 0 or k == "dynamo"]
 
 
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def _record_error(trace: Trace, rec: Any, err: BaseException) -> None:
     """Put the exception on the stage torch was working on, and on trace.error."""
-    labels = rec.frame_labels() if rec is not None else {}
-    stage = rec.stage if rec is not None else None
-    frame = labels.get(rec.compile_id or "", "") if rec is not None else ""
+    stage = rec.stage if rec.compiling else None  # None: compiling had finished; fn itself raised
+    frame = rec.frame_labels().get(rec.compile_id or "", "")
     title = f"error while compiling ({stage})" if stage else "error: the function raised while running"
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     trace.add(stage or "dynamo.graph", title, text, status="error", frame=frame,
               meta={"exception": type(err).__name__})
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    trace.error = f"{type(err).__name__}: {first}"
+    cause = err.__cause__ or err.__context__
+    trace.error = _first_line(err) + (f" (caused by {_first_line(cause)})" if cause else "")
 
 
 def explore(

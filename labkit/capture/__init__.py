@@ -118,7 +118,8 @@ class Recorder:
         self.events: list[Event] = []
         self.progress = progress
         self.inductor = inductor
-        self.stage: str | None = None  # the stage torch is working on now (None between compiles)
+        self.stage: str | None = None  # the last stage torch worked on
+        self.compiling = False  # True from a frame's first event until it finished without error
         self.compile_id: str | None = None
         self.started = time.perf_counter()
         self._stack = contextlib.ExitStack()
@@ -131,10 +132,13 @@ class Recorder:
         self.events.append(Event(len(self.events), cid, kind, payload, dict(meta or {})))
         self.compile_id = cid
         if kind in ("compilation_metrics", "bwd_compilation_metrics"):
-            self.stage = None  # this frame (or its backward) is done compiling
-        elif kind in EVENT_STAGE and EVENT_STAGE[kind] != self.stage:
-            self.stage = EVENT_STAGE[kind]
-            self.say(self.stage)
+            # The frame (or its backward) is done; a failed one keeps `stage` = where it failed.
+            self.compiling = bool((meta or {}).get("fail_type"))
+        elif kind in EVENT_STAGE:
+            self.compiling = True
+            if EVENT_STAGE[kind] != self.stage:
+                self.stage = EVENT_STAGE[kind]
+                self.say(self.stage)
 
     def say(self, what: str) -> None:
         """Tell the progress callback what is being worked on."""

@@ -30,8 +30,9 @@ def target_name(target: Any) -> str:
         return str(target)
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
-    if module in ("torch._C._VariableFunctions", "torch._C") or module.startswith("torch._C."):
-        module = "torch"  # torch.sin's builtin lives in torch._C._VariableFunctions
+    if "_VariableFunctions" in name or module.startswith("torch._C"):
+        # torch.sin is a builtin of torch._C._VariableFunctionsClass: show it as users write it
+        module, name = "torch", getattr(target, "__name__", name)
     elif module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module else name
