@@ -104,8 +104,8 @@ def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
         else:
             from labkit.compiler.codegen import triton as tgen
 
-            src, args = tgen.generate(k, dtypes, device)
-            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device)
+            src, args, launch = tgen.generate(k, dtypes, device)
+            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch)
         kernel_args[k.name] = args
     return Program(graph, sched, kernels, kernel_args, target, device)
 

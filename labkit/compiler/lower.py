@@ -189,13 +189,31 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Pointwise:
     return pointwise(lambda x, y: ops.truediv(x, y), a, b)
 
 
+def _int_power(v: Any, n: int) -> Any:
+    """v ** n for n >= 1 by repeated squaring: v**13 = v**8 * v**4 * v."""
+    result, base = None, v
+    while n:
+        if n & 1:
+            result = base if result is None else ops.mul(result, base)
+        n >>= 1
+        if n:
+            base = ops.mul(base, base)
+    return result
+
+
 @register_lowering(aten.pow.Tensor_Scalar)
 def pow_scalar(x: Any, exponent: float) -> Pointwise:
-    """x ** c for a constant c; small integer powers become multiplications."""
-    if exponent == 2:
-        return pointwise(lambda v: ops.mul(v, v), x)
+    """x ** c for a constant c; integer powers become multiplications (exact for negative x)."""
+    dtype = out_dtype()
     if exponent == 0.5:
         return pointwise(lambda v: ops.sqrt(v), x)
+    if exponent == 0:
+        return pointwise(lambda v: ops.constant(1, dtype), x)
+    if float(exponent).is_integer() and abs(exponent) <= 64:
+        n = int(abs(exponent))
+        if exponent < 0:
+            return pointwise(lambda v: ops.reciprocal(_int_power(v, n)), x)
+        return pointwise(lambda v: _int_power(v, n), x)
     return pointwise(lambda v, e: ops.pow(v, e), x, exponent)
 
 

@@ -52,9 +52,12 @@ class CppOverrides:
     @staticmethod
     def constant(value: Any, dtype: torch.dtype) -> str:
         ctype = CTYPES[dtype]
+        inf = isinstance(value, float) and math.isinf(value)
         if dtype == torch.bool:
-            return "true" if value else "false"
-        if isinstance(value, float) and math.isinf(value):
+            return "true" if (value > 0 if inf else value) else "false"
+        if inf and not dtype.is_floating_point:  # reduction identities of integer max/min
+            return f"std::numeric_limits<{ctype}>::{'max' if value > 0 else 'lowest'}()"
+        if inf:
             sign = "-" if value < 0 else ""
             return f"{sign}std::numeric_limits<{ctype}>::infinity()"
         if isinstance(value, float) and math.isnan(value):

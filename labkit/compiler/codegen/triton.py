@@ -1,0 +1,399 @@
+"""Triton code generation: one ``@triton.jit`` kernel per fused kernel, GPU or interpreter.
+
+Note on invariants: a pointwise kernel gives each program ``XBLOCK`` consecutive elements of the
+flattened loops (``xmask`` guards the tail). A reduction kernel gives each program exactly one
+row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
+every node of the kernel works on the same registers), otherwise every node loops over the row in
+``LOOP_RBLOCK`` chunks. Sizes and strides are baked in as constants. Generated kernels only use
+Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
+the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
+under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
+module is executed with ``TRITON_INTERPRET=1`` set, which makes ``@triton.jit`` build interpreted
+kernels that run with numpy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import sympy
+import torch
+
+from labkit.compiler.codegen.common import KernelWriter
+from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
+from labkit.compiler.ir import REDUCTION_IDENTITY, numel
+from labkit.compiler.schedule import FusedKernel, store_index
+
+TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
+            torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
+            torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
+PERSISTENT_MAX = 16384  # longest row kept in registers as one block
+LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
+XBLOCK_MAX = 1024
+
+HEADER = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _lk_sum(a, b):
+    return a + b
+
+
+@triton.jit
+def _lk_max(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _lk_min(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+'''
+
+
+def _literal(value: Any, dtype: torch.dtype) -> str:
+    """A Python literal Triton accepts for ``value`` in ``dtype`` (+-inf for ints: their limits)."""
+    if dtype == torch.bool:
+        return str(int(value > 0))
+    if dtype.is_floating_point:
+        return f'float("{value}")' if math.isinf(value) else repr(float(value))
+    if math.isinf(value):
+        info = torch.iinfo(dtype)
+        return str(info.max if value > 0 else info.min)
+    return str(int(value))
+
+
+class TritonOverrides:
+    """Map element-wise ops to Triton expressions (one static method per op)."""
+
+    @staticmethod
+    def constant(value: Any, dtype: torch.dtype) -> str:
+        if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+            value = f'float("{value}")'
+        elif dtype == torch.bool:
+            value = int(bool(value))
+        return f"tl.full([], {value}, {TL_TYPES[dtype]})"
+
+    @staticmethod
+    def to_dtype(x: str, dtype: torch.dtype) -> str:
+        if dtype == torch.bool:
+            return f"({x} != 0)"
+        return f"{x}.to({TL_TYPES[dtype]})"
+
+    @staticmethod
+    def neg(x: str) -> str:
+        return f"-{x}"
+
+    @staticmethod
+    def abs(x: str) -> str:
+        return f"tl.abs({x})"
+
+    @staticmethod
+    def exp(x: str) -> str:
+        return f"tl.exp({x})"
+
+    @staticmethod
+    def log(x: str) -> str:
+        return f"tl.log({x})"
+
+    @staticmethod
+    def sqrt(x: str) -> str:
+        return f"tl.sqrt({x})"
+
+    @staticmethod
+    def rsqrt(x: str) -> str:
+        return f"tl.math.rsqrt({x})"
+
+    @staticmethod
+    def reciprocal(x: str) -> str:
+        return f"1.0 / {x}"
+
+    @staticmethod
+    def sin(x: str) -> str:
+        return f"tl.sin({x})"
+
+    @staticmethod
+    def cos(x: str) -> str:
+        return f"tl.cos({x})"
+
+    @staticmethod
+    def tanh(x: str) -> str:
+        """tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits at +-inf, builtins only."""
+        ### BEGIN SOLUTION
+        return f"1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0)"
+        ### END SOLUTION
+
+    @staticmethod
+    def sigmoid(x: str) -> str:
+        return f"1.0 / (1.0 + tl.exp(-{x}))"
+
+    @staticmethod
+    def relu(x: str) -> str:
+        return f"tl.where({x} < 0, 0, {x})"  # NaN stays NaN, as in torch
+
+    @staticmethod
+    def erf(x: str) -> str:
+        return f"tl.math.erf({x})"
+
+    @staticmethod
+    def add(a: str, b: str) -> str:
+        return f"{a} + {b}"
+
+    @staticmethod
+    def sub(a: str, b: str) -> str:
+        return f"{a} - {b}"
+
+    @staticmethod
+    def mul(a: str, b: str) -> str:
+        return f"{a} * {b}"
+
+    @staticmethod
+    def truediv(a: str, b: str) -> str:
+        return f"{a} / {b}"
+
+    @staticmethod
+    def pow(a: str, b: str) -> str:
+        return f"tl.exp({b} * tl.log({a}))"  # non-integer exponents only (see lower.pow_scalar)
+
+    @staticmethod
+    def maximum(a: str, b: str) -> str:
+        return f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"
+
+    @staticmethod
+    def minimum(a: str, b: str) -> str:
+        return f"tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})"
+
+    @staticmethod
+    def where(c: str, a: str, b: str) -> str:
+        return f"tl.where({c}, {a}, {b})"
+
+    @staticmethod
+    def eq(a: str, b: str) -> str:
+        return f"{a} == {b}"
+
+    @staticmethod
+    def ne(a: str, b: str) -> str:
+        return f"{a} != {b}"
+
+    @staticmethod
+    def lt(a: str, b: str) -> str:
+        return f"{a} < {b}"
+
+    @staticmethod
+    def le(a: str, b: str) -> str:
+        return f"{a} <= {b}"
+
+    @staticmethod
+    def gt(a: str, b: str) -> str:
+        return f"{a} > {b}"
+
+    @staticmethod
+    def ge(a: str, b: str) -> str:
+        return f"{a} >= {b}"
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+class TritonKernelWriter(KernelWriter):
+    """Writes one FusedKernel as a @triton.jit function."""
+
+    overrides = TritonOverrides
+    div = "//"
+
+    def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
+        super().__init__(kernel, dtypes)
+        self.mask = "xmask"
+        self.rnumel = numel(self.r_sizes)
+        self.persistent = self.rnumel <= PERSISTENT_MAX
+        if self.space.rdims:
+            self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
+            self.grid = numel(self.row_sizes)
+            self.num_warps = 4 if self.block <= 1024 else 8 if self.block <= 4096 else 16
+        else:
+            self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
+            self.grid = -(-numel(self.row_sizes) // self.block)
+            self.num_warps = 4
+
+    def declare(self, var: str, expr: str) -> str:
+        return f"{var} = {expr}"
+
+    def is_block(self, index: sympy.Expr) -> bool:
+        """Whether the address is a block (depends on the vectorized loop), else a scalar."""
+        vector = set(self.rvars) if self.space.rdims else set(self.rows)
+        return bool(sympy.sympify(index.subs(self.subs)).free_symbols & vector)
+
+    def load(self, name: str, index: sympy.Expr) -> str:
+        if name in self.locals:
+            return self.locals[name]
+        mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
+        return self.cse(f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})")
+
+    def store(self, name: str, value: str) -> None:
+        if name in self.ptr:
+            node = self.members[name]
+            where = store_index(node, self.space)
+            mask = f", {self.mask}" if self.mask and self.is_block(where) else ""
+            self.emit(f"tl.store({self.ptr[name]} + ({self.index(where)}), {value}{mask})")
+
+    def unravel(self, flat: str, loop: list[Any], sizes: list[int]) -> None:
+        """Emit each loop variable as a digit of the flat index (last variable fastest)."""
+        stride = 1
+        for var, size in reversed(list(zip(loop, sizes))):
+            digit = flat if stride == 1 else f"({flat} // {stride})"
+            self.emit(f"{var} = {digit} % {size}" if var != loop[0] else f"{var} = {digit}")
+            stride *= size
+
+    def source(self) -> str:
+        """The complete @triton.jit function for this kernel."""
+        params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
+        if self.space.rdims:
+            self.reduction_body()
+        else:
+            self.pointwise_body()
+        return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
+                          *self.lines])
+
+    def pointwise_body(self) -> None:
+        n = numel(self.row_sizes)
+        self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+        self.emit(f"xmask = xindex < {n}")
+        self.unravel("xindex", self.rows, self.row_sizes)
+        for node in self.kernel.nodes:
+            value = self.node_value(node)
+            self.locals[node.name] = value
+            self.store(node.name, value)
+
+    def r_setup(self, offset: str) -> None:
+        self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
+        self.emit(f"rmask = rindex < {self.rnumel}")
+        self.unravel("rindex", self.rvars, self.r_sizes)
+
+    def reduction_body(self) -> None:
+        self.emit("xindex = tl.program_id(0)")
+        self.unravel("xindex", self.rows, self.row_sizes)
+        self.mask = "rmask"
+        if self.persistent:
+            self.r_setup("")
+        for node in self.kernel.nodes:
+            if node.is_reduction:
+                self.reduction(node)
+            elif self.per_element(node):
+                if not self.persistent:
+                    self.open_loop()
+                value = self.node_value(node)
+                self.store(node.name, value)
+                if self.persistent:
+                    self.locals[node.name] = value
+                else:
+                    self.pop()
+            else:
+                saved, self.mask = self.mask, ""
+                value = self.node_value(node)
+                self.locals[node.name] = value
+                self.store(node.name, value)
+                self.mask = saved
+
+    def open_loop(self) -> None:
+        self.emit(f"for roffset in range(0, {self.rnumel}, BLOCK):")
+        self.push()
+        self.r_setup("roffset + ")
+
+    def reduction(self, node: Any) -> None:
+        kind, ttype = node.data.reduction_type, TL_TYPES[node.dtype]
+        ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
+        acc = self.new_var("acc")
+        combine = f"_lk_{kind}"
+        if self.persistent:
+            value = self.node_value(node)
+            masked = self.cse(f"tl.where(rmask, {value}, {ident})")
+            self.emit(f"{acc} = tl.reduce({masked}, 0, {combine})")
+        else:
+            self.emit(f"_{acc} = tl.full([BLOCK], {ident}, {ttype})")
+            self.open_loop()
+            value = self.node_value(node)
+            self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
+            self.pop()
+            self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine})")
+        self.locals[node.name] = acc
+        saved, self.mask = self.mask, ""
+        self.store(node.name, acc)
+        self.mask = saved
+
+
+class TritonKernelError(RuntimeError):
+    """Triton failed to build or run a generated kernel; carries the source."""
+
+    def __init__(self, message: str, source: str) -> None:
+        super().__init__(f"{message}\n--- source ---\n{source}")
+        self.source = source
+
+
+def _load_module(source: str, interpret: bool) -> Any:
+    """Execute generated source from a real file (triton reads it back with inspect)."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:24]
+    folder = Path(_cpp_cache_dir()).parent / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"lk_{key}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"labkit_triton_{key}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    old = os.environ.get("TRITON_INTERPRET")
+    if interpret:  # read by @triton.jit when the decorator runs, i.e. right now
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if interpret:
+            if old is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = old
+    return module
+
+
+class TritonKernel:
+    """A generated Triton kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
+
+    def __init__(self, name: str, source: str, kernel: FusedKernel, args: list[str],
+                 device: torch.device, launch: dict[str, int] | None = None) -> None:
+        self.name, self.source, self.origins = name, source, kernel.origins
+        self.launch = launch or {}
+        try:
+            module = _load_module(HEADER + source, device.type != "cuda")
+        except Exception as e:  # syntax errors and the like: show the code with the message
+            raise TritonKernelError(f"could not load Triton kernel {name}: {e}", source) from e
+        self.fn = getattr(module, name)
+        self.checked = False
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        grid, block, warps = self.launch["grid"], self.launch["block"], self.launch["num_warps"]
+        if grid == 0:
+            return
+        if self.checked:
+            self.fn[(grid,)](*tensors, BLOCK=block, num_warps=warps)
+            return
+        try:
+            self.fn[(grid,)](*tensors, BLOCK=block, num_warps=warps)
+        except Exception as e:
+            raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
+        self.checked = True
+
+
+def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
+             device: torch.device) -> tuple[str, list[str], dict[str, int]]:
+    """Triton source of one kernel, its pointer arguments, and its launch parameters."""
+    writer = TritonKernelWriter(kernel, dtypes)
+    src = writer.source()
+    launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
+    return src, writer.reads + writer.writes, launch
