@@ -9,7 +9,9 @@ inter-quartile range, never a single run or a mean that one stall can drag.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.trace import Timing
@@ -88,3 +90,230 @@ def _measure_cuda(fn: Callable[..., Any], args: tuple[Any, ...], label: str, met
         how = "cuda events"
     device = torch.cuda.get_device_name(torch.cuda.current_device())
     return Timing(label=label, median_s=med, spread_s=hi - lo, device=device, meta={"timer": how, **meta})
+
+
+# -- bandwidth ----------------------------------------------------------------------------------
+_COPY_CACHE: dict[tuple[str, int, int], Timing] = {}
+
+
+def copy_bandwidth(device: str | None = None, nbytes: int | None = None, *, refresh: bool = False) -> Timing:
+    """Measure this machine's memory copy bandwidth: time ``dst.copy_(src)`` on a large buffer.
+
+    Returns a Timing (``meta["kind"] == "copy"``, ``meta["bytes"]`` = bytes read + written) that
+    plots draw as the line achieved bandwidth is judged against; ``achieved_bandwidth(t)`` gives
+    bytes/s. The buffer (default 64 MiB on CPU, 512 MiB on GPU) is far larger than the caches, so
+    this is the DRAM/HBM rate a memory-bound kernel can hope for (data that fits in a cache can
+    beat it). Measured once per process, device and CPU thread count; ``refresh=True`` measures again.
+    """
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    nbytes = int(nbytes or (512 if device.startswith("cuda") else 64) * 2**20)
+    key = (device, nbytes, 0 if device.startswith("cuda") else torch.get_num_threads())
+    if refresh or key not in _COPY_CACHE:
+        src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+        t = measure(dst.copy_, src, label="copy", min_run_time=0.2, device=device,
+                    meta={"kind": "copy", "bytes": 2 * src.numel() * 4})
+        del src, dst
+        _COPY_CACHE[key] = t
+    return _COPY_CACHE[key]
+
+
+def achieved_bandwidth(timing: Timing, bytes: int | None = None) -> float:
+    """Bytes per second: ``bytes`` (or ``timing.meta["bytes"]``) moved in the median time."""
+    nbytes = bytes if bytes is not None else timing.meta.get("bytes")
+    if not nbytes:
+        raise ValueError(f"timing {timing.label!r} does not say how many bytes it moved; pass bytes=")
+    if timing.median_s <= 0:
+        raise ValueError(f"timing {timing.label!r} has a non-positive median")
+    return float(nbytes) / timing.median_s
+
+
+def io_bytes(*tensors: Any) -> int:
+    """Bytes in every tensor found in the arguments (nested lists/tuples/dicts too): the least
+    traffic a kernel that reads its inputs and writes its outputs once must move."""
+    import torch
+
+    total = 0
+    stack = list(tensors)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            total += x.numel() * x.element_size()
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return total
+
+
+# -- compare ----------------------------------------------------------------------------------------
+@dataclass
+class CompareResult:
+    """What ``compare`` measured: one run Timing per backend (plus compile times), as table and plot."""
+
+    fn_name: str
+    timings: list[Timing] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # backend -> why it did not run
+    mismatched: dict[str, float] = field(default_factory=dict)  # backend -> max abs error vs eager
+
+    def runs(self) -> list[Timing]:
+        return [t for t in self.timings if t.meta.get("kind", "run") == "run"]
+
+    def timing(self, backend: str) -> Timing:
+        """The run Timing of one backend."""
+        for t in self.runs():
+            if t.label == backend:
+                return t
+        raise KeyError(f"no timing for {backend!r}: " + self.unavailable.get(backend, "not measured"))
+
+    def speedup(self, backend: str, over: str = "eager") -> float:
+        """How many times faster ``backend`` ran than ``over`` (median over median)."""
+        return self.timing(over).median_s / self.timing(backend).median_s
+
+    def table(self) -> str:
+        """A plain-text table: backend, median, IQR, speedup, bandwidth, compile time, notes."""
+        from labkit.widgets.plots import fmt_seconds
+
+        runs = self.runs()
+        base = next((t.median_s for t in runs if t.label == "eager"), None)
+        copy = next((t for t in self.timings if t.meta.get("kind") == "copy"), None)
+        compiles = {str(t.meta.get("backend")): t for t in self.timings if t.meta.get("kind") == "compile"}
+        head = ["backend", "median", "IQR", "vs eager", "GB/s", "compile+1st call", "note"]
+        rows = []
+        for t in runs:
+            gbs = f"{achieved_bandwidth(t) / 1e9:.3g}" if t.meta.get("bytes") else ""
+            c = compiles.get(t.label)
+            note = f"MISMATCH max err {self.mismatched[t.label]:.2g}" if t.label in self.mismatched else ""
+            rows.append([t.label, fmt_seconds(t.median_s), fmt_seconds(t.spread_s),
+                         f"{base / t.median_s:.2f}x" if base else "", gbs,
+                         fmt_seconds(c.median_s) if c else "", note])
+        for b, why in self.unavailable.items():
+            rows.append([b, "-", "-", "-", "-", "-", f"unavailable: {why}"])
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        device = runs[0].device if runs else "?"
+        threads = runs[0].meta.get("threads") if runs else None
+        foot = f"{self.fn_name} on {device}" + (f", {threads} thread(s)" if threads else "")
+        if copy:
+            foot += f"; measured copy bandwidth {achieved_bandwidth(copy) / 1e9:.3g} GB/s"
+        return "\n".join([*lines, foot])
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        import html
+
+        from labkit.widgets.code import style_block
+        from labkit.widgets.plots import svg_img, timing_svg
+
+        svg = timing_svg(self.timings)
+        img = svg_img(svg, f"timings of {self.fn_name}") if svg else ""
+        page = (f'<div class="lk-root">{style_block()}<pre>{html.escape(self.table())}</pre>'
+                f"{img}</div>")
+        return {"text/plain": self.table(), "text/html": page}
+
+
+def _outputs_close(a: Any, b: Any) -> float:
+    """Largest absolute difference between two (nested) outputs; inf when their structure differs."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape:
+            return float("inf")
+        if a.numel() == 0:
+            return 0.0
+        return float((a.detach().double() - b.detach().double()).abs().max())
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return max((_outputs_close(x, y) for x, y in zip(a, b)), default=0.0)
+    return 0.0 if a == b else float("inf")
+
+
+def _compiled(fn: Callable[..., Any], backend: str) -> Callable[..., Any]:
+    """``fn`` for one backend name: eager as is, labkit through its backend, others by name."""
+    import torch
+
+    if backend == "eager":
+        return fn
+    if backend == "labkit":
+        try:  # labkit's compiler is written alongside this module and may not be there yet
+            from labkit.compiler import backend as labkit_backend
+        except ImportError as e:
+            raise _Unavailable(f"labkit.compiler.backend cannot be imported ({type(e).__name__})") from e
+        return torch.compile(fn, backend=labkit_backend)
+    return torch.compile(fn, backend=backend)
+
+
+class _Unavailable(Exception):
+    """A backend that cannot run here; compare reports it instead of failing."""
+
+
+def compare(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    backends: Sequence[str] = ("eager", "inductor", "labkit"),
+    threads: int = 1,
+    min_run_time: float = 0.3,
+    bytes: int | None = None,
+    bandwidth: bool = True,
+    reset: bool = True,
+    tolerance: float = 1e-4,
+) -> CompareResult:
+    """Time ``fn(*inputs)`` under each backend, fairly, and return a table and a plot.
+
+    Threads are pinned (CPU) *before* anything is compiled, every compiled function is called once
+    untimed (that call compiles; its time is reported as "compile+1st call") and then timed like
+    eager: median and IQR. Outputs are checked against eager. A backend that cannot run here
+    (labkit's compiler not written yet, a compile error) is reported as unavailable, not raised.
+
+    Args:
+        bytes: bytes a call must move, for the bandwidth column; default: inputs + outputs.
+        bandwidth: also measure the machine's copy bandwidth (once per process) to compare with.
+        reset: ``torch.compiler.reset()`` first, so compile times are real (other compiled
+            functions recompile on their next call).
+    """
+    import torch
+
+    if not callable(fn):
+        raise TypeError(f"compare() needs a callable first, got {type(fn).__name__}")
+    if not backends:
+        raise ValueError("compare() needs at least one backend")
+    cuda = _is_cuda(inputs)
+    device = "cuda" if cuda else "cpu"
+    result = CompareResult(fn_name=getattr(fn, "__name__", type(fn).__name__))
+    pin = contextlib.nullcontext() if cuda else pinned_threads(threads)
+    with pin:
+        if reset:
+            torch.compiler.reset()
+        expected = fn(*inputs)
+        nbytes = bytes if bytes is not None else io_bytes(inputs, expected)
+        for b in backends:
+            try:
+                f = _compiled(fn, b)
+                start = time.perf_counter()
+                out = f(*inputs)
+                if cuda:
+                    torch.cuda.synchronize()
+                first = time.perf_counter() - start
+                err = _outputs_close(out, expected)
+                if err > tolerance:
+                    result.mismatched[b] = err
+                run = measure(f, *inputs, label=b, min_run_time=min_run_time, device=device,
+                              meta={"kind": "run", "bytes": nbytes, "max_abs_err": err})
+            except _Unavailable as e:
+                result.unavailable[b] = str(e)
+                continue
+            except Exception as e:  # a backend failing is a finding, not a crash
+                first_line = (str(e).strip().splitlines() or [""])[0][:200]
+                result.unavailable[b] = f"{type(e).__name__}: {first_line}"
+                continue
+            result.timings.append(run)
+            if b != "eager":
+                result.timings.append(Timing(f"compile: {b}", first, 0.0, run.device,
+                                             {"kind": "compile", "stage": "compile+1st call", "backend": b}))
+        if bandwidth:
+            result.timings.append(copy_bandwidth(device))
+    return result

@@ -221,10 +221,11 @@ CSS = """
 .lk-title { font-weight: 600; margin: 6px 0 2px; }
 .lk-note { color: #777; font-style: italic; margin: 2px 0 6px; }
 .lk-missing { color: #a33; background: #fff5f5; border-left: 3px solid #d66; padding: 4px 8px; white-space: pre-wrap; }
-.lk-code, .lk-plain, .lk-diff { max-height: 480px; overflow: auto; border: 1px solid #ddd; background: #fafafa; margin: 2px 0; }
+.lk-code, .lk-plain, .lk-diff { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid #ddd; background: #fafafa; margin: 2px 0; }
 .lk-code table, .lk-diff table { border-collapse: collapse; }
 .lk-code td, .lk-diff td { padding: 0 6px; vertical-align: top; }
-.lk-root pre { margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.4; }
+.lk-root pre { margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.4;
+  white-space: pre !important; overflow-wrap: normal !important; word-break: normal !important; }
 .lk-plain { padding: 4px 6px; white-space: pre; }
 .lk-ln pre, .lk-diff .lk-ln { color: #999; text-align: right; user-select: none; }
 .lk-diff td.lk-ln { font-family: ui-monospace, monospace; font-size: 12px; }

@@ -212,7 +212,7 @@ def header_html(trace: Trace) -> str:
     for gb in trace.graph_breaks:
         where = f"{gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}"
         head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where)} '
-                 f"<code>{html.escape(gb.code.strip())}</code>: {html.escape(normalize(gb.reason))}</div>")
+                 f"<code>{html.escape(gb.code.strip())}</code> — {html.escape(normalize(gb.reason))}</div>")
     return head
 
 
