@@ -22,7 +22,7 @@ What ``build`` does for each notebook:
    (so the stored outputs are what nbval will compare against);
 3. normalises it so that re-running does not churn the diff: notebook metadata reduced to the
    kernelspec and language name, cell metadata reduced to tags, widget state dropped, execution
-   counts renumbered 1..n, the run's temporary directory replaced by ``<run-dir>``;
+   counts renumbered 1..n, live-widget views dropped (their static HTML stays), the run's temporary directory replaced by ``<run-dir>``;
 4. refuses to write a notebook over 2 MB or with base64 images inside markdown.
 
 This is our own small normaliser instead of ``nbstripout --keep-output``: nbstripout keeps
@@ -120,6 +120,8 @@ def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat
             count += 1
             cell.execution_count = count
         for out in cell.outputs:
+            # a live widget's model is not saved with the notebook: keep its static HTML/text only
+            out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
             if "execution_count" in out:
                 out["execution_count"] = count
             if run_dir:

@@ -1,0 +1,255 @@
+# %% [markdown]
+# # 02 · Dynamo: from bytecode to an FX graph
+#
+# Dynamo (named after DynamoRIO, a tool that rewrites x86 code as it runs) hooks CPython's frame
+# evaluation (PEP 523). When a compiled function is called, Dynamo gets its **bytecode** before
+# CPython does, *symbolically executes* it on fake tensors while recording every tensor operation
+# into an **FX graph**, hands the graph to a **backend** (Inductor by default), and writes **new
+# bytecode** that calls the compiled result, protected by **guards** that say when it is still valid.
+#
+# **After this notebook you can**
+# - read the original and the rewritten bytecode of a compiled function;
+# - explain what symbolic execution keeps in the graph (tensor ops) and what it evaluates away
+#   (Python loops, constants, config dicts), and where guards come from;
+# - predict and read recompiles when a shape, a dtype or a Python constant changes;
+# - write a custom backend, and list the registered ones.
+
+# %% id=setup
+# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import os
+import random
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+warnings.filterwarnings("ignore")
+import torch
+
+import labkit
+
+if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
+    labkit.explore = labkit.explore.explore
+random.seed(0)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. Bytecode in, bytecode out
+#
+# The smallest possible example, from the seeds: add two tensors. We use `backend="eager"`, which
+# runs Dynamo and then executes the FX graph as it is, without Inductor: everything in this notebook
+# is about the front end, and it compiles in a fraction of a second.
+
+# %%
+def add(a, b):
+    return a + b
+
+
+x = torch.FloatTensor([1, 2, 3])
+y = torch.FloatTensor([4, 5, 6])
+trace = labkit.explore(add, x, y, backend="eager", timing=False)
+labkit.show(trace)
+
+# %% [markdown]
+# What CPython would run: load `a`, load `b`, `BINARY_OP (+)`, return.
+
+# %%
+print(trace.stage("bytecode.original")[0].meta["dis"])
+
+# %% [markdown]
+# What Dynamo installs instead (decompiled back to Python with `depyf`): a call to the compiled graph
+# `__compiled_fn_<n>_<id>` with the same arguments, then unpack its outputs and return. The seeds show
+# exactly this sequence on an older Python: `LOAD_GLOBAL __compiled_fn_0`, `LOAD_FAST a`,
+# `LOAD_FAST b`, `CALL_FUNCTION 2`, `UNPACK_SEQUENCE 1`, `RETURN_VALUE`. Newer releases add the
+# `record_pregraph_bytecode_enter/exit` bookkeeping around it.
+
+# %%
+print(trace.stage("bytecode.transformed")[0].meta["source"])
+
+# %% id=add-calls
+# NBVAL_CHECK_OUTPUT
+calls = trace.stage("bytecode.transformed")[0].meta["calls"]
+print("the new bytecode calls", sum(c.startswith("__compiled_fn") for c in calls), "compiled graph(s)")
+print(trace.stage("dynamo.graph")[0].text.split("\n", 1)[1].strip().splitlines()[-2].strip())
+
+# %% [markdown]
+# ## 2. Symbolic execution: what goes into the graph
+#
+# Dynamo interprets each instruction with *variable trackers* instead of values. A tensor becomes a
+# `TensorVariable` backed by a **FakeTensor** (shape, dtype, device; no data), and every operation
+# on it appends a node to the FX graph. Python values (ints, dicts, lists, modules) are *known
+# constants*: Dynamo computes with them directly and records a **guard** for each one it relied on.
+# So the graph contains only tensor work; Python loops are unrolled and config lookups vanish.
+
+# %%
+def scaled(x, n, cfg):
+    for _ in range(n):  # a Python loop over a Python int: unrolled
+        x = x * cfg["scale"]  # a dict lookup: constant-folded, and guarded
+    if cfg["relu"]:  # a Python bool: decided at trace time, and guarded
+        x = torch.relu(x)
+    return x
+
+
+cfg = {"scale": 0.5, "relu": True}
+trace = labkit.explore(scaled, torch.randn(4), 3, cfg, backend="eager", timing=False)
+print(trace.stage("dynamo.graph")[0].text)
+
+# %% id=scaled-graph
+# NBVAL_CHECK_OUTPUT
+nodes = trace.stage("dynamo.graph")[0].nodes
+print("graph inputs:", [n.name for n in nodes if n.op == "placeholder"])
+print("graph ops:   ", [n.target.split(".")[-1] for n in nodes if n.op == "call_function"])
+
+# %% [markdown]
+# The FakeTensors are visible from a **custom backend**: the backend receives the `GraphModule`
+# and example inputs, and each node carries the fake value Dynamo propagated through it in
+# `node.meta["example_value"]`.
+
+# %%
+def peek(gm, example_inputs):
+    for node in gm.graph.nodes:
+        val = node.meta.get("example_value")
+        if isinstance(val, torch.Tensor):
+            print(f"{node.name:8s} {type(val).__name__:10s} shape={tuple(val.shape)} dtype={val.dtype}")
+    return gm.forward  # a backend returns something callable: here, just run the graph
+
+
+torch._dynamo.reset()
+_ = torch.compile(scaled, backend=peek)(torch.randn(4), 3, cfg)
+
+# %% [markdown]
+# ## 3. Guards
+#
+# The compiled code is only valid while everything Dynamo assumed still holds: same tensor dtype,
+# device, shape (or shape *pattern*), requires_grad, the same values of `n` and the config entries it
+# read. Those assumptions are compiled into a **guard tree** that runs before every call:
+
+# %%
+guards = trace.stage("dynamo.guards")[0].text
+print(guards[:3500])
+
+# %% id=guards
+# NBVAL_CHECK_OUTPUT
+print("guards the tensor x (dtype, shape, ...):", "TENSOR_MATCH" in guards and "L['x']" in guards)
+print("guards the Python int n:", "L['n']" in guards)
+print("guards the config entries it read:", "L['cfg']['scale']" in guards and "L['cfg']['relu']" in guards)
+
+# %% [markdown]
+# ## 4. Recompiles
+#
+# When a guard fails, Dynamo compiles again and adds a second entry to the frame's cache. Watch it
+# happen: one function, four calls, with a length-8 tensor, then 9, then 10, then length 8 in
+# float64. `explore`'s `extra_inputs` makes the further calls inside the same recording.
+
+# %%
+def f(x):
+    return torch.sin(x) * 2
+
+
+more_calls = [(torch.randn(9),), (torch.randn(10),), (torch.randn(8, dtype=torch.float64),)]
+trace = labkit.explore(f, torch.randn(8), extra_inputs=more_calls, backend="eager", timing=False)
+
+# %% id=recompiles
+# NBVAL_CHECK_OUTPUT
+print("compiled frames:", trace.frames())
+for r in trace.meta["recompiles"]:
+    print(f"{r['frame']}  because  {r['reasons'][0]}")
+
+# %% [markdown]
+# Three compiles for four calls:
+#
+# - `0/0`: the first call, specialised to length 8 (a *static* shape).
+# - `0/1`: length 9 fails the size guard. Dynamo now assumes the size varies and compiles a
+#   **dynamic** graph with a symbolic size (`s0`, `s77`, ...): *automatic dynamic shapes*.
+# - The length-10 call reuses `0/1`: no recompile.
+# - `0/2`: float64 fails the dtype guard of every entry; dtypes never become dynamic.
+#
+# The dynamic graph shows the symbol where the size was:
+
+# %%
+print(trace.stage("dynamo.graph")[1].text)
+
+# %% [markdown]
+# Two knobs worth knowing: `torch.compile(f, dynamic=False)` never goes dynamic (one compile per
+# shape), and `torch._dynamo.config.recompile_limit` (8 by default) makes Dynamo stop recompiling a
+# frame and fall back to eager once it is hit, with a warning.
+#
+# ## 5. Backends
+#
+# Everything after Dynamo is a *backend*: a callable `(GraphModule, example_inputs) -> callable`.
+# These are registered by name:
+
+# %%
+print(torch._dynamo.list_backends())
+
+# %% id=backends
+# NBVAL_CHECK_OUTPUT
+print("inductor is registered:", "inductor" in torch._dynamo.list_backends())
+
+# %% [markdown]
+# The list depends on what is installed (the seeds, on an Intel XPU image, see
+# `['cudagraphs', 'inductor', 'onnxrt', 'openxla', 'openxla_eval', 'tvm']`), and
+# `list_backends(exclude_tags=())` also shows debug backends such as `eager` and `aot_eager`.
+# `inductor` is the default: `torch.compile(fn)` means `torch.compile(fn, backend="inductor")`.
+#
+# Writing your own takes three lines. This one counts the graphs and ops it is given and then runs
+# the graph unchanged. (Notebook 05 plugs in a real one: `labkit.compiler.backend`, a readable
+# Inductor in miniature.)
+
+# %%
+seen = []
+
+
+def my_backend(gm, example_inputs):
+    seen.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+    return gm.forward
+
+
+def model(x):
+    h = torch.relu(x @ x.T)
+    print("graph break!")  # print() is a side effect Dynamo does not put in a graph
+    return h.sum()
+
+
+torch._dynamo.reset()
+_ = torch.compile(model, backend=my_backend)(torch.randn(3, 3))
+
+# %% id=my-backend
+# NBVAL_CHECK_OUTPUT
+print(f"my_backend was called {len(seen)} times, with {[len(ops) for ops in seen]} ops")
+
+# %% [markdown]
+# Two calls: the `print` split `model` into two graphs (notebook 03 is about exactly this). To
+# register a backend under a name, decorate it with `@torch._dynamo.register_backend`; to wrap
+# Inductor rather than replace it, return `torch._dynamo.lookup_backend("inductor")(gm, example_inputs)`.
+#
+# ## Try it on your own function
+#
+# Replace `mine` with your own code and read the graph, the guards, and (with a second input of
+# another shape) the recompile reason.
+
+# %%
+def mine(x, scale=2.0):
+    return torch.tanh(x) * scale + x.mean()
+
+
+t = labkit.explore(mine, torch.randn(5, 5), extra_inputs=[(torch.randn(6, 5),)], backend="eager", timing=False)
+print(t.stage("dynamo.graph")[0].text)
+print(t.meta.get("recompiles"))
+
+# %% [markdown]
+# ## Summary
+#
+# - Dynamo intercepts the frame, symbolically executes the bytecode on FakeTensors, records tensor ops
+#   into an FX graph, calls the backend, and installs rewritten bytecode that calls the result.
+# - Python-level values are evaluated at trace time and **guarded**; tensors are guarded on dtype,
+#   device, shape and more. A failed guard means a **recompile**: the second shape seen goes dynamic,
+#   dtype changes never do.
+# - A backend is any `(gm, example_inputs) -> callable`; `torch._dynamo.list_backends()` lists the
+#   registered ones, `inductor` is the default.
+#
+# **Try it**
+# 1. Call `scaled` with `cfg = {"scale": 0.5, "relu": False}`. Does it recompile? What does the new graph contain?
+# 2. Compile `f` with `dynamic=False` and run the same four calls. How many frames now?
+# 3. Make `my_backend` print `gm.code` and check that it is the same code `labkit.show` displays.
+#
+# Next, notebook 03 follows a graph break through every stage. Exercises are in `exercises/`.
