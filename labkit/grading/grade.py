@@ -24,7 +24,7 @@ from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (SANITIZE, Outcome, RunResult, build_workspace, execute,
                                    grading_env, run_pytest)
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
 
 
