@@ -307,3 +307,40 @@ def test_triton_stages_interpreted_function(monkeypatch):
     assert ".target sm_80" in trace.stage("triton.ptx")[0].text
     with pytest.raises(ValueError, match="no type for parameter"):
         labkit.triton_stages(interpreted, {"x_ptr": "*fp32"}, {"BLOCK": 256})
+
+
+def test_inductor_triton_kernel_ir_without_gpu(monkeypatch):
+    """The GPU path's fallback (Inductor's Triton source -> IR for sm_90), run on CPU.
+
+    Inductor writes Triton for the CPU device when cpu_backend="triton"; it only asks triton's
+    driver for a target, so a stub driver lets codegen run without a GPU (nothing is launched).
+    """
+    import triton
+    from torch._inductor.utils import get_code
+    from triton.backends.compiler import GPUTarget
+
+    from labkit.capture import inductor, triton as capture_triton
+
+    class StubDriver:
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+    if not hasattr(triton.runtime.driver, "_active"):
+        pytest.skip("this triton keeps its active driver elsewhere")
+    monkeypatch.setattr(triton.runtime.driver, "_active", StubDriver())
+    import torch._inductor.config as inductor_config
+
+    torch.compiler.reset()
+    with inductor_config.patch(cpu_backend="triton", force_disable_caches=True):
+        code = get_code(torch.compile(sincos), torch.randn(1000))
+    code = code[0] if isinstance(code, list) else code
+    run = inductor.Run("0/0", output_code=code)
+    (kernel,) = inductor.kernels_of(run, "0/0 sincos")
+    assert kernel.language == "triton" and "@triton.jit" in kernel.source
+    assert kernel.origins == ["sin", "pow_1", "cos", "pow_2", "add"]  # from the wrapper comment
+    trace = Trace(fn_name="sincos", backend="inductor", kernels=[kernel])
+    capture_triton.build(trace, on_gpu=False)
+    ptx = trace.stage("triton.ptx")
+    assert [s.status for s in ptx] == ["ok"] and ".target sm_90" in ptx[0].text
+    assert "recompiled" in ptx[0].meta["from"]
+    assert "tt.load" in trace.stage("triton.ttir")[0].text
