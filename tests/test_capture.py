@@ -319,7 +319,8 @@ def test_inductor_triton_kernel_ir_without_gpu(monkeypatch):
     from torch._inductor.utils import get_code
     from triton.backends.compiler import GPUTarget
 
-    from labkit.capture import inductor, triton as capture_triton
+    from labkit.capture import inductor
+    from labkit.capture import triton as capture_triton
 
     class StubDriver:
         def get_current_target(self):
