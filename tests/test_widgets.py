@@ -287,3 +287,54 @@ def test_progress_bar_is_silent_outside_a_notebook(capsys):
         p(step)
     assert capsys.readouterr().out == ""
     assert p.messages == ["dynamo", "aot", "inductor", "done"]
+
+
+def test_mimebundle_in_a_kernel_adds_the_widget(trace, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from labkit.widgets import view
+
+    monkeypatch.setattr(view, "in_kernel", lambda: True)
+    bundle = labkit.show(trace)._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", view.WIDGET_MIME}
+    assert bundle[view.WIDGET_MIME]["model_id"]
+    assert bundle["text/html"] == labkit.show(trace).html  # nbconvert/GitHub fall back to this
+
+
+# -- bench: bandwidth and compare -----------------------------------------------------------------
+def test_copy_bandwidth_is_measured_and_cached():
+    from labkit import bench
+
+    t = bench.copy_bandwidth("cpu", nbytes=8 * 2**20)
+    assert t.meta["kind"] == "copy" and t.meta["bytes"] == 16 * 2**20 and t.median_s > 0
+    gbs = bench.achieved_bandwidth(t) / 1e9
+    assert 0.05 < gbs < 2000, gbs
+    assert bench.copy_bandwidth("cpu", nbytes=8 * 2**20) is t
+    assert bench.achieved_bandwidth(Timing("k", 2.0, 0.0, "cpu"), bytes=10) == 5.0
+    with pytest.raises(ValueError, match="bytes"):
+        bench.achieved_bandwidth(Timing("k", 1.0, 0.0, "cpu"))
+
+
+def test_compare_reports_missing_backends_instead_of_failing(monkeypatch):
+    import torch
+
+    from labkit import bench
+
+    monkeypatch.setitem(sys.modules, "labkit.compiler", None)  # as if labkit's compiler were absent
+
+    def f(x):
+        return x * 2 + 1
+
+    r = labkit.compare(f, torch.ones(1024), backends=("eager", "labkit", "no_such_backend"),
+                       min_run_time=0.02, bandwidth=False, reset=False)
+    assert isinstance(r, bench.CompareResult)
+    assert [t.label for t in r.runs()] == ["eager"]
+    assert set(r.unavailable) == {"labkit", "no_such_backend"}
+    assert "labkit.compiler.backend cannot be imported" in r.unavailable["labkit"]
+    table = r.table()
+    assert table.splitlines()[0].split()[:3] == ["backend", "median", "IQR"]
+    assert "unavailable" in table and "f on cpu" in table
+    assert r.timing("eager").meta["bytes"] == 2 * 1024 * 4
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == table and "<img" in bundle["text/html"]
+    with pytest.raises(KeyError, match="labkit"):
+        r.timing("labkit")
