@@ -97,16 +97,20 @@ def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
     device = tensors[0].device if tensors else torch.device("cpu")
     kernels: dict[str, Any] = {}
     kernel_args: dict[str, list[str]] = {}
-    for k in sched.kernels:
-        if target == "cpp":
-            src, args = cpp.generate(k, dtypes)
-            kernels[k.name] = cpp.CppKernel(k.name, src, len(args), k.origins)
-        else:
-            from labkit.compiler.codegen import triton as tgen
+    if target == "cpp":  # all kernels of a graph in one library: one compiler run per graph
+        generated = {k.name: cpp.generate(k, dtypes) for k in sched.kernels}
+        if generated:
+            lib = cpp.compile_library(cpp.PRELUDE + "\n\n".join(s for s, _ in generated.values()))
+            for name, (src, args) in generated.items():
+                kernels[name] = cpp.CppKernel(name, src, len(args), lib)
+                kernel_args[name] = args
+    else:
+        from labkit.compiler.codegen import triton as tgen
 
+        for k in sched.kernels:
             src, args, launch = tgen.generate(k, dtypes, device)
             kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch)
-        kernel_args[k.name] = args
+            kernel_args[k.name] = args
     return Program(graph, sched, kernels, kernel_args, target, device)
 
 

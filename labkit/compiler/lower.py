@@ -583,7 +583,8 @@ class GraphLowering:
             elif node.op == "call_function":
                 self.env[node] = self._maybe_realize(node, self._lower(node))
             elif node.op == "output":
-                self.outputs = [self._output(a) for a in node.args[0]]
+                outs = node.args[0] if isinstance(node.args[0], list | tuple) else [node.args[0]]
+                self.outputs = [self._output(a) for a in outs]
         V.node = None
         return self
 

@@ -344,9 +344,9 @@ def compile_library(source: str) -> ctypes.CDLL:
 class CppKernel:
     """A compiled kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
-    def __init__(self, name: str, source: str, nargs: int, origins: list[str]) -> None:
-        self.name, self.source, self.origins = name, source, origins
-        self.fn = getattr(compile_library(PRELUDE + source), name)
+    def __init__(self, name: str, source: str, nargs: int, library: ctypes.CDLL) -> None:
+        self.name, self.source = name, source
+        self.fn = getattr(library, name)
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int]
 

@@ -1,0 +1,38 @@
+"""Checking labkit's compiler against eager, without Dynamo: used by tests, notebooks and grading."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from labkit.compiler.backend import build_program
+from labkit.compiler.decompose import decomposition_table
+from labkit.compiler.wrapper import Program
+
+
+def trace_aten(fn: Callable[..., Any], *inputs: Any) -> torch.fx.GraphModule:
+    """``fn`` as a core-ATen FX graph with labkit's decompositions (make_fx; no Dynamo, no autograd)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*inputs)
+
+
+def compile_fn(fn: Callable[..., Any], *inputs: Any, target: str = "cpp") -> Program:
+    """Compile ``fn`` for these inputs' shapes, strides and dtypes; returns the Program."""
+    return build_program(trace_aten(fn, *inputs), list(inputs), target)
+
+
+def assert_same_as_eager(fn: Callable[..., Any], *inputs: Any, target: str = "cpp",
+                         rtol: float = 1e-5, atol: float = 1e-5) -> Program:
+    """Compile ``fn``, run it, and check every output (values, shape, dtype) against eager."""
+    program = compile_fn(fn, *inputs, target=target)
+    expected = fn(*inputs)
+    expected = list(expected) if isinstance(expected, list | tuple) else [expected]
+    got = program(*inputs)
+    assert len(got) == len(expected), f"{len(got)} outputs, eager has {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        torch.testing.assert_close(g, e, rtol=rtol, atol=atol, equal_nan=True,
+                                   msg=lambda m, i=i: f"output {i}: {m}\n{program.code}")
+    return program
