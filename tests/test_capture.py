@@ -13,28 +13,13 @@ import pytest
 import torch
 
 import labkit
+from labkit.capture import examples
+from labkit.capture.examples import mlp, sincos, toy_example
 from labkit.explore import explore
 from labkit.trace import Trace
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-
-def toy_example(a, b):
-    x = a / (torch.abs(a) + 1)
-    if b.sum() < 0:
-        b = b * -1
-    return x * b
-
-
-def mlp(x, w1, b1, w2, b2, w3, b3):
-    h = torch.relu(x @ w1 + b1)
-    h = torch.relu(h @ w2 + b2)
-    return h @ w3 + b3
-
-
-def sincos(x):
-    return torch.sin(x) ** 2 + torch.cos(x) ** 2
 
 
 def scaled(x):
@@ -53,22 +38,17 @@ def ok_kinds(trace: Trace, kind: str) -> list:
 
 @pytest.fixture(scope="module")
 def toy() -> Trace:
-    return explore(toy_example, torch.randn(16), torch.randn(16), timing=False)
+    return explore(toy_example, *examples.toy_inputs(), timing=False)
 
 
 @pytest.fixture(scope="module")
 def mlp_trace() -> Trace:
-    torch.manual_seed(0)
-    params = []
-    for fan_in, fan_out in [(16, 32), (32, 32), (32, 4)]:
-        params += [torch.randn(fan_in, fan_out, requires_grad=True),
-                   torch.randn(fan_out, requires_grad=True)]
-    return explore(mlp, torch.randn(8, 16), *params, timing=False)
+    return explore(mlp, *examples.mlp_inputs(), timing=False)
 
 
 @pytest.fixture(scope="module")
 def sincos_trace() -> Trace:
-    return explore(sincos, torch.randn(1024), timing=True)  # the one timed explore
+    return explore(sincos, *examples.sincos_inputs(), timing=True)  # the one timed explore
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +62,7 @@ def test_toy_graphs_and_break(toy):
     assert len(ok_kinds(toy, "dynamo.graph")) >= 2
     assert len(toy.graph_breaks) == 1
     gb = toy.graph_breaks[0]
-    assert gb.filename == __file__
+    assert gb.filename == examples.__file__
     assert gb.code == "if b.sum() < 0:"
     assert gb.lineno == toy_example.__code__.co_firstlineno + 2
     assert "Data-dependent" in gb.reason or "jump" in gb.reason
@@ -113,7 +93,7 @@ def test_toy_guards_and_nodes(toy):
     ops = {n.op for n in graph.nodes}
     assert {"placeholder", "call_function", "output"} <= ops
     abs_node = next(n for n in graph.nodes if n.target == "torch.abs")
-    assert abs_node.shape == [16] and abs_node.dtype == "float32"
+    assert abs_node.shape == [1024] and abs_node.dtype == "float32"
     assert abs_node.source and "toy_example" not in abs_node.source  # "file.py:N  code"
     assert "torch.abs(a)" in abs_node.source
 
