@@ -25,6 +25,7 @@ from labkit.compiler.ir import (
     MultiOutput,
     ReadsHandler,
     Reduction,
+    ReinterpretView,
     fill_index,
     set_ops_handler,
     squeeze,
@@ -232,7 +233,7 @@ def _readers(graph: GraphLowering) -> dict[str, set[str]]:
                 readers.setdefault(name, set()).add(buf.name)
         elif isinstance(buf, ExternBuffer):
             for a in _flat(buf.args) + _flat(list(buf.kwargs.values())):
-                base = getattr(a, "data", a)
+                base = a.data if isinstance(a, ReinterpretView) else a
                 if isinstance(base, Buffer):
                     readers.setdefault(base.name, set()).add(buf.name)
         elif isinstance(buf, MultiOutput) and buf.parent is not None:

@@ -1,0 +1,143 @@
+"""labkit.compiler as a torch.compile backend: Trace stages, training, fallbacks, fusion structure."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import labkit.compiler as lc
+from labkit.compiler.codegen.cpp import CppCompileError, compile_library
+from labkit.compiler.testing import compile_fn
+from labkit.trace import Trace
+
+
+def _compile(fn, trace: Trace | None = None, target: str = "cpp"):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=lc.make_backend(trace, target), dynamic=False)
+
+
+def test_module_attribute_backend_works_with_torch_compile() -> None:
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: torch.sigmoid(x) * x + 1, backend=lc.backend, dynamic=False)
+    x = torch.randn(7, 3)
+    torch.testing.assert_close(f(x), torch.sigmoid(x) * x + 1)
+
+
+def test_inference_trace_has_labkit_stages_and_kernels() -> None:
+    trace = Trace("f", "labkit")
+    f = _compile(lambda x: torch.softmax(x * 2, -1), trace)
+    x = torch.randn(4, 9)
+    torch.testing.assert_close(f(x), torch.softmax(x * 2, -1))
+    kinds = [s.kind for s in trace.stages]
+    for kind in ("aot.inference", "labkit.loop_ir", "labkit.schedule", "labkit.cpp"):
+        assert kind in kinds, kinds
+    assert "aot.forward" not in kinds
+    (k,) = trace.kernels
+    assert k.producer == "labkit" and k.language == "cpp"
+    assert {"amax", "exp", "div"} <= set(k.origins)
+    assert "ops.exp" in trace.stage("labkit.loop_ir")[0].text
+    assert Trace.from_json(trace.to_json()) == trace
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.ln, self.l2 = nn.Linear(12, 24), nn.LayerNorm(24), nn.Linear(24, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.l2(F.gelu(self.ln(self.l1(x)))), -1)
+
+
+def test_mlp_training_step_matches_eager() -> None:
+    torch.manual_seed(0)
+    eager = MLP()
+    mine = copy.deepcopy(eager)
+    trace = Trace("mlp", "labkit")
+    compiled = _compile(mine, trace)
+    x, y = torch.randn(16, 12), torch.randint(0, 5, (16,))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, mine)]
+    for _ in range(2):
+        for model, opt in zip((eager, compiled), opts):
+            opt.zero_grad()
+            loss = F.nll_loss(model(x), y)
+            loss.backward()
+            opt.step()
+    for a, b in zip(eager.parameters(), mine.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    kinds = {s.kind for s in trace.stages}
+    assert {"aot.joint", "aot.forward", "aot.backward", "labkit.cpp"} <= kinds
+    assert any(k.name.startswith("bwd_") for k in trace.kernels)
+
+
+def test_unsupported_op_falls_back_and_is_recorded() -> None:
+    trace = Trace("f", "labkit")
+    before = lc.fallback_counter["cumsum.default"]
+    f = _compile(lambda x: torch.cumsum(x.exp(), 0) + 1, trace)
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(f(x), torch.cumsum(x.exp(), 0) + 1)
+    assert {"op": "cumsum.default", "reason": "labkit has no lowering for this op"} in trace.meta["fallbacks"]
+    assert lc.fallback_counter["cumsum.default"] == before + 1
+    assert "fallback" in trace.stage("labkit.schedule")[0].text
+
+
+def test_unsupported_dtype_falls_back() -> None:
+    p = compile_fn(lambda x: x * 2 + 1, torch.randn(4, dtype=torch.float16))
+    assert any("float16" in f["reason"] for f in p.graph.fallbacks)
+    x = torch.randn(4, dtype=torch.float16)
+    torch.testing.assert_close(p(x)[0], x * 2 + 1)
+
+
+def test_cpp_compile_error_carries_source_and_message() -> None:
+    with pytest.raises(CppCompileError) as err:
+        compile_library('extern "C" void broken() { this is not C++; }')
+    assert "this is not C++" in err.value.source and "error" in err.value.stderr
+
+
+def test_pointwise_chain_is_one_kernel() -> None:
+    p = compile_fn(lambda x, y: ((x * y + 1).relu().exp() - 2).tanh(), torch.randn(64, 33),
+                   torch.randn(33))
+    (k,) = p.schedule.kernels
+    assert {"mul", "add", "relu", "exp", "sub", "tanh"} <= set(k.origins)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_softmax_and_layer_norm_are_one_row_kernel(name: str) -> None:
+    fn = (lambda x: torch.softmax(x, -1)) if name == "softmax" else (lambda x: F.layer_norm(x, (50,)))
+    p = compile_fn(fn, torch.randn(8, 50))
+    (k,) = p.schedule.kernels
+    assert k.space.rows == (8,) and k.space.rdims == (50,)
+    assert len(k.internal) >= 2  # the row statistics never touch memory
+    assert not p.schedule.refused
+
+
+def test_refusals_say_why() -> None:
+    x = torch.randn(6, 10)
+    p = compile_fn(lambda x, w: (torch.relu(x @ w), x.sum(0)[None, :] * x.t().sum(1)[:, None]), x,
+                   torch.randn(10, 10))
+    reasons = " ".join(why for _, _, why in p.schedule.refused)
+    assert "call into ATen" in reasons
+    p = compile_fn(lambda x: torch.softmax(x, 0).t().contiguous() + x.sum(1)[None, :], x)
+    reasons = [why for _, _, why in p.schedule.refused]
+    assert reasons and all(isinstance(r, str) and len(r) > 20 for r in reasons)
+
+
+def test_transposed_read_of_a_kernel_output_is_not_fused() -> None:
+    x = torch.randn(8, 8)
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x.exp()
+        return y, y.t() + 1
+
+    p = compile_fn(f, x)
+    ok, why = lc.can_fuse(p.graph.buffers[0], p.graph.buffers[1])
+    assert not ok and "another position" in why
+
+
+def test_stats_count_graphs_and_kernels() -> None:
+    before = lc.stats["kernels"]
+    f = _compile(lambda x: x.exp().sum(0), None)
+    f(torch.randn(3, 3))
+    assert lc.stats["kernels"] > before
