@@ -109,7 +109,8 @@ def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
 
         for k in sched.kernels:
             src, args, launch = tgen.generate(k, dtypes, device)
-            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch)
+            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch,
+                                                [dtypes[a] for a in args])
             kernel_args[k.name] = args
     return Program(graph, sched, kernels, kernel_args, target, device)
 

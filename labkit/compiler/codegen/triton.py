@@ -366,9 +366,11 @@ class TritonKernel:
     """A generated Triton kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
     def __init__(self, name: str, source: str, kernel: FusedKernel, args: list[str],
-                 device: torch.device, launch: dict[str, int] | None = None) -> None:
+                 device: torch.device, launch: dict[str, int] | None = None,
+                 arg_dtypes: list[torch.dtype] | None = None) -> None:
         self.name, self.source, self.origins = name, source, kernel.origins
         self.launch = launch or {}
+        self.arg_dtypes = arg_dtypes or []
         try:
             module = _load_module(HEADER + source, device.type != "cuda")
         except Exception as e:  # syntax errors and the like: show the code with the message
@@ -397,3 +399,24 @@ def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
     src = writer.source()
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
     return src, writer.reads + writer.writes, launch
+
+
+_PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
+              torch.int32: "*i32", torch.int16: "*i16", torch.int8: "*i8", torch.uint8: "*u8",
+              torch.bool: "*i1"}
+
+
+def gpu_asm(kernel: TritonKernel, arch: int = 90) -> dict[str, str]:
+    """Compile a generated kernel for an NVIDIA GPU (no GPU needed): ttir, ttgir, llir, ptx."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(_load_module(HEADER + kernel.source, interpret=False), kernel.name)
+    names = [a for a in fn.arg_names if a != "BLOCK"]
+    signature = {n: _PTR_TYPES[d] for n, d in zip(names, kernel.arg_dtypes)}
+    signature["BLOCK"] = "constexpr"
+    src = ASTSource(fn, signature=signature, constexprs={"BLOCK": kernel.launch["block"]})
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": kernel.launch["num_warps"]})
+    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}

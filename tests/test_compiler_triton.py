@@ -1,0 +1,95 @@
+"""labkit's Triton codegen: in the interpreter on CPU (small sizes: it is slow), compiled on a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from labkit.compiler.codegen import triton as tgen
+from labkit.compiler.testing import assert_same_as_eager, compile_fn
+
+pytest.importorskip("triton")
+
+
+def chain(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    h = torch.tanh(x * y + 1).sigmoid() - F.gelu(x)
+    return h, (x > 0).to(torch.float32) * x.abs().sqrt(), torch.where(x > y, x, y).relu().exp()
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "transposed", "sliced", "0-dim", "empty"])
+def test_pointwise_matches_eager_in_interpreter(kind: str) -> None:
+    base = torch.randn(12, 9)
+    x = {"contiguous": base[:5], "transposed": base.t(), "sliced": base[1::3, 2:],
+         "0-dim": base[0, 0].clone(), "empty": base[:0]}[kind]
+    y = torch.randn(x.shape[-1:] if x.dim() else ())
+    assert_same_as_eager(chain, x, y, target="triton")
+
+
+def reductions(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (torch.softmax(x, -1), F.log_softmax(x, -1), F.layer_norm(x, x.shape[-1:], w, w),
+            x.sum(0), x.amax(-1, keepdim=True), x.mean(), x.var(-1), x.amin(0))
+
+
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "looped"])
+def test_reductions_match_eager_in_interpreter(persistent: bool, monkeypatch) -> None:
+    if not persistent:  # rows longer than PERSISTENT_MAX loop over BLOCK-sized chunks
+        monkeypatch.setattr(tgen, "PERSISTENT_MAX", 8)
+        monkeypatch.setattr(tgen, "LOOP_RBLOCK", 8)
+    x = torch.randn(6, 37)
+    p = assert_same_as_eager(reductions, x, torch.randn(37), target="triton", rtol=1e-4, atol=1e-5)
+    assert ("for roffset" in p.code) is not persistent
+
+
+def test_views_and_ints_in_interpreter() -> None:
+    x, i = torch.randn(4, 6, 5), torch.randint(-9, 9, (5, 6))
+    assert_same_as_eager(lambda x, i: ((x * 2).permute(2, 0, 1) + 1, x.reshape(24, 5)[3:9].cos(),
+                                       i * 3 + i.abs(), i.sum(1), (i > 0).sum()), x, i,
+                         target="triton")
+
+
+def test_generated_kernels_compile_for_a_gpu_target() -> None:
+    p = compile_fn(reductions, torch.randn(6, 37), torch.randn(37), target="triton")
+    p2 = compile_fn(chain, torch.randn(5, 9), torch.randn(9), target="triton")
+    for k in [*p.kernels.values(), *p2.kernels.values()]:
+        asm = tgen.gpu_asm(k)
+        assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
+
+
+def test_triton_error_carries_source() -> None:
+    p = compile_fn(lambda x: x + 1, torch.randn(3), target="triton")
+    (k,) = p.kernels.values()
+    bad = k.source.replace("tl.store(", "tl.not_a_function(")
+    with pytest.raises(tgen.TritonKernelError) as err:
+        broken = tgen.TritonKernel(k.name, bad, p.schedule.kernels[0], [], torch.device("cpu"),
+                                   k.launch)
+        broken(torch.randn(3), torch.empty(3))
+    assert "tl.not_a_function" in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("shape", [(4096, 4096), (16384, 1024), (1024, 16384), (37, 5000)])
+def test_gpu_softmax_layer_norm_and_chain(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape, device="cuda")
+    w = torch.randn(shape[-1], device="cuda")
+    assert_same_as_eager(lambda x, w: (torch.softmax(x, -1), F.layer_norm(x, x.shape[-1:], w, w),
+                                       chain(x, w)[0]), x, w, target="triton",
+                         rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_training_step() -> None:
+    import labkit.compiler as lc
+
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(32, 8).cuda()
+    f = torch.compile(lambda x: F.layer_norm(lin(x).relu(), (8,)).sum(),
+                      backend=lc.make_backend(target="triton"), dynamic=False)
+    x = torch.randn(64, 32, device="cuda")
+    f(x).backward()
+    g = lin.weight.grad.clone()
+    lin.weight.grad = None
+    F.layer_norm(lin(x).relu(), (8,)).sum().backward()
+    torch.testing.assert_close(g, lin.weight.grad, rtol=1e-4, atol=1e-4)
