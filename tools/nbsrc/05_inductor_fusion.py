@@ -1,0 +1,276 @@
+# %% [markdown]
+# # 05 · Inductor: lowering to loop IR, and fusion
+#
+# Inductor receives AOTAutograd's ATen graph and does two things before it writes any code.
+# **Lowering** turns each ATen op into a loop-level IR node whose body is a small Python closure,
+# `inner_fn(index)`, that says how to compute *one element*. Pointwise nodes are inlined into their
+# consumers as closures compose. **Scheduling** then groups the nodes that must be stored
+# (reductions, graph outputs, values used many times) into kernels: this is **fusion**, and it
+# decides how many times your data travels through memory. Before either, FX **pattern matching**
+# may replace whole subgraphs, such as attention, with a better kernel.
+#
+# **After this notebook you can**
+# - read an `inner_fn` loop body and a scheduler node in Inductor's IR dump;
+# - compare the IR before and after fusion, and count the kernels that result;
+# - give the reason two nodes were *not* fused (a library call, a different loop shape);
+# - recognise the attention pattern being replaced by `scaled_dot_product_attention`;
+# - run the same function through labkit's own small compiler and compare its decisions with Inductor's.
+
+# %% id=setup
+# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import math
+import os
+import random
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+warnings.filterwarnings("ignore")
+import torch
+from IPython.display import HTML, display
+
+import labkit
+
+if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
+    labkit.explore = labkit.explore.explore
+random.seed(0)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. The loop IR: one element at a time
+#
+# The seeds follow `x + y` on two length-3 vectors into Inductor and find a `Pointwise` node whose
+# body is `inner_fn(index)`: load `arg0_1[i0]`, load `arg1_1[i0]`, add. labkit's compiler uses the
+# same idea, so we can hold the closure in our hands. Here is the seeds' other favourite,
+# sin² + cos², lowered by labkit:
+
+# %%
+from labkit.compiler.ir import CountHandler, PrintHandler, set_ops_handler
+from labkit.compiler.lower import GraphLowering
+from labkit.compiler.testing import trace_aten
+
+
+def sincos(x):
+    return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
+x = torch.randn(1024)
+aten_graph = trace_aten(sincos, x)  # the ATen graph AOTAutograd would produce
+print(aten_graph.code)
+lowered = GraphLowering(aten_graph, [x]).run()
+node = lowered.buffers[0].data
+print(type(node).__name__, "over", node.ranges, "elements, computing", node.origins)
+
+# %% [markdown]
+# The body never touches memory: it calls `ops.load`, `ops.sin`, `ops.mul`, ... on whatever
+# *handler* is installed. Run it under a printing handler and it describes itself; under a counting
+# handler it reports its cost; under a code generator (notebooks 06 and 07) it writes C++ or Triton.
+
+# %% id=inner-fn
+# NBVAL_CHECK_OUTPUT
+with set_ops_handler(PrintHandler()) as printer:
+    node.body(node.index_vars())
+print("\n".join(printer.lines))
+with set_ops_handler(CountHandler()) as counter:
+    node.body(node.index_vars())
+print(dict(sorted(counter.counts.items())))
+
+# %% [markdown]
+# Five ATen ops, **one** loop body: lowering already inlined `sin`, `pow`, `cos`, `pow` and `add`
+# into each other, because each is pointwise and used once. Inductor does exactly the same. Its IR
+# dump shows the node as a `SchedulerNode` with a `loop_body` (`var_ranges = {p0: 1024}`, then the
+# `ops.*` calls) and, after code generation, a single C++ kernel:
+
+# %%
+trace = labkit.explore(sincos, x, timing=False)
+pre = trace.stage("inductor.ir_pre_fusion")[0].text
+print(pre[pre.index("class op0_loop_body"):])
+
+# %% id=sincos-kernels
+# NBVAL_CHECK_OUTPUT
+print(f"{len(trace.kernels)} kernel computing {sorted(trace.kernels[0].origins)}")
+
+# %% [markdown]
+# The seeds show this with two pictures from `TORCH_COMPILE_DEBUG=1 INDUCTOR_ORIG_FX_SVG=1`: the
+# original FX graph, and the graph after fusion with the merged nodes. The same pair, drawn from the
+# trace (colour = the kernel that computes a node):
+
+# %%
+from labkit.widgets.graph import fx_svg
+
+before = fx_svg(trace.stage("dynamo.graph")[0])
+after = fx_svg(trace.stage("inductor.input")[0], trace.kernels)
+if before and after:
+    display(HTML(f"<table><tr><th>Dynamo's FX graph</th><th>after fusion: one kernel</th></tr>"
+                 f"<tr><td>{before}</td><td>{after}</td></tr></table>"))
+else:
+    print("graphviz's `dot` is not installed, so no diagrams (see the README's troubleshooting)")
+
+# %% [markdown]
+# > The debug flags still work and write the same artefacts to `torch_compile_debug/`:
+# > `fx_graph_readable.py`, `fx_graph_runnable.py` (after decomposition, before pattern matching),
+# > `fx_graph_transformed.py` (after pattern matching), `ir_pre_fusion.txt`, `ir_post_fusion.txt` and
+# > `output_code.py` (both runnable and editable). `labkit.explore` collects the same information in memory.
+#
+# ## 2. Before and after fusion
+#
+# Fusion needs more than one stored node. Softmax has two reductions (the row max and the row sum)
+# plus pointwise work around them: four scheduler nodes before fusion.
+
+# %%
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+xs = torch.randn(64, 128)
+trace = labkit.explore(softmax, xs, timing=False)
+labkit.show(trace)
+
+# %%
+fusion = trace.stage("inductor.fusion")[0]
+print(fusion.text[:3000])
+
+# %% id=softmax-fusion
+# NBVAL_CHECK_OUTPUT
+print("scheduler nodes before fusion:", fusion.meta["nodes_before"])
+print("kernels after fusion:", len(trace.kernels))
+print("ops in the kernel:", sorted(trace.kernels[0].origins))
+
+# %% [markdown]
+# Four nodes, one kernel: for each row, one loop finds the max, one computes `exp(x - max)` and its
+# sum, one divides. The intermediate `exp` values never reach memory as a separate tensor.
+#
+# ## 3. Why some nodes do not fuse
+#
+# Two common reasons. **A library call**: a matrix multiply is not generated code, it is a call into
+# a BLAS library (an *extern kernel*), so the `relu` after it cannot live in the same loop.
+# **Different loop shapes**: a sum over rows and a sum over columns iterate differently.
+
+# %%
+def mm_relu(x, w):
+    return torch.relu(x @ w) + 1
+
+
+def two_sums(x):
+    return x.sin().sum(0), x.cos().sum(1)
+
+
+t_mm = labkit.explore(mm_relu, torch.randn(32, 32), torch.randn(32, 32), timing=False)
+t_sums = labkit.explore(two_sums, torch.randn(32, 64), timing=False)
+print(t_mm.stage("inductor.output_code")[0].text.split("def call(")[1][:900])
+
+# %% id=no-fusion
+# NBVAL_CHECK_OUTPUT
+print("mm_relu : generated kernels", [sorted(k.origins) for k in t_mm.kernels], "+ mm as an extern call:",
+      "extern_kernels.mm" in t_mm.stage("inductor.output_code")[0].text)
+f = t_sums.stage("inductor.fusion")[0].meta
+print("two_sums: scheduler nodes", f["nodes_before"], "-> fused pairs", len(f["fused"]))
+
+# %% [markdown]
+# Inductor's own log gives its reason for each pair it considered and rejected (for `two_sums`: the
+# nodes share no data, so fusing would only save a kernel launch; on a CPU, Inductor still puts both
+# loops in the same C++ function, one after the other):
+
+# %%
+print(f["not_fused"])
+
+# %% [markdown]
+# ## 4. Pattern matching: attention becomes one op
+#
+# Before lowering, Inductor runs FX passes that look for known subgraphs. The best known is attention:
+# `softmax(q @ kᵀ / √d) @ v`, written out by hand, is replaced by `scaled_dot_product_attention`
+# (SDPA), which on a GPU runs a fused flash-attention kernel and on a CPU a blocked one.
+
+# %%
+def attention(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v
+
+
+q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+trace = labkit.explore(attention, q, k, v, timing=False)
+print(trace.stage("inductor.input")[0].text)
+
+# %% id=sdpa
+# NBVAL_CHECK_OUTPUT
+aot_ops = trace.stage("aot.inference")[0].meta["ops"]
+inductor_ops = trace.stage("inductor.input")[0].meta["ops"]
+print("AOTAutograd graph has bmm + softmax pieces:", any("bmm" in o for o in aot_ops) and any("amax" in o for o in aot_ops))
+print("Inductor's graph calls SDPA instead:", any("scaled_dot_product" in o for o in inductor_ops))
+print("matches eager:", torch.allclose(torch.compile(attention)(q, k, v), attention(q, k, v), atol=1e-5))
+
+# %% [markdown]
+# The patterns live in `torch/_inductor/fx_passes/fuse_attention.py` (and pre-traced copies in
+# `serialized_patterns/_sfdp_pattern_*.py`, "sfdp" for *scaled fused dot product*). The same
+# mechanism, `torch._inductor.pattern_matcher`, lets you register your own replacements.
+#
+# ## 5. The same function through labkit's compiler
+#
+# `labkit.compiler` is a readable Inductor in miniature: the same loop IR, a scheduler that says in
+# plain words why it fused or refused, and C++/Triton code generators. `explore(..., backend="labkit")`
+# plugs it into the real `torch.compile` (Dynamo and AOTAutograd stay PyTorch's).
+
+# %%
+t_lab = labkit.explore(softmax, xs, backend="labkit", timing=False)
+labkit.show(t_lab)
+
+# %%
+print(t_lab.stage("labkit.loop_ir")[0].text)
+print(t_lab.stage("labkit.schedule")[0].text)
+
+# %% id=side-by-side
+# NBVAL_CHECK_OUTPUT
+rows = [("softmax", softmax, (xs,)), ("mm_relu", mm_relu, (torch.randn(32, 32), torch.randn(32, 32))),
+        ("two_sums", two_sums, (torch.randn(32, 64),)), ("sincos", sincos, (x,))]
+print(f"{'function':10s} {'inductor kernels':>17s} {'labkit kernels':>15s}  labkit matches eager")
+for name, fn, args in rows:
+    ti = labkit.explore(fn, *args, timing=False)
+    tl = labkit.explore(fn, *args, backend="labkit", timing=False)
+    compiled = torch.compile(fn, backend=labkit.compiler.backend)
+    want, got = fn(*args), compiled(*args)
+    ok = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*(
+        (v if isinstance(v, tuple) else (v,)) for v in (want, got))))
+    print(f"{name:10s} {len(ti.kernels):17d} {len(tl.kernels):15d}  {ok}")
+
+# %% [markdown]
+# Both compilers make one kernel for `softmax` and `sincos` and keep the matrix multiply as a library
+# call. They differ on `two_sums`: labkit gives each loop shape its own kernel; Inductor's CPU backend
+# places the two loops in one C++ function. labkit's reasons, for comparison with Inductor's:
+
+# %%
+t_lab = labkit.explore(two_sums, torch.randn(32, 64), backend="labkit", timing=False)
+print(t_lab.stage("labkit.schedule")[0].text)
+
+# %% [markdown]
+# ## Try it on your own function
+#
+# Explore your function with both backends and read the two fusion reports side by side. Can you
+# write a function that Inductor fuses into one kernel but labkit does not (or the other way round)?
+
+# %%
+def mine(x):
+    y = x * torch.sigmoid(x)  # SiLU
+    return y / y.norm(dim=-1, keepdim=True)
+
+
+for backend in ("inductor", "labkit"):
+    t = labkit.explore(mine, torch.randn(16, 32), backend=backend, timing=False)
+    print(backend, [sorted(k.origins) for k in t.kernels])
+
+# %% [markdown]
+# ## Summary
+#
+# - **Lowering** turns ATen ops into `Pointwise`/`Reduction` nodes whose body `inner_fn(index)` computes
+#   one element through a swappable `ops` handler; pointwise ops inline into each other as closures.
+# - **Scheduling** fuses the stored nodes into kernels when they iterate compatibly; a library call
+#   (`mm`) or a different loop shape stops fusion, and Inductor's fusion log says why.
+# - **Pattern matching** runs first: hand-written attention becomes `scaled_dot_product_attention`.
+# - `labkit.compiler` makes the same decisions in a few hundred readable lines; plug it in with
+#   `backend="labkit"` or `torch.compile(fn, backend=labkit.compiler.backend)`.
+#
+# **Try it**
+# 1. Make `softmax` compute in float64. Does anything change in the IR?
+# 2. Add a `.t()` (transpose) before `.sum(1)` in `two_sums`. What happens to fusion?
+# 3. Explore `attention` with a `v` of 16 features instead of 8. Is SDPA still used? And without the `/ math.sqrt(...)`?
+#
+# Exercises for this notebook (including extending labkit's lowerings) are in `exercises/`.
