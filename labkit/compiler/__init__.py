@@ -10,12 +10,12 @@ from labkit.compiler.backend import build_program, compile_graph, make_backend, 
 from labkit.compiler.decompose import labkit_decompositions, register_decomposition
 from labkit.compiler.ir import ops, set_ops_handler
 from labkit.compiler.lower import fallback_counter, lowerings, register_lowering
-from labkit.compiler.schedule import can_fuse, node_fits, schedule
+from labkit.compiler.schedule import can_fuse, node_fits
 
 backend = make_backend()
 
 __all__ = [
     "backend", "build_program", "can_fuse", "compile_graph", "fallback_counter",
     "labkit_decompositions", "lowerings", "make_backend", "node_fits", "ops", "register_decomposition",
-    "register_lowering", "schedule", "set_ops_handler", "stats",
+    "register_lowering", "set_ops_handler", "stats",
 ]

@@ -1,0 +1,99 @@
+"""Checks for the compiler exercises (Tasks 5.1-5.4); each fenced unit in labkit.compiler has one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from labkit.compiler import decompose, lower, schedule
+from labkit.compiler.codegen.cpp import CppOverrides
+from labkit.compiler.codegen.triton import TritonOverrides
+from labkit.compiler.ir import ComputedBuffer, Layout, Pointwise, Reduction, format_node
+from labkit.compiler.testing import assert_same_as_eager, compile_fn
+
+
+@pytest.mark.task5_1
+def test_sigmoid_lowering_builds_a_pointwise_node() -> None:
+    p = compile_fn(lambda x: torch.sigmoid(x), torch.randn(3, 4))
+    (buf,) = p.graph.buffers
+    assert isinstance(buf.data, Pointwise) and buf.data.ranges == [3, 4]
+    assert "ops.sigmoid" in format_node(buf)
+
+
+@pytest.mark.task5_1
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_sigmoid_lowering_matches_eager(dtype: torch.dtype) -> None:
+    x = (torch.randn(5, 6) * 4).to(dtype)
+    assert_same_as_eager(lambda x: (torch.sigmoid(x), torch.sigmoid(x.t()) * 2), x)
+
+
+@pytest.mark.task5_2
+def test_tanh_overrides_are_expressions() -> None:
+    assert "tmp0" in CppOverrides.tanh("tmp0") and "tmp0" in TritonOverrides.tanh("tmp0")
+
+
+@pytest.mark.task5_2
+@pytest.mark.parametrize("target", ["cpp", "triton"])
+def test_tanh_codegen_matches_eager(target: str) -> None:
+    x = torch.tensor([-30.0, -3.0, -0.5, 0.0, 1e-3, 0.7, 4.0, 30.0, float("inf"), float("-inf")])
+    assert_same_as_eager(lambda x: torch.tanh(x), x, target=target, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.task5_3
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_decomposition_matches_aten(approximate: str) -> None:
+    x = torch.linspace(-6, 6, 101, dtype=torch.float64)
+    torch.testing.assert_close(decompose.gelu(x, approximate), F.gelu(x, approximate=approximate))
+
+
+@pytest.mark.task5_3
+def test_gelu_decomposes_into_small_ops() -> None:
+    p = compile_fn(lambda x: F.gelu(x), torch.randn(8))
+    (buf,) = p.graph.buffers
+    assert "gelu" not in " ".join(buf.origins) and "ops.erf" in format_node(buf)
+
+
+def _node(name: str, ranges: list[int], rranges: list[int] | None = None) -> ComputedBuffer:
+    data = (Reduction(torch.float32, ranges, lambda i, r: 0, reduction_ranges=rranges)
+            if rranges is not None else Pointwise(torch.float32, ranges, lambda i: 0))
+    return ComputedBuffer(name, torch.float32, Layout(ranges, [1] * len(ranges)), data=data)
+
+
+@pytest.mark.task5_4
+def test_node_fits_reduction_spaces() -> None:
+    rows = schedule.Space((8,), (100,))
+    assert schedule.node_fits(rows, _node("a", [8, 1], [100]))[0]  # same rows, same reduction
+    assert schedule.node_fits(rows, _node("b", [8, 100]))[0]  # per element: an epilogue
+    assert schedule.node_fits(rows, _node("c", [8, 1]))[0]  # per row
+    ok, why = schedule.node_fits(rows, _node("d", [100, 8]))
+    assert not ok and "d" in why
+    ok, why = schedule.node_fits(rows, _node("e", [8], [50]))
+    assert not ok and isinstance(why, str) and why
+
+
+@pytest.mark.task5_4
+def test_node_fits_pointwise_spaces() -> None:
+    flat = schedule.Space((8, 100))
+    assert schedule.node_fits(flat, _node("a", [8, 100]))[0]
+    assert schedule.node_fits(flat, _node("b", [8, 1, 100]))[0]  # size-1 dims do not matter
+    assert not schedule.node_fits(flat, _node("c", [8]))[0]
+
+
+@pytest.mark.task5_4
+def test_softmax_fuses_into_one_kernel() -> None:
+    p = compile_fn(lambda x: torch.softmax(x, -1), torch.randn(4, 30))
+    assert len(p.schedule.kernels) == 1
+
+
+def test_fenced_units_are_small() -> None:
+    """Every exercise body stays between the fences and is 1-25 lines long."""
+    import inspect
+
+    fns = [lower.sigmoid, CppOverrides.tanh, TritonOverrides.tanh, decompose.gelu,
+           schedule.node_fits]
+    for fn in fns:
+        src = inspect.getsource(fn)
+        assert src.count("### BEGIN SOLUTION") == 1 and src.count("### END SOLUTION") == 1, fn
+        body = src.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+        assert 1 <= len(body.strip().splitlines()) <= 25, fn
