@@ -244,8 +244,13 @@ def test_labkit_backend_or_clear_error():
             explore(scaled, torch.randn(4), backend="labkit", timing=False)
         return
     trace = explore(scaled, torch.randn(4), backend="labkit", timing=False)
+    assert trace.error is None, trace.error
     assert ok_kinds(trace, "dynamo.graph") and ok_kinds(trace, "bytecode.transformed")
+    assert ok_kinds(trace, "aot.inference") and ok_kinds(trace, "labkit.cpp")
     assert not trace.stage("inductor.output_code")
+    assert {s.frame for s in trace.stages} == {"0/0 scaled"}  # one frame label for every stage
+    assert all(k.producer == "labkit" and k.frame == "0/0 scaled" for k in trace.kernels)
+    assert any(n.op == "call_function" for n in ok_kinds(trace, "aot.inference")[0].nodes)
 
 
 # -- Triton IR without a GPU ------------------------------------------------------------------------

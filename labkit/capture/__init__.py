@@ -242,6 +242,14 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
     dynamo.build(trace, rec, labels)
     if backend != "labkit":  # the labkit backend records its own aot.* stages
         aot.build(trace, rec, labels, backend)
+    else:  # it labels frames "graph <n>" in call order: use the same labels as every other stage
+        names = {f"graph {i}": labels.get(ev.compile_id or "", "")
+                 for i, ev in enumerate(rec.of_kind("dynamo.graph"))}
+        for item in [*trace.stages, *trace.kernels]:
+            item.frame = names.get(item.frame) or item.frame
+        for stage in trace.stages:  # its AOT stages are text only: read the nodes back for views
+            if stage.kind.startswith("aot.") and not stage.nodes:
+                stage.nodes = aot.nodes_from_text(stage.text)
     if backend == "inductor":
         inductor.build(trace, rec, labels)
         triton.build(trace, on_gpu, rec.say)
