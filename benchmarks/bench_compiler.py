@@ -1,0 +1,153 @@
+"""labkit's compiler vs eager and Inductor: pointwise chain, softmax, layer_norm.
+
+    python benchmarks/bench_compiler.py          # CPU, 1 thread, C++ kernels
+    python benchmarks/bench_compiler.py --gpu    # CUDA, Triton kernels (plus measured copy bandwidth)
+
+Writes figures/bench_compiler_<device>.json and .png and prints a table. Targets (issue 5):
+CPU: chain >= 2x eager and >= 0.8x Inductor; softmax / layer_norm >= 0.7x Inductor.
+GPU: chain >= 90% of copy bandwidth; softmax / layer_norm >= 0.9x the faster of eager and Inductor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from labkit.bench import measure, pinned_threads  # noqa: E402
+from labkit.compiler import make_backend  # noqa: E402
+
+
+def chain(x: torch.Tensor) -> torch.Tensor:
+    """Five pointwise ops: mul, add, sigmoid, mul, relu."""
+    return torch.relu(torch.sigmoid(x * 1.5 + 0.5) * x)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, -1)
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], w, b)
+
+
+def cases(gpu: bool) -> list[tuple[str, Callable[..., Any], tuple[int, ...]]]:
+    if gpu:
+        rows = [(4096, 4096), (16384, 1024), (1024, 16384)]
+        flat = [(1 << 24,), (1 << 26,)]
+    else:
+        rows = [(1024, 1024), (4096, 1024)]
+        flat = [(1 << 20,), (1 << 22,), (1 << 24,)]
+    out = [("chain", chain, s) for s in flat]
+    out += [("softmax", softmax, s) for s in rows]
+    out += [("layer_norm", layer_norm, s) for s in rows]
+    return out
+
+
+def inputs(name: str, shape: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
+    x = torch.randn(shape, device=device)
+    if name == "layer_norm":
+        return x, torch.randn(shape[-1], device=device), torch.randn(shape[-1], device=device)
+    return (x,)
+
+
+def copy_bandwidth(device: str) -> float:
+    """Measured device-to-device copy bandwidth in GB/s (read + write), 256 MiB."""
+    src = torch.randn(1 << 26, device=device)
+    dst = torch.empty_like(src)
+    t = measure(lambda: dst.copy_(src), label="copy")
+    return 2 * src.numel() * 4 / t.median_s / 1e9
+
+
+def run(gpu: bool) -> dict[str, Any]:
+    device, target = ("cuda", "triton") if gpu else ("cpu", "cpp")
+    rows = []
+    for name, fn, shape in cases(gpu):
+        args = inputs(name, shape, device)
+        nbytes = 2 * args[0].numel() * 4  # one read and one write of the big tensor
+        torch._dynamo.reset()
+        compiled = {
+            "eager": fn,
+            "inductor": torch.compile(fn, dynamic=False),
+            "labkit": torch.compile(fn, backend=make_backend(target=target), dynamic=False),
+        }
+        ref = fn(*args)
+        times = {}
+        for backend, f in compiled.items():
+            torch.testing.assert_close(f(*args), ref, rtol=1e-4, atol=1e-4)  # also warms up
+            times[backend] = measure(f, *args, label=f"{name} {backend}").median_s
+        rows.append({"case": name, "shape": list(shape), "bytes": nbytes, "seconds": times,
+                     "gbps": {b: nbytes / t / 1e9 for b, t in times.items()}})
+        print_row(rows[-1])
+    result: dict[str, Any] = {"device": device, "threads": torch.get_num_threads(), "rows": rows,
+                              "torch": torch.__version__}
+    if gpu:
+        result["copy_gbps"] = copy_bandwidth(device)
+        result["device_name"] = torch.cuda.get_device_name(0)
+        print(f"measured copy bandwidth: {result['copy_gbps']:.0f} GB/s")
+    return result
+
+
+HEAD = (f"{'case':<11}{'shape':<15}{'eager ms':>10}{'inductor ms':>13}{'labkit ms':>11}"
+        f"{'x eager':>9}{'x ind.':>8}{'labkit GB/s':>13}")
+
+
+def print_row(r: dict[str, Any]) -> None:
+    t = r["seconds"]
+    print(f"{r['case']:<11}{'x'.join(map(str, r['shape'])):<15}{t['eager'] * 1e3:>10.3f}"
+          f"{t['inductor'] * 1e3:>13.3f}{t['labkit'] * 1e3:>11.3f}{t['eager'] / t['labkit']:>9.2f}"
+          f"{t['inductor'] / t['labkit']:>8.2f}{r['gbps']['labkit']:>13.1f}", flush=True)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    labels = [f"{r['case']}\n{'x'.join(map(str, r['shape']))}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
+    width = 0.27
+    for i, backend in enumerate(("eager", "inductor", "labkit")):
+        ax.bar([j + (i - 1) * width for j in range(len(rows))], [r["gbps"][backend] for r in rows],
+               width, label=backend)
+    if "copy_gbps" in result:
+        ax.axhline(result["copy_gbps"], color="gray", ls="--", label="copy bandwidth")
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("GB/s (one read + one write)")
+    ax.set_title(f"labkit vs eager vs Inductor ({result['device']}, {result['threads']} thread(s))")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true", help="benchmark on CUDA with Triton kernels")
+    gpu = parser.parse_args().gpu
+    if gpu and not torch.cuda.is_available():
+        sys.exit("--gpu needs a CUDA device")
+    print(HEAD)
+    if gpu:
+        result = run(True)
+    else:
+        with pinned_threads(1):  # before compiling: Inductor bakes the thread count in
+            result = run(False)
+    out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out.with_suffix(".png"))
+    print(f"wrote {out.relative_to(ROOT)} and {out.with_suffix('.png').relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
