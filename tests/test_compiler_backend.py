@@ -141,3 +141,12 @@ def test_stats_count_graphs_and_kernels() -> None:
     f = _compile(lambda x: x.exp().sum(0), None)
     f(torch.randn(3, 3))
     assert lc.stats["kernels"] > before
+
+
+def test_input_with_other_strides_runs_the_aten_graph() -> None:
+    x = torch.randn(6, 4)
+    p = compile_fn(lambda x: x.exp() + 1, x)
+    other = torch.randn(4, 6).t()
+    with pytest.warns(UserWarning, match="strides"):
+        (out,) = p(other)
+    torch.testing.assert_close(out, other.exp() + 1)

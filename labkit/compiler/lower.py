@@ -27,13 +27,12 @@ from labkit.compiler.ir import (
     Index,
     InputBuffer,
     Layout,
+    ModularIndexing,
     MultiOutput,
     Pointwise,
     Reduction,
     ReinterpretView,
     View,
-    FloorDiv,
-    ModularIndexing,
     contiguous_strides,
     numel,
     ops,
@@ -76,6 +75,7 @@ def find_lowering(target: Any) -> Callable[..., Any] | None:
 
 class _Current:
     node: torch.fx.Node | None = None
+    graph: GraphLowering | None = None
 
 
 V = _Current()  # the FX node being lowered, so lowerings can read its meta["val"]
@@ -647,9 +647,6 @@ class GraphLowering:
         return value
 
 
-V.graph = None  # type: ignore[attr-defined]
-
-
 def op_count(value: Pointwise) -> int:
     """How many ops one element of ``value`` costs (run under the CountHandler)."""
     handler = CountHandler()
@@ -694,4 +691,4 @@ def _bad_dtype(node: torch.fx.Node) -> str:
 
 
 __all__ = ["GraphLowering", "Unsupported", "fallback_counter", "find_lowering", "lowerings",
-           "register_lowering", "FloorDiv"]
+           "register_lowering"]

@@ -8,6 +8,7 @@ against the strides the kernels were compiled for and copied into that layout if
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -16,7 +17,6 @@ from labkit.compiler.ir import (
     Buffer,
     ComputedBuffer,
     ExternBuffer,
-    InputBuffer,
     MultiOutput,
     ReinterpretView,
 )
@@ -54,8 +54,19 @@ class Program:
         }
         exec(compile(self.call_source, f"<labkit output code {id(self)}>", "exec"), self._globals)
         self._call = self._globals["call"]
+        by_name = {b.name: b for b in graph.inputs}
+        placeholders = [n.name for n in graph.gm.graph.nodes if n.op == "placeholder"]
+        self._expect = [(i, tuple(by_name[n].layout.size), tuple(by_name[n].layout.stride))
+                        for i, n in enumerate(placeholders) if n in by_name]
 
     def __call__(self, *args: Any) -> list[Any]:
+        for i, size, stride in self._expect:
+            if not _same_layout(args[i], size, stride):  # kernels bake strides in: never guess
+                warnings.warn(f"labkit: input {i} has size {tuple(args[i].shape)} and strides "
+                              f"{tuple(args[i].stride())}, compiled for {size}, {stride}; running "
+                              "the ATen graph instead", stacklevel=2)
+                out = self.graph.gm(*args)
+                return list(out) if isinstance(out, list | tuple) else [out]
         return self._call(list(args))
 
     @property
@@ -87,7 +98,6 @@ class Program:
 
     def _write(self, kernel_args: dict[str, list[str]], device: torch.device) -> str:
         g = self.graph
-        names = [b.name for b in g.inputs if b.name not in g.constants]
         lines = ["def call(args):"]
         placeholders = [n.name for n in g.gm.graph.nodes if n.op == "placeholder"]
         if placeholders:
@@ -95,7 +105,6 @@ class Program:
             lines.append("    args.clear()")
         for name in g.constants:
             lines.append(f"    {name} = constants[{name!r}]")
-        del names
         for step in self.schedule.steps:
             if isinstance(step, FusedKernel):
                 for node in step.nodes:
@@ -123,9 +132,16 @@ class Program:
         return "\n".join(lines) + "\n"
 
 
+def _same_layout(t: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Same shape, and the same strides wherever a dimension has more than one element."""
+    if not isinstance(t, torch.Tensor) or tuple(t.shape) != size:
+        return False
+    return all(a == b for n, a, b in zip(size, t.stride(), stride) if n > 1)
+
+
 def _alloc(buf: ComputedBuffer) -> str:
     lay = buf.layout
     return f"empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, dtype={buf.dtype}, device=device)"
 
 
-__all__ = ["Program", "reinterpret", "ensure_layout", "InputBuffer"]
+__all__ = ["Program", "reinterpret", "ensure_layout"]

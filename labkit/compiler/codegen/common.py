@@ -22,7 +22,6 @@ from sympy.printing.str import StrPrinter
 from labkit.compiler.ir import (
     ComputedBuffer,
     FloorDiv,
-    Index,
     ModularIndexing,
     Reduction,
     set_ops_handler,
