@@ -172,8 +172,15 @@ def _record_error(trace: Trace, rec: Any, err: BaseException) -> None:
     frame = rec.frame_labels().get(rec.compile_id or "", "")
     title = f"error while compiling ({stage})" if stage else "error: the function raised while running"
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-    trace.add(stage or "dynamo.graph", title, text, status="error", frame=frame,
-              meta={"exception": type(err).__name__})
+    kind = stage or "dynamo.graph"
+    # The error replaces the generic "nothing was captured" placeholder of its own stage.
+    trace.stages = [s for s in trace.stages if not (s.kind == kind and not s.ok and not s.frame)]
+    trace.add(kind, title, text, status="error", frame=frame, meta={"exception": type(err).__name__})
+    if type(err).__name__ == "Unsupported" and not trace.graph_breaks:
+        # fullgraph=True turns a graph break into this error: still show where and why.
+        from labkit.capture import dynamo
+
+        trace.graph_breaks.append(dynamo.parse_graph_break(str(err), frame))
     cause = err.__cause__ or err.__context__
     trace.error = _first_line(err) + (f" (caused by {_first_line(cause)})" if cause else "")
 

@@ -211,6 +211,7 @@ def test_partial_trace_on_failure_and_state_restored():
     import torch._dynamo.convert_frame as convert_frame
     import torch._inductor.config as inductor_config
 
+    torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))  # torch's own first-use setup
     before = _logging_state()
     hooks = len(getattr(convert_frame, "_bytecode_hooks", {}))
     caches, post_pass = inductor_config.force_disable_caches, inductor_config.post_grad_custom_post_pass
@@ -227,6 +228,17 @@ def test_partial_trace_on_failure_and_state_restored():
     with pytest.raises(Exception, match="fake tensor|reduction dim"):
         explore(breaks_then_fails, torch.randn(4, 4), timing=False, raise_errors=True)
     assert _logging_state() == before
+
+
+def test_fullgraph_error_still_shows_the_break():
+    trace = explore(toy_example, *examples.toy_inputs(), backend="eager", fullgraph=True,
+                    timing=False)
+    assert trace.error and trace.error.startswith("Unsupported")
+    (gb,) = trace.graph_breaks
+    assert gb.code == "if b.sum() < 0:" and gb.filename == examples.__file__
+    graph_stages = trace.stage("dynamo.graph")
+    assert [s.status for s in graph_stages] == ["error"]
+    assert all(s.status == "unavailable" and "AOTAutograd" in s.text for s in trace.stage("aot.joint"))
 
 
 def test_progress_reports_stage_kinds():

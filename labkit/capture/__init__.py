@@ -214,11 +214,7 @@ class Recorder:
 
     def compile_ids(self) -> list[str]:
         """Compile ids in first-seen order."""
-        seen: dict[str, None] = {}
-        for e in self.events:
-            if e.compile_id:
-                seen.setdefault(e.compile_id, None)
-        return list(seen)
+        return list(dict.fromkeys(e.compile_id for e in self.events if e.compile_id))
 
     def frame_labels(self) -> dict[str, str]:
         """compile id -> "0/0 toy_example": the frame label every stage carries."""
