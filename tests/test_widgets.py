@@ -106,7 +106,7 @@ def test_bytecode_diff_ignores_shifted_offsets():
 
 def test_side_by_side_marks_changes(trace):
     html_ = diff.side_by_side_html("a\nb\nc\n", "a\nB\nc\nd\n", "text", titles=("old", "new"))
-    assert html_.count('class="lk-chg"') == 1 and html_.count('class="lk-add"') == 1
+    assert html_.count("<tr class=lk-chg>") == 1 and html_.count("<tr class=lk-add>") == 1
     assert "1 changed, 1 added, 0 removed" in html_ and ">old<" in html_ and ">new<" in html_
 
 
@@ -338,3 +338,22 @@ def test_compare_reports_missing_backends_instead_of_failing(monkeypatch):
     assert bundle["text/plain"] == table and "<img" in bundle["text/html"]
     with pytest.raises(KeyError, match="labkit"):
         r.timing("labkit")
+
+
+def test_timings_named_as_explore_names_them():
+    ts = [Timing("compile + first call", 7.1, 0.0, "cpu", {"runs": 1}),
+          Timing("compile: dynamo", 0.2, 0.0, "cpu", {"source": "torch compilation_metrics"}),
+          Timing("compile: inductor", 6.4, 0.0, "cpu", {}),
+          Timing("eager", 2.7e-5, 7e-6, "cpu", {"threads": 1}),
+          Timing("compiled", 8.1e-5, 2e-5, "cpu", {"backend": "inductor"})]
+    assert [plots.kind(t) for t in ts] == ["compile", "compile", "compile", "run", "run"]
+    assert plots.run_label(ts[4]) == "compiled (inductor)"
+    assert [plots.compile_row(t) for t in ts[:3]] == ["first call (total)", "by stage", "by stage"]
+    assert plots.compile_stage(ts[2]) == "inductor"
+    svg = plots.timing_svg(ts)
+    assert "compiled (inductor)" in svg and "first call (total)" in svg and "µs" in svg
+
+
+def test_titles_do_not_repeat_their_frame():
+    assert render.titled("FX graph 0 (0/0 f)", "0/0 f") == "FX graph 0 (0/0 f)"
+    assert render.titled("FX graph", "0/0 f") == "FX graph — frame 0/0 f"

@@ -12,6 +12,7 @@ code stays a few times smaller.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 
@@ -164,25 +165,46 @@ def truncate(text: str, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) 
 
 # -- HTML ----------------------------------------------------------------------------------------
 def _css_class(ttype: object) -> str:
+    """The pygments class of a token type, or "" when the style gives it no colour (no span then)."""
     while ttype not in _SHORT:
         ttype = ttype.parent  # type: ignore[attr-defined]
-    return _SHORT[ttype]
+    cls = _SHORT[ttype]
+    return cls if cls in _styled_classes() else ""
+
+
+@functools.cache
+def _styled_classes() -> frozenset[str]:
+    return frozenset(re.findall(r"^\.lk-code \.(\w+) \{", _pygments_css(), re.M))
 
 
 def highlight_lines(text: str, language: str) -> list[str]:
-    """Highlight ``text`` and return one HTML fragment per source line (spans with pygments classes)."""
-    lines: list[str] = [""]
+    """Highlight ``text`` and return one HTML fragment per source line (spans with pygments classes).
+
+    Neighbouring tokens of one class share a span, and plain text gets none: a page of output
+    code stays small.
+    """
+    lines: list[list[tuple[str, str]]] = [[]]  # per line: (class, raw text) runs
     for ttype, value in lex(text, lexer_for(language, text)):
-        cls = "" if ttype in (Token, Text, Whitespace) else _css_class(ttype)
+        cls = "" if ttype in (Token, Text, Whitespace) or not value.strip() else _css_class(ttype)
         for i, piece in enumerate(value.split("\n")):
             if i:
-                lines.append("")
-            if piece:
-                esc = html.escape(piece, quote=False)
-                lines[-1] += f'<span class="{cls}">{esc}</span>' if cls else esc
-    if len(lines) > 1 and lines[-1] == "" and text.endswith("\n"):
+                lines.append([])
+            if not piece:
+                continue
+            runs = lines[-1]
+            if runs and runs[-1][0] == cls:
+                runs[-1] = (cls, runs[-1][1] + piece)
+            else:
+                runs.append((cls, piece))
+    if len(lines) > 1 and not lines[-1] and text.endswith("\n"):
         lines.pop()
-    return lines
+    return ["".join(f'<span class="{c}">{html.escape(t, quote=False)}</span>' if c
+                    else html.escape(t, quote=False) for c, t in runs) for runs in lines]
+
+
+def plain_lines(text: str) -> list[str]:
+    """``text`` escaped for HTML, one entry per line (the unhighlighted twin of highlight_lines)."""
+    return [html.escape(line, quote=False) for line in text.splitlines()]
 
 
 def code_html(text: str, language: str, *, plain: bool = False, title: str = "",
@@ -203,6 +225,7 @@ def code_html(text: str, language: str, *, plain: bool = False, title: str = "",
     )
 
 
+@functools.cache
 def _pygments_css() -> str:
     from pygments.formatters import HtmlFormatter
 
@@ -227,13 +250,13 @@ CSS = """
 .lk-root pre { margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.4;
   white-space: pre !important; overflow-wrap: normal !important; word-break: normal !important; }
 .lk-plain { padding: 4px 6px; white-space: pre; }
-.lk-ln pre, .lk-diff .lk-ln { color: #999; text-align: right; user-select: none; }
-.lk-diff td.lk-ln { font-family: ui-monospace, monospace; font-size: 12px; }
-.lk-diff td.lk-c { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+.lk-ln pre, .lk-diff td.n { color: #999; text-align: right; user-select: none; }
+.lk-diff td.n { font-family: ui-monospace, monospace; font-size: 12px; }
+.lk-diff td.a, .lk-diff td.b { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
 .lk-diff th { text-align: left; background: #eee; padding: 2px 6px; position: sticky; top: 0; }
-.lk-diff tr.lk-del td.lk-a, .lk-diff tr.lk-chg td.lk-a { background: #ffecec; }
-.lk-diff tr.lk-add td.lk-b, .lk-diff tr.lk-chg td.lk-b { background: #eaffea; }
-.lk-diff tr.lk-chg td.lk-a, .lk-diff tr.lk-chg td.lk-b { box-shadow: inset 3px 0 #e0b000; }
+.lk-diff tr.lk-del td.a, .lk-diff tr.lk-chg td.a { background: #ffecec; }
+.lk-diff tr.lk-add td.b, .lk-diff tr.lk-chg td.b { background: #eaffea; }
+.lk-diff tr.lk-chg td.a, .lk-diff tr.lk-chg td.b { box-shadow: inset 3px 0 #e0b000; }
 .lk-hl { background: #fff3b0; }
 .lk-legend span.lk-sw { display: inline-block; width: 10px; height: 10px; border: 1px solid #888; margin: 0 3px 0 10px; }
 .lk-table { border-collapse: collapse; margin: 4px 0; }

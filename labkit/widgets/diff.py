@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from labkit.widgets.code import MAX_LINES, highlight_lines, normalize, truncate
+from labkit.widgets.code import MAX_LINES, highlight_lines, normalize, plain_lines, truncate
 
 _DIS_OFFSETS = re.compile(r"^\s*(?:\d+\s{3,})?\s*(?:>>)?\s*\d+\s+")
 _DIS_JUMP = re.compile(r"(?:\b\d+ )?\((?:to|from) \d+\)")
@@ -84,24 +84,34 @@ def side_by_side_html(
     language_after: str | None = None,
     key: Callable[[str], str] | None = None,
     max_lines: int = MAX_LINES,
+    highlight: bool = False,
 ) -> str:
-    """An HTML table: before on the left, after on the right, changed/added/removed lines coloured."""
+    """An HTML table: before on the left, after on the right, changed/added/removed lines coloured.
+
+    Syntax colours are off by default: the diff colours are what matters here, and the page stays
+    about half the size (each side is also shown highlighted in its own stage).
+    """
     before, note_a = truncate(normalize(before), max_lines=max_lines)
     after, note_b = truncate(normalize(after), max_lines=max_lines)
     lang_b = language_after or language
     a_lines, b_lines = before.splitlines(), after.splitlines()
     key = key or (KEYS.get(language, whitespace_key) if lang_b == language else whitespace_key)
     rows = diff_rows(a_lines, b_lines, key)
-    ha, hb = highlight_lines(before, language), highlight_lines(after, lang_b)
+    if highlight:
+        ha, hb = highlight_lines(before, language), highlight_lines(after, lang_b)
+    else:
+        ha, hb = plain_lines(before), plain_lines(after)
 
     def cell(side: str, i: int | None, hl: list[str]) -> str:
+        # short class names: a diff has one row per line, and rows add up
         if i is None:
-            return f'<td class="lk-ln"></td><td class="lk-c lk-{side}"></td>'
+            return f'<td class="n"></td><td class="{side}"></td>'
         code = hl[i] if i < len(hl) else ""
-        return f'<td class="lk-ln">{i + 1}</td><td class="lk-c lk-{side}">{code}</td>'
+        return f'<td class="n">{i + 1}</td><td class="{side}">{code}</td>'
 
     body = "\n".join(
-        f'<tr class="lk-{r.tag}">{cell("a", r.a, ha)}{cell("b", r.b, hb)}</tr>' for r in rows
+        f'<tr{"" if r.tag == "same" else f" class=lk-{r.tag}"}>{cell("a", r.a, ha)}{cell("b", r.b, hb)}</tr>'
+        for r in rows
     )
     head = (
         f'<tr><th colspan="2">{html.escape(titles[0])}</th>'

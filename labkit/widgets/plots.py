@@ -23,20 +23,54 @@ from collections.abc import Sequence
 from labkit.trace import Timing
 
 RUN_COLORS = {"eager": "#7f7f7f", "inductor": "#1f77b4", "labkit": "#2ca02c"}
-STAGE_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
+STAGE_COLORS = {"dynamo": "#4e79a7", "aot": "#f28e2b", "inductor": "#e15759", "labkit": "#76b7b2",
+                "backend": "#59a14f", "inductor (backward)": "#ff9d9a"}
+OTHER_STAGE_COLORS = ("#edc948", "#b07aa1", "#9c755f", "#bab0ac")
 
 
 def kind(t: Timing) -> str:
-    """'run', 'compile' or 'copy'."""
-    return str(t.meta.get("kind", "run"))
+    """'run', 'compile' or 'copy' (from ``meta["kind"]``, else from the label explore gives it)."""
+    if "kind" in t.meta:
+        return str(t.meta["kind"])
+    if t.label.startswith(("compile:", "compile +")):  # explore's names; "compiled" is a run
+        return "compile"
+    return "copy" if t.label == "copy" else "run"
+
+
+def run_label(t: Timing) -> str:
+    """'eager', 'inductor', or 'compiled (inductor)' for explore's generic label."""
+    backend = t.meta.get("backend")
+    return f"{t.label} ({backend})" if backend and backend != t.label else t.label
+
+
+def _run_color(t: Timing) -> str:
+    return RUN_COLORS.get(str(t.meta.get("backend") or t.label.split()[0]), "#9467bd")
+
+
+def compile_row(t: Timing) -> str:
+    """Which stacked bar a compile timing belongs to: its backend, or explore's total / by-stage."""
+    if t.meta.get("backend") and "stage" in t.meta:
+        return str(t.meta["backend"])
+    return "first call (total)" if t.label.startswith("compile + first call") else "by stage"
+
+
+def compile_stage(t: Timing) -> str:
+    """The stage a compile timing measured ('dynamo', 'aot', 'inductor', ...)."""
+    return str(t.meta.get("stage") or t.label.removeprefix("compile:").strip())
+
+
+def _unit(s: float) -> tuple[str, float]:
+    """The unit a duration reads best in, and its size in seconds."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale:
+            return unit, scale
+    return "ns", 1e-9
 
 
 def fmt_seconds(s: float) -> str:
     """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if abs(s) >= scale or unit == "ns":
-            return f"{s / scale:.3g} {unit}"
-    return f"{s:.3g} s"
+    unit, scale = _unit(s)
+    return f"{s / scale:.3g} {unit}"
 
 
 def bandwidth(t: Timing) -> float | None:
@@ -59,15 +93,16 @@ def _figure(ncols: int, width: float = 4.2, height: float = 2.6):
 
 
 def _run_panel(ax, runs: Sequence[Timing]) -> None:
-    labels = [t.label for t in runs]
-    med = [t.median_s * 1e3 for t in runs]
-    err = [t.spread_s * 1e3 / 2 for t in runs]  # IQR drawn as ± half of it around the median
-    colors = [RUN_COLORS.get(lbl.split()[0], "#9467bd") for lbl in labels]
+    labels = [run_label(t) for t in runs]
+    unit, scale = _unit(max(t.median_s for t in runs))
+    med = [t.median_s / scale for t in runs]
+    err = [t.spread_s / scale / 2 for t in runs]  # IQR drawn as ± half of it around the median
+    colors = [_run_color(t) for t in runs]
     y = range(len(runs))
     ax.barh(list(y), med, xerr=err, color=colors, capsize=3, height=0.6)
     ax.set_yticks(list(y), labels)
     ax.invert_yaxis()
-    ax.set_xlabel("run time, ms (median, bar = IQR)")
+    ax.set_xlabel(f"run time, {unit} (median; whisker = IQR)")
     base = next((t.median_s for t in runs if t.label == "eager"), None)
     for i, t in enumerate(runs):
         note = fmt_seconds(t.median_s)
@@ -79,42 +114,46 @@ def _run_panel(ax, runs: Sequence[Timing]) -> None:
 
 
 def _compile_panel(ax, compiles: Sequence[Timing]) -> None:
-    backends = list(dict.fromkeys(str(t.meta.get("backend", "compile")) for t in compiles))
-    stages = list(dict.fromkeys(str(t.meta.get("stage", t.label)) for t in compiles))
-    for b_i, b in enumerate(backends):
+    rows = list(dict.fromkeys(compile_row(t) for t in compiles))
+    stages = list(dict.fromkeys(compile_stage(t) for t in compiles))
+    labelled: set[str] = set()
+    for r_i, row in enumerate(rows):
         left = 0.0
-        for s_i, s in enumerate(stages):
-            total = sum(t.median_s for t in compiles
-                        if str(t.meta.get("backend", "compile")) == b and str(t.meta.get("stage", t.label)) == s)
+        for s_i, stage in enumerate(stages):
+            total = sum(t.median_s for t in compiles if compile_row(t) == row and compile_stage(t) == stage)
             if total:
-                ax.barh(b_i, total, left=left, color=STAGE_COLORS[s_i % len(STAGE_COLORS)],
-                        height=0.6, label=s if b_i == 0 or s not in ax.get_legend_handles_labels()[1] else None)
+                color = STAGE_COLORS.get(stage, OTHER_STAGE_COLORS[s_i % len(OTHER_STAGE_COLORS)])
+                if row == "first call (total)":
+                    color = "#bbbbbb"
+                ax.barh(r_i, total, left=left, color=color, height=0.6,
+                        label=None if stage in labelled or row == "first call (total)" else stage)
+                labelled.add(stage)
                 left += total
-        ax.text(left, b_i, "  " + fmt_seconds(left), va="center", fontsize=8)
-    ax.set_yticks(range(len(backends)), backends)
+        ax.text(left, r_i, "  " + fmt_seconds(left), va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel("compile time, s")
     ax.set_xlim(0, ax.get_xlim()[1] * 1.35)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    if labelled:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4, frameon=False)
     ax.set_title("compile time by stage", fontsize=10)
 
 
 def _bandwidth_panel(ax, runs: Sequence[Timing], copy: Timing | None) -> None:
-    pairs = [(t.label, bandwidth(t)) for t in runs if bandwidth(t)]
-    gb = [bw / 1e9 for _, bw in pairs if bw]
-    ax.barh(range(len(pairs)), gb, height=0.6,
-            color=[RUN_COLORS.get(lbl.split()[0], "#9467bd") for lbl, _ in pairs])
-    ax.set_yticks(range(len(pairs)), [lbl for lbl, _ in pairs])
+    moved = [t for t in runs if bandwidth(t)]
+    gb = [(bandwidth(t) or 0.0) / 1e9 for t in moved]
+    ax.barh(range(len(moved)), gb, height=0.6, color=[_run_color(t) for t in moved])
+    ax.set_yticks(range(len(moved)), [run_label(t) for t in moved])
     ax.invert_yaxis()
     top = max(gb, default=1.0)
     copy_bw = bandwidth(copy) if copy else None
     if copy_bw:
         ax.axvline(copy_bw / 1e9, color="#c00000", ls="--", lw=1,
                    label=f"measured copy {copy_bw / 1e9:.3g} GB/s")
-        ax.legend(fontsize=7, loc="lower right", frameon=False)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4, frameon=False)
         top = max(top, copy_bw / 1e9)
     for i, g in enumerate(gb):
-        pct = f" ({g / (copy_bw / 1e9):.0%} of copy)" if copy_bw else ""
+        pct = f" ({100 * g / (copy_bw / 1e9):.2g}% of copy)" if copy_bw else ""
         ax.text(g, i, f"  {g:.3g} GB/s{pct}", va="center", fontsize=8)
     ax.set_xlim(0, top * 1.6)
     ax.set_xlabel("achieved bandwidth, GB/s")

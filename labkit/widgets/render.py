@@ -70,8 +70,16 @@ def missing_html(stage: Stage) -> str:
     return f'<div class="lk-missing"><b>{what}:</b> {html.escape(normalize(stage.text))}</div>'
 
 
-def frame_suffix(frame: str) -> str:
-    return f" — frame {normalize(frame)}" if frame else ""
+def frame_suffix(frame: str, title: str = "") -> str:
+    """' — frame 0/0 f' to append to a title (nothing when the title already names the frame)."""
+    if not frame or normalize(frame) in normalize(title):
+        return ""
+    return f" — frame {normalize(frame)}"
+
+
+def titled(title: str, frame: str) -> str:
+    """A title with its frame, HTML-escaped."""
+    return html.escape(title + frame_suffix(frame, title))
 
 
 class Renderer:
@@ -126,7 +134,7 @@ class Renderer:
             return missing_html(stage)
         parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines)]
         decompiled = stage.meta.get("decompiled")
-        if isinstance(decompiled, str) and decompiled:
+        if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
             parts.append(code_html(decompiled, "python", plain=plain, title="decompiled source",
                                    max_lines=self.max_lines))
         if diagram and stage.nodes:
@@ -164,7 +172,7 @@ class Renderer:
         src = "".join(f"<li><code>{html.escape(normalize(s))}</code></li>" for s in lines)
         info = (
             f'<div class="lk-note">{html.escape(kernel.language)} kernel by {html.escape(kernel.producer)}'
-            f"{html.escape(frame_suffix(kernel.frame))}</div>"
+            f"{html.escape(frame_suffix(kernel.frame, kernel.name))}</div>"
             f"<div><b>computes nodes:</b> {html.escape(origins)}</div>"
             + (f'<div><b>from your code:</b><ul class="lk-hl">{src}</ul></div>' if src else "")
         )
@@ -225,19 +233,18 @@ def trace_html(trace: Trace, renderer: Renderer | None = None) -> str:
         parts: list[str] = []
         if step == "Kernels":
             for kern in trace.kernels:
-                parts.append(f"<details><summary>{html.escape(kern.name)}"
-                             f"{html.escape(frame_suffix(kern.frame))}</summary>"
+                parts.append(f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
                              f"{r.kernel_html(kern)}</details>")
         elif step == "Timing":
             if trace.timings:
                 parts.append(r.timing_html())
         for st in r.stages(kinds):
             why = "" if st.ok else ' <span class="lk-why">(not captured)</span>'
-            parts.append(f"<details><summary>{html.escape(st.title)}{html.escape(frame_suffix(st.frame))}"
+            parts.append(f"<details><summary>{titled(st.title, st.frame)}"
                          f"{why}</summary>{r.stage_html(st)}</details>")
         for c in comps:
             if c.step == step:
-                parts.append(f"<details><summary>{html.escape(c.title)}{html.escape(frame_suffix(c.frame))}"
+                parts.append(f"<details><summary>{titled(c.title, c.frame)}"
                              f"</summary>{c.html}</details>")
         n = len(parts)
         body = "".join(parts) or '<div class="lk-note">nothing recorded for this step</div>'

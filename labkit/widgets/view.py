@@ -22,8 +22,8 @@ from labkit.widgets.render import (
     KIND_LABEL,
     STEPS,
     Renderer,
-    frame_suffix,
     header_html,
+    titled,
     trace_html,
     trace_text,
 )
@@ -154,7 +154,7 @@ class _TraceWidget:
             if not sts:
                 continue
             body = "".join(
-                (f'<div class="lk-title">{html.escape(st.title + frame_suffix(st.frame))}</div>'
+                (f'<div class="lk-title">{titled(st.title, st.frame)}</div>'
                  if len(sts) > 1 else "") + r.stage_html(st, plain=self.plain)
                 for st in sts
             )
@@ -203,7 +203,7 @@ class _TraceWidget:
             self.graph_view.value = _wrap('<div class="lk-note">no FX graph recorded for this kernel</div>')
             self.node_pick.options = []
             return
-        self.graph_view.value = _wrap(f'<div class="lk-title">{html.escape(g.title + frame_suffix(g.frame))}</div>'
+        self.graph_view.value = _wrap(f'<div class="lk-title">{titled(g.title, g.frame)}</div>'
                                       + self.r.diagram_html(g, highlight=k))
         names = [n.name for n in g.nodes if n.op not in ("placeholder", "output")]
         first = next((n for n in names if n in kern.origins), names[0] if names else None)
