@@ -1,0 +1,219 @@
+# %% [markdown]
+# # 06 · Code generation for the CPU: the wrapper, C++, SIMD and OpenMP
+#
+# On a CPU, Inductor's output is one Python module per graph: a **wrapper** function `call(args)` that
+# checks its inputs, allocates the output **buffers**, and calls **C++ kernels** that Inductor wrote,
+# compiled with the system compiler and loaded as a shared library. Each kernel is a loop nest per
+# fused node, vectorised with ATen's `at::vec::Vectorized<float>` types (AVX2 / AVX-512 / NEON
+# registers) and, for large enough loops, split across cores with **OpenMP**.
+#
+# **After this notebook you can**
+# - read Inductor's output code: imports, `async_compile.cpp_pybinding`, the kernel, and `call`;
+# - follow a buffer from `empty_strided_cpu` through the kernel call to the return value;
+# - recognise the vectorised main loop, the masked tail, and vectorised reductions in the C++;
+# - predict when a kernel gets an `#pragma omp parallel` region;
+# - compare with the C++ that labkit's compiler writes for the same function.
+
+# %% id=setup
+# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import os
+import random
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+warnings.filterwarnings("ignore")
+import torch
+
+import labkit
+from labkit.bench import pinned_threads
+
+if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
+    labkit.explore = labkit.explore.explore
+random.seed(0)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. The wrapper: `call(args)`
+#
+# The seeds' first example again: `x + y` on two vectors of 3 floats.
+
+# %%
+def add(a, b):
+    return a + b
+
+
+x = torch.FloatTensor([1, 2, 3])
+y = torch.FloatTensor([4, 5, 6])
+trace = labkit.explore(add, x, y, timing=False)
+code = trace.stage("inductor.output_code")[0].text
+print(code[code.index("def call("):code.index("def get_args")].rstrip() if "def get_args" in code else code[code.index("def call("):])
+
+# %% [markdown]
+# Read it top to bottom:
+#
+# - `args.clear()`: the wrapper takes ownership of the input list so inputs can be freed early;
+# - `assert_size_stride`: the kernel was compiled for these exact sizes and strides (the guards from
+#   notebook 02 make sure it is only called with matching inputs; this is a cheap second check);
+# - `buf0 = empty_strided_cpu((3,), (1,), torch.float32)`: the output buffer, allocated *uninitialised*;
+# - `cpp_fused_add_0(arg0_1, arg1_1, buf0)`: the kernel call, raw pointers in and out;
+# - `return (buf0,)`: the buffer becomes the result tensor.
+#
+# Above `call`, the module defines the kernel: `async_compile.cpp_pybinding([...argument types...], '''C++''')`
+# compiles the string with `g++` (in a worker, cached by hash in the Inductor cache dir) and binds it.
+
+# %%
+print(code[code.index("cpp_fused_add_0 = "):code.index("async_compile.wait")])
+
+# %% id=add-wrapper
+# NBVAL_CHECK_OUTPUT
+print("kernels:", [k.name for k in trace.kernels])
+print("buffers allocated in call():", code[code.index("def call("):].count("empty_strided_cpu("))
+print("sizes checked:", "assert_size_stride" in code)
+
+# %% [markdown]
+# The seeds show this code from 2023 with `#pragma omp simd simdlen(4)` over 3 elements. Today's
+# Inductor instead writes an explicit vector loop with a masked tail (`loadu(ptr, count)`), even for 3
+# elements: the vector width is fixed by the machine, and the mask handles the remainder.
+#
+# ## 2. A real kernel: the `toy_example`'s first graph
+#
+# The seeds' `toy_example` (notebook 03) compiles its first graph into `cpp_fused_abs_add_div_lt_sum_0`:
+# a sum reduction, a compare, and a pointwise loop, all in one C++ function.
+
+# %%
+def toy_graph1(a, b):  # the first graph of toy_example: x and the branch condition
+    x = a / (torch.abs(a) + 1)
+    return x, b.sum() < 0
+
+
+trace = labkit.explore(toy_graph1, torch.randn(10), torch.ones(10), timing=False)
+kernel = trace.kernels[0]
+print(kernel.name)
+print(kernel.source)
+
+# %% [markdown]
+# Things to find in it:
+#
+# - `at::vec::Vectorized<float>`: a SIMD register's worth of floats. `loadu` loads one
+#   (unaligned), arithmetic on it compiles to one vector instruction (`tmp0.abs()`, `tmp1 + tmp3`, `tmp0 / tmp4`).
+# - The loop steps by the vector width (`x0 += 8` with AVX2, `16` with AVX-512): the number depends on
+#   your CPU, which is why `torch._inductor.config.cpp.simdlen` exists to pin it.
+# - The **tail**: 10 elements is one full vector of 8 and 2 left over; the `loadu(ptr, count)` and
+#   `store(ptr, count)` overloads mask the remainder.
+# - The **reduction**: `tmp_acc0_vec` accumulates whole vectors, then `vec_reduce_all` adds the lanes
+#   together at the end.
+# - One function for the three scheduler nodes: a loop for the sum, a single compare (no loop needed), and a
+#   loop for `x`; they write `out_ptr0` (the sum), `out_ptr1` (the boolean) and `out_ptr2` (`x`).
+
+# %% id=toy-kernel
+# NBVAL_CHECK_OUTPUT
+src = kernel.source
+print("vectorised:", "at::vec::Vectorized<float>" in src)
+print("vector reduction:", "vec_reduce_all" in src)
+print("loop nests:", src.count("for(int64_t x0="))
+print("pointer arguments:", src[: src.index(")")].count("*"))
+
+# %% [markdown]
+# All of that machinery comes from one header, `torch/csrc/inductor/cpp_prefix.h`, that every kernel
+# includes. The seeds print part of it: the `INDUCTOR_USE_VECTOR_TYPES()` switch, `Welford` (for
+# mean/variance in one pass), masked loads. Here is its top on your installation:
+
+# %%
+from pathlib import Path
+
+prefix = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "inductor" / "cpp_prefix.h"
+if prefix.exists():
+    text = prefix.read_text()
+    print("\n".join(text.splitlines()[:40]))
+    print("...", "struct Welford" in text and "has a Welford accumulator")
+else:
+    print(f"{prefix} is not in this installation")
+
+# %% [markdown]
+# ## 3. OpenMP: when kernels go parallel
+#
+# The course pins one thread (fair timings), and with one thread Inductor writes serial loops. Inductor
+# reads the thread count **when it generates code**, so give it two threads and a tensor large enough
+# to be worth splitting:
+
+# %%
+def scale_shift(x):
+    return torch.relu(x * 2.0 + 1.0)
+
+
+big = torch.randn(256, 1024)
+serial = labkit.explore(scale_shift, big, timing=False)
+with pinned_threads(2):
+    parallel = labkit.explore(scale_shift, big, timing=False)
+print(parallel.kernels[0].source)
+
+# %% id=openmp
+# NBVAL_CHECK_OUTPUT
+for name, t in [("1 thread", serial), ("2 threads", parallel)]:
+    s = t.kernels[0].source
+    print(f"{name:9s} omp parallel region: {'#pragma omp parallel' in s}")
+
+# %% [markdown]
+# With two threads the loop nest is wrapped in `#pragma omp parallel num_threads(2)` and the outer
+# loop becomes `#pragma omp for`: each thread takes a chunk of rows. For tiny tensors Inductor does
+# not bother (`config.cpp.min_chunk_size`, 4096 elements by default): starting threads costs more
+# than the work.
+#
+# ## 4. labkit's C++
+#
+# labkit's code generator writes the same kind of code more plainly: a scalar loop body, `#pragma omp
+# simd` to ask the C++ compiler to vectorise it, and an outer `#pragma omp parallel for` over chunks.
+# Here is the `toy_example`'s first graph again, compiled by labkit:
+
+# %%
+lab = labkit.explore(toy_graph1, torch.randn(10), torch.ones(10), backend="labkit", timing=False)
+print(lab.stage("labkit.cpp")[0].text)
+
+# %% id=labkit-cpp
+# NBVAL_CHECK_OUTPUT
+print("labkit kernels:", len(lab.kernels), "| inductor kernels:", len(trace.kernels))
+for k in lab.kernels:
+    print(f"{k.name}: computes {sorted(k.origins)}; asks for SIMD: {'#pragma omp simd' in k.source}")
+compiled = torch.compile(toy_graph1, backend=labkit.compiler.backend)
+a, b = torch.randn(10), -torch.ones(10)
+print("matches eager:", all(torch.equal(g, w) if g.dtype == torch.bool else torch.allclose(g, w)
+                            for g, w in zip(compiled(a, b), toy_graph1(a, b))))
+
+# %% [markdown]
+# Where Inductor writes the vector code itself (`Vectorized<float>`), labkit leaves vectorisation to
+# the C++ compiler (`#pragma omp simd` on a simple loop): less control, far less code. Notebook 08
+# measures what that costs.
+#
+# ## Try it on your own function
+#
+# Explore your function and find, in its C++: the vector loop, the tail, any reduction accumulator,
+# and where each output pointer is written.
+
+# %%
+def mine(x):
+    return (x - x.mean()) / (x.std() + 1e-5)
+
+
+t = labkit.explore(mine, torch.randn(100), timing=False)
+print(t.kernels[0].source[:3000])
+
+# %% [markdown]
+# ## Summary
+#
+# - Inductor's CPU output is a Python module: kernels compiled from C++ strings by
+#   `async_compile.cpp_pybinding`, and a wrapper `call(args)` that checks sizes, allocates buffers
+#   with `empty_strided_cpu`, calls kernels and returns buffers.
+# - Kernels use `at::vec::Vectorized<T>` for SIMD (width set by the CPU; pin with `cpp.simdlen`),
+#   masked loads/stores for tails, vector accumulators for reductions (from `cpp_prefix.h`).
+# - With more than one thread and enough work, loop nests get `#pragma omp parallel`; the thread
+#   count is baked in at code generation.
+# - labkit's C++ is a plain loop with `#pragma omp simd`, leaving vectorisation to the compiler.
+#
+# **Try it**
+# 1. Explore `add` on 1000 elements. How many full vectors and how long a tail?
+# 2. Set `torch._inductor.config.cpp.simdlen = 0`, explore `toy_graph1` again, and compare the C++
+#    (then set it back to `None`).
+# 3. Compile `scale_shift` with 2 threads on a (4, 4) tensor. Is there an OpenMP region? Why not?
+#
+# Exercises for this notebook are in `exercises/`.

@@ -1,0 +1,251 @@
+# %% [markdown]
+# # 07 · Code generation for the GPU: Triton, from blocks to PTX
+#
+# On a GPU, Inductor writes **Triton** instead of C++. Triton is a Python-embedded language in which
+# a kernel is written for **one block** of data: `tl.program_id` says which block this instance
+# handles, `tl.arange` makes the vector of offsets inside it, `tl.load`/`tl.store` move whole
+# blocks with a **mask** for the ragged end. The Triton compiler then does what CUDA programmers do
+# by hand: it assigns the block's elements to threads and warps, coalesces memory accesses, and
+# lowers everything through MLIR dialects: **TTIR** → **TTGIR** → **LLVM IR** → **PTX** (→ cubin).
+#
+# Everything here runs on a CPU-only laptop: kernels run in Triton's **interpreter**
+# (`TRITON_INTERPRET=1`, NumPy underneath), and the compiler pipeline runs for an H100 target without
+# an H100. Inductor's own Triton kernels come from a **recording** made on a GPU (or live, if you have one).
+#
+# **After this notebook you can**
+# - write and launch a block-level Triton kernel, with a grid and a mask;
+# - compile it for a GPU target on any machine and read TTIR, TTGIR, LLVM IR and PTX;
+# - read an Inductor-generated Triton kernel and its launch in the wrapper;
+# - generate Triton with labkit's compiler and run it.
+
+# %% id=setup
+# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import os
+import random
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+warnings.filterwarnings("ignore")
+import torch
+
+GPU = torch.cuda.is_available()
+if not GPU:
+    os.environ["TRITON_INTERPRET"] = "1"  # must be set before triton is imported: kernels run in NumPy
+import triton
+import triton.language as tl
+from IPython.display import display
+
+import labkit
+
+if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
+    labkit.explore = labkit.explore.explore
+random.seed(0)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+device = "cuda" if GPU else "cpu"
+print("running Triton kernels", "on the GPU" if GPU else "in the interpreter (no GPU here)")
+
+# %% [markdown]
+# ## 1. Block programming: vector add
+#
+# The seeds' first Triton program (run there with `TRITON_DEBUG=1 TRITON_INTERPRET=1 python vector-add.py`).
+# Each program instance adds one `BLOCK` of elements; the grid says how many instances to launch.
+# This is Triton's *SPMD on blocks* model: you never write per-thread code.
+
+# %%
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(axis=0)  # which block am I?
+    offs = pid * BLOCK + tl.arange(0, BLOCK)  # the BLOCK element offsets I own
+    mask = offs < n  # the last block hangs over the end
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+n, BLOCK = 1000, 256
+x = torch.randn(n, device=device)
+y = torch.randn(n, device=device)
+out = torch.empty(n, device=device)
+grid = (triton.cdiv(n, BLOCK),)
+add_kernel[grid](x, y, out, n, BLOCK=BLOCK)
+
+# %% id=vector-add
+# NBVAL_CHECK_OUTPUT
+print(f"n={n}, BLOCK={BLOCK}: {grid[0]} program instances, the last one masks {grid[0] * BLOCK - n} lanes")
+print("matches x + y:", torch.allclose(out, x + y))
+
+# %% [markdown]
+# Blocks can be two-dimensional, and reductions work on whole blocks (`tl.sum`, `tl.max`). The
+# seeds' sin² + cos², fused by hand: one load, all the math in registers, one store. This is the
+# kernel notebook 08 races against Inductor and labkit.
+
+# %%
+@triton.jit
+def sincos_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x_ptr + offs, mask=mask)
+    s, c = tl.sin(v), tl.cos(v)
+    tl.store(out_ptr + offs, s * s + c * c, mask=mask)
+
+
+xs = torch.randn(4096, device=device)
+res = torch.empty_like(xs)
+sincos_kernel[(triton.cdiv(xs.numel(), 1024),)](xs, res, xs.numel(), BLOCK=1024)
+
+# %% id=sincos-kernel
+# NBVAL_CHECK_OUTPUT
+print("sin^2 + cos^2 == 1 everywhere:", torch.allclose(res, torch.ones_like(res), atol=1e-5))
+
+# %% [markdown]
+# ## 2. From Python to PTX, without a GPU
+#
+# `@triton.jit` parses the function's Python AST into **TTIR** (Triton IR: tensor-level ops on
+# blocks, target-independent), then, stage by stage (`make_ttir`, `make_ttgir`, `make_llir`,
+# `make_ptx` in the NVIDIA backend; the seeds trace the same chain through Intel's XPU backend, which
+# ends in SPIR-V instead): **TTGIR** adds a *layout* saying which thread and warp holds which element;
+# **LLVM IR** is scalar code per thread; **PTX** is NVIDIA's virtual assembly. `labkit.triton_stages`
+# runs that pipeline for a target GPU (an H100, `cuda:90`, by default) and returns a Trace:
+
+# %%
+signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+stages = labkit.triton_stages(add_kernel, signature, {"BLOCK": 256})
+labkit.show(stages)
+
+# %%
+print(stages.stage("triton.ttir")[0].text)
+
+# %% [markdown]
+# In TTIR every value is a whole block: `tt.make_range` is `tl.arange`, `tt.splat` broadcasts a scalar,
+# `tt.load` takes a `tensor<256x!tt.ptr<f32>>` of pointers and a mask. TTGIR is the same program with
+# an **encoding** attached: `#ttg.blocked<{sizePerThread = [..], threadsPerWarp = [32], warpsPerCTA = [4]}>`
+# spreads the 256 elements over 4 warps of 32 threads.
+
+# %%
+ttgir = stages.stage("triton.ttgir")[0].text
+print("\n".join(line for line in ttgir.splitlines() if "#blocked" in line and "=" in line)[:800])
+ptx = stages.stage("triton.ptx")[0].text
+print("\n".join(line for line in ptx.splitlines() if "ld.global" in line or "st.global" in line or ".target" in line))
+
+# %% id=ir-stages
+# NBVAL_CHECK_OUTPUT
+print("stages:", [s.kind for s in stages.stages if s.ok])
+print("TTIR loads blocks:", "tt.load" in stages.stage("triton.ttir")[0].text)
+print("TTGIR has a blocked layout over 4 warps:", "#ttg.blocked" in ttgir and "warpsPerCTA = [4]" in ttgir)
+print("PTX targets sm_90 and loads from global memory:", "sm_90" in ptx and "ld.global" in ptx)
+
+# %% [markdown]
+# The same kernel for another target is one argument away. AMD's backend ends in AMDGCN assembly:
+
+# %% id=amd
+# NBVAL_CHECK_OUTPUT
+amd = labkit.triton_stages(add_kernel, signature, {"BLOCK": 256}, target="hip:gfx942")
+print("AMD MI300 (gfx942) stages:", [s.kind for s in amd.stages if s.ok])
+print("last stage is AMDGCN:", "gfx942" in amd.stage("triton.ptx")[0].text)
+
+# %% [markdown]
+# Triton caches every stage on disk, which is where the seeds found them (`add_kernel.ttir`,
+# `.ttgir`, `.llir`, then `.ptx`/`.cubin` or `.spv`, plus a `.json` of metadata, in a directory named by hash):
+
+# %%
+from pathlib import Path
+
+cache = Path(os.environ.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
+files = sorted(p.name for p in cache.rglob("add_kernel.*")) if cache.exists() else []
+print(cache.name, "->", files[:12])
+
+# %% [markdown]
+# ## 3. Inductor's Triton kernel
+#
+# Given CUDA tensors, Inductor generates Triton instead of C++. Without a GPU we open a **recording**
+# made on one with `make record-gpu` (its label says where and when); with a GPU, the same cell
+# compiles live. The example is the seeds' sin² + cos² again.
+
+# %%
+from labkit.capture.examples import EXAMPLES
+
+recording = Path("../figures/recordings/sincos.json")
+fn, make_inputs = EXAMPLES["sincos"]
+if GPU:
+    gpu_trace = labkit.explore(fn, *make_inputs("cuda"), timing=False)
+    print("LIVE on", gpu_trace.env.get("device"))
+elif recording.exists():
+    gpu_trace = labkit.Trace.from_json(recording)
+    env = gpu_trace.env
+    print(f"RECORDING made on {env.get('device')} with torch {env.get('torch')}, "
+          f"triton {env.get('triton')}, on {env.get('date')}")
+else:
+    gpu_trace = None
+    print(f"No GPU here, and no recording at {recording} yet: run `make record-gpu` on a CUDA machine "
+          "to create it. The rest of this section then shows Inductor's Triton kernel.")
+
+# %%
+if gpu_trace is not None:
+    kernel = next((k for k in gpu_trace.kernels if k.language == "triton"), None)
+    print(kernel.source if kernel else "no Triton kernel in this trace")
+    display(labkit.show(gpu_trace))
+
+# %% [markdown]
+# What to look for in an Inductor Triton kernel: `xnumel` (elements in total), `xoffset =
+# tl.program_id(0) * XBLOCK` and `xindex = xoffset + tl.arange(0, XBLOCK)` (exactly our `offs`),
+# `xmask`, loads with `eviction_policy`, `libdevice` math, and a header of `triton_meta` and
+# `inductor_meta` dictionaries that drive **autotuning** (Inductor tries several `XBLOCK`/`num_warps`
+# configurations on first call and keeps the fastest). Its comment lists the ATen nodes it fused.
+# In the wrapper, a launch looks like `triton_poi_fused_add_cos_pow_sin_0.run(arg0_1, buf0, 65536, stream=stream0)`.
+#
+# ## 4. labkit's Triton
+#
+# labkit's compiler has a Triton code generator too (`target="triton"`): the same loop IR, printed
+# with Triton's ops instead of C++'s. Without a GPU its kernels run in the interpreter.
+
+# %%
+def sincos(x):
+    return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
+t_lab = labkit.explore(sincos, torch.randn(1024, device=device), backend="labkit", target="triton", timing=False)
+print(t_lab.stage("labkit.triton")[0].text)
+
+# %% id=labkit-triton
+# NBVAL_CHECK_OUTPUT
+compiled = torch.compile(sincos, backend=labkit.compiler.make_backend(target="triton"))
+v = torch.randn(1024, device=device)
+print("labkit Triton kernels:", [(k.name, sorted(k.origins)) for k in t_lab.kernels])
+print("matches eager:", torch.allclose(compiled(v), sincos(v), atol=1e-5))
+
+# %% [markdown]
+# ## Try it on your own kernel
+#
+# Write a kernel of your own (ReLU, a scaled add, a clamp), launch it, then compile it with
+# `labkit.triton_stages` and find your operation in TTIR and in the PTX.
+
+# %%
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+r = torch.empty_like(x)
+relu_kernel[(triton.cdiv(n, 256),)](x, r, n, BLOCK=256)
+print("relu ok:", torch.equal(r, torch.relu(x)))
+mine = labkit.triton_stages(relu_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 256})
+print([line.strip() for line in mine.stage("triton.ttir")[0].text.splitlines() if "max" in line][:3])
+
+# %% [markdown]
+# ## Summary
+#
+# - A Triton kernel is written for **one block**: `program_id` picks the block, `arange` the offsets,
+#   a **mask** guards the edge; the grid launches one instance per block.
+# - `triton.compile` lowers it TTIR → TTGIR (thread/warp **layout**) → LLVM IR → PTX (or AMDGCN), for
+#   any target, GPU or not; `labkit.triton_stages` returns those stages as a Trace.
+# - Inductor's GPU kernels are Triton with autotuned block sizes; labkit's compiler can emit Triton too.
+#
+# **Try it**
+# 1. Launch `add_kernel` with `BLOCK=128`. How many program instances now? What does TTGIR's layout say?
+# 2. Compile `add_kernel` with `options={"num_warps": 8}` and find the change in TTGIR.
+# 3. Remove the mask from `add_kernel` and run it in the interpreter with `n=1000`. What happens?
+#
+# Exercises for this notebook (including a Triton softmax) are in `exercises/`.
