@@ -14,7 +14,7 @@ pytest.importorskip("triton")
 
 def chain(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
     h = torch.tanh(x * y + 1).sigmoid() - F.gelu(x)
-    return h, (x > 0).to(torch.float32) * x.abs().sqrt(), torch.where(x > y, x, y).relu().exp()
+    return h, (x > 0).to(torch.float32) * x.abs().sqrt(), torch.where(x > y, x, y).relu().exp(), x > y
 
 
 @pytest.mark.parametrize("kind", ["contiguous", "transposed", "sliced", "0-dim", "empty"])

@@ -87,6 +87,50 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     return sizes, new, subs
 
 
+class InfixOverrides:
+    """Ops spelled the same in C++ and Triton (Python): infix arithmetic and comparisons."""
+
+    @staticmethod
+    def add(a: str, b: str) -> str:
+        return f"{a} + {b}"
+
+    @staticmethod
+    def sub(a: str, b: str) -> str:
+        return f"{a} - {b}"
+
+    @staticmethod
+    def mul(a: str, b: str) -> str:
+        return f"{a} * {b}"
+
+    @staticmethod
+    def truediv(a: str, b: str) -> str:
+        return f"{a} / {b}"
+
+    @staticmethod
+    def eq(a: str, b: str) -> str:
+        return f"{a} == {b}"
+
+    @staticmethod
+    def ne(a: str, b: str) -> str:
+        return f"{a} != {b}"
+
+    @staticmethod
+    def lt(a: str, b: str) -> str:
+        return f"{a} < {b}"
+
+    @staticmethod
+    def le(a: str, b: str) -> str:
+        return f"{a} <= {b}"
+
+    @staticmethod
+    def gt(a: str, b: str) -> str:
+        return f"{a} > {b}"
+
+    @staticmethod
+    def ge(a: str, b: str) -> str:
+        return f"{a} >= {b}"
+
+
 class CodeHandler:
     """The ops handler used while writing a kernel: one variable per op, via the Overrides class."""
 

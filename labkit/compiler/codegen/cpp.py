@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from labkit.compiler.codegen.common import KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
 from labkit.compiler.ir import REDUCTION_IDENTITY, Reduction
 from labkit.compiler.schedule import FusedKernel
 
@@ -46,7 +46,7 @@ LK_SIMD double sin(double); LK_SIMD double cos(double); LK_SIMD double pow(doubl
 """
 
 
-class CppOverrides:
+class CppOverrides(InfixOverrides):
     """Map element-wise ops to C++ expressions (one static method per op)."""
 
     @staticmethod
@@ -124,22 +124,6 @@ class CppOverrides:
         return f"std::erf({x})"
 
     @staticmethod
-    def add(a: str, b: str) -> str:
-        return f"{a} + {b}"
-
-    @staticmethod
-    def sub(a: str, b: str) -> str:
-        return f"{a} - {b}"
-
-    @staticmethod
-    def mul(a: str, b: str) -> str:
-        return f"{a} * {b}"
-
-    @staticmethod
-    def truediv(a: str, b: str) -> str:
-        return f"{a} / {b}"
-
-    @staticmethod
     def pow(a: str, b: str) -> str:
         return f"std::pow({a}, {b})"
 
@@ -154,30 +138,6 @@ class CppOverrides:
     @staticmethod
     def where(c: str, a: str, b: str) -> str:
         return f"{c} ? {a} : {b}"
-
-    @staticmethod
-    def eq(a: str, b: str) -> str:
-        return f"{a} == {b}"
-
-    @staticmethod
-    def ne(a: str, b: str) -> str:
-        return f"{a} != {b}"
-
-    @staticmethod
-    def lt(a: str, b: str) -> str:
-        return f"{a} < {b}"
-
-    @staticmethod
-    def le(a: str, b: str) -> str:
-        return f"{a} <= {b}"
-
-    @staticmethod
-    def gt(a: str, b: str) -> str:
-        return f"{a} > {b}"
-
-    @staticmethod
-    def ge(a: str, b: str) -> str:
-        return f"{a} >= {b}"
 
 
 class CppKernelWriter(KernelWriter):

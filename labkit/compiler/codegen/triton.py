@@ -24,7 +24,7 @@ from typing import Any
 import sympy
 import torch
 
-from labkit.compiler.codegen.common import KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, store_index
@@ -68,7 +68,7 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
-class TritonOverrides:
+class TritonOverrides(InfixOverrides):
     """Map element-wise ops to Triton expressions (one static method per op)."""
 
     @staticmethod
@@ -141,22 +141,6 @@ class TritonOverrides:
         return f"tl.math.erf({x})"
 
     @staticmethod
-    def add(a: str, b: str) -> str:
-        return f"{a} + {b}"
-
-    @staticmethod
-    def sub(a: str, b: str) -> str:
-        return f"{a} - {b}"
-
-    @staticmethod
-    def mul(a: str, b: str) -> str:
-        return f"{a} * {b}"
-
-    @staticmethod
-    def truediv(a: str, b: str) -> str:
-        return f"{a} / {b}"
-
-    @staticmethod
     def pow(a: str, b: str) -> str:
         return f"tl.exp({b} * tl.log({a}))"  # non-integer exponents only (see lower.pow_scalar)
 
@@ -171,30 +155,6 @@ class TritonOverrides:
     @staticmethod
     def where(c: str, a: str, b: str) -> str:
         return f"tl.where({c}, {a}, {b})"
-
-    @staticmethod
-    def eq(a: str, b: str) -> str:
-        return f"{a} == {b}"
-
-    @staticmethod
-    def ne(a: str, b: str) -> str:
-        return f"{a} != {b}"
-
-    @staticmethod
-    def lt(a: str, b: str) -> str:
-        return f"{a} < {b}"
-
-    @staticmethod
-    def le(a: str, b: str) -> str:
-        return f"{a} <= {b}"
-
-    @staticmethod
-    def gt(a: str, b: str) -> str:
-        return f"{a} > {b}"
-
-    @staticmethod
-    def ge(a: str, b: str) -> str:
-        return f"{a} >= {b}"
 
 
 def _pow2(n: int) -> int:
