@@ -21,8 +21,15 @@ from nbformat import NotebookNode
 
 from labkit.grading import notebooks as nbs
 from labkit.grading.rubric import Rubric, Task
-from labkit.grading.runner import (SANITIZE, Outcome, RunResult, build_workspace, execute,
-                                   grading_env, run_pytest)
+from labkit.grading.runner import (
+    SANITIZE,
+    Outcome,
+    RunResult,
+    build_workspace,
+    execute,
+    grading_env,
+    run_pytest,
+)
 
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
@@ -84,21 +91,28 @@ def load_key(out: Path, key: str | None) -> str:
 
 
 def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path) -> Setup:
-    """Pass 1: execute each reference notebook with the instructor's solution under ``seed``."""
+    """Pass 1: execute each reference notebook with the instructor's solution under ``seed``.
+
+    Seed 0 reuses the outputs stored in the master notebooks (the released, visible values): fast,
+    for smoke tests, but never for real grading, since students can see those values.
+    """
     cache = scratch / "cache"
     references = {}
     for nb_path in rubric.notebooks:
         graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
         master = nbs.read(root / nb_path)
         nbs.precheck(master, graded, nb_path)
-        run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
-        executed = execute(master, run_dir, grading_env(seed, cache, root), rubric.cell_timeout_s)
-        nbs.precheck(executed, graded, nb_path + " (executed)")
+        executed = master
+        if seed != 0:   # seed 0 is what the master's stored outputs were made with
+            run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
+            env = grading_env(seed, cache, root)
+            executed = execute(master, run_dir, env, rubric.cell_timeout_s)
+            nbs.precheck(executed, graded, nb_path + " (executed)")
+            shutil.rmtree(run_dir, ignore_errors=True)
         for cell in executed.cells:      # only graded outputs are compared; keep nothing else
             if cell.cell_type == "code" and cell.get("id") not in graded:
                 cell.outputs = []
         references[nb_path] = executed
-        shutil.rmtree(run_dir, ignore_errors=True)
     return Setup(root, rubric, references, seed, cache)
 
 
@@ -149,6 +163,13 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
         for cid, what in result.problems.items():
             cell_problems[(Path(nb_path).name, cid)] = what
         nbs.write(result.notebook, ws / "nb" / Path(nb_path).name)
+    nothing = not overlay and all(p.startswith(("notebook not handed in", "could not read"))
+                                  for p in [problems_of(problems, nb) for nb in setup.references])
+    if nothing and setup.references:   # nothing to run: no readable notebook, no library file
+        scores = [TaskScore(t.id, 0.0, t.points, ["nothing of yours to grade"]) for t in rubric.tasks]
+        shutil.rmtree(ws, ignore_errors=True)
+        shutil.rmtree(logs, ignore_errors=True)
+        return Report(name, scores, problems)
     cache = ws / ".cache"
     if setup.cache is not None and setup.cache.exists():
         shutil.copytree(setup.cache, cache)
@@ -189,6 +210,12 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
     shutil.rmtree(ws, ignore_errors=True)
     shutil.rmtree(logs, ignore_errors=True)
     return report
+
+
+def problems_of(problems: list[str], nb_path: str) -> str:
+    """The read problem reported for one notebook ('' if it was read)."""
+    prefix = f"{nb_path}: "
+    return next((p[len(prefix):] for p in problems if p.startswith(prefix)), "")
 
 
 def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[str, str], str]
