@@ -18,8 +18,9 @@ import torch.fx
 
 from labkit.compiler.codegen import cpp
 from labkit.compiler.decompose import decomposition_table
+from labkit.compiler.graph import GraphLowering
 from labkit.compiler.ir import ComputedBuffer, format_extern, format_node
-from labkit.compiler.lower import GraphLowering, fallback_counter
+from labkit.compiler.lower import fallback_counter
 from labkit.compiler.schedule import format_schedule, schedule
 from labkit.compiler.wrapper import Program
 from labkit.trace import Kernel, Trace

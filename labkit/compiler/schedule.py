@@ -17,6 +17,7 @@ from typing import Any
 
 import sympy
 
+from labkit.compiler.graph import GraphLowering
 from labkit.compiler.ir import (
     Buffer,
     ComputedBuffer,
@@ -31,7 +32,6 @@ from labkit.compiler.ir import (
     squeeze,
     sym,
 )
-from labkit.compiler.lower import GraphLowering
 
 
 @dataclass(frozen=True)

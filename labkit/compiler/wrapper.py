@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from labkit.compiler.graph import GraphLowering
 from labkit.compiler.ir import (
     Buffer,
     ComputedBuffer,
@@ -20,7 +21,6 @@ from labkit.compiler.ir import (
     MultiOutput,
     ReinterpretView,
 )
-from labkit.compiler.lower import GraphLowering
 from labkit.compiler.schedule import FusedKernel, Schedule
 
 
