@@ -200,7 +200,10 @@ class Recorder:
             def __call__(self, graph: Any) -> None:
                 if user_pass is not None:
                     user_pass(graph)
-                rec.add("inductor.pass", dynamo.fx_nodes(graph))
+                # Inductor's kernel -> node map is process-global and, for backward graphs, not
+                # reset: remember how long each entry is now, so only this graph's part is read.
+                before = {k: len(v) for k, v in (_torch.kernel_post_grad_nodes() or {}).items()}
+                rec.add("inductor.pass", dynamo.fx_nodes(graph), {"provenance_before": before})
 
             def uuid(self) -> Any:
                 return None  # caches are off during capture; nothing to key

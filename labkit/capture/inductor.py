@@ -28,7 +28,7 @@ _KERNEL = re.compile(
 )
 # The wrapper's comment before a call: "# Topologically Sorted Source Nodes: [sin, pow_1], Original ATen: [...]"
 _SOURCE_NODES = re.compile(r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
-_SCHED_NODE = re.compile(r"^(?P<name>op\w+): \w+\(", re.MULTILINE)
+_SCHED_NODE = re.compile(r"^(?P<name>op\w+): (?P<kind>\w+)\(", re.MULTILINE)
 _FUSING = re.compile(r"^fusing (?P<a>op\w+) with (?P<b>op\w+)", re.MULTILINE)
 _CANNOT = re.compile(r"^cannot fuse (?P<a>op\w+) with (?P<b>op\w+): (?P<why>[^\n]+)", re.MULTILINE)
 VECTOR_MARKERS = ("at::vec::", "Vectorized<", "VecMask<")
@@ -46,6 +46,7 @@ class Run:
     fusion: list[str] = field(default_factory=list)
     output_code: str = ""
     provenance: dict[str, list[str]] = field(default_factory=dict)
+    provenance_before: dict[str, int] = field(default_factory=dict)
     role: str = "inference"
 
 
@@ -63,6 +64,7 @@ def split_runs(rec: Any) -> list[Run]:
             runs.append(run)
         if ev.kind == "inductor.pass":
             run.nodes = ev.payload
+            run.provenance_before = ev.meta.get("provenance_before", {})
         elif ev.kind == "inductor_post_grad_graph":
             run.input_text = str(ev.payload or "")
         elif ev.kind in ("ir_pre_fusion", "ir_post_fusion", "fusion"):
@@ -71,7 +73,10 @@ def split_runs(rec: Any) -> list[Run]:
         elif ev.kind == "inductor_output_code":
             run.output_code = str(ev.payload or "")
         elif ev.kind == "inductor_provenance_tracking_kernel_stack_traces" and ev.payload:
-            run.provenance = dict(ev.payload)  # live map, complete for backward graphs too
+            # The live map (complete for backward graphs too), minus what earlier graphs left.
+            before = run.provenance_before
+            run.provenance = {k: v[before.get(k, 0):] for k, v in ev.payload.items()
+                              if len(v) > before.get(k, 0)}
         elif ev.kind == "inductor_provenance_tracking_node_mappings" and not run.provenance:
             run.provenance = _mapping(ev.payload)
     _assign_roles(rec, runs)
@@ -129,10 +134,17 @@ def _comment_origins(code: str, kernel: str) -> list[str]:
     return []
 
 
+def scheduler_nodes(ir_text: str) -> list[str]:
+    """Top-level scheduler node names in an IR dump (a fused node's members are listed under it)."""
+    found = _SCHED_NODE.findall(ir_text)
+    members = {part for name, kind in found if "Fused" in kind for part in name.split("_")}
+    return [name for name, _ in found if name not in members]
+
+
 def fusion_report(run: Run, kernels: list[Kernel]) -> tuple[str, dict[str, Any]]:
     """The fusion stage: a summary the student can read first, then Inductor's own fusion log."""
-    pre_nodes = _SCHED_NODE.findall("\n".join(run.pre))
-    post_nodes = _SCHED_NODE.findall("\n".join(run.post))
+    pre_nodes = scheduler_nodes("\n".join(run.pre))
+    post_nodes = scheduler_nodes("\n".join(run.post))
     log = "\n".join(run.fusion)
     fused = [f"{m['a']} + {m['b']}" for m in _FUSING.finditer(log)]
     refused = list(dict.fromkeys(f"{m['a']} + {m['b']}: {m['why']}" for m in _CANNOT.finditer(log)))
