@@ -8,6 +8,7 @@ goldens: generated names carry UUIDs and bytecode offsets.
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 import torch
@@ -79,6 +80,10 @@ def test_toy_bytecode_has_resume_function(toy):
     assert any(n.startswith("__compiled_fn") for n in first.meta["calls"])
     assert any(n.startswith("__resume_at") for n in first.meta["calls"])
     assert "LOAD_GLOBAL" in first.meta["dis"] or "LOAD_" in first.text
+    from labkit.capture.bytecode import canonical
+
+    stable = canonical(" ".join(first.meta["calls"]))
+    assert "__compiled_fn_" in stable and not re.search(r"[0-9a-f]{8}_[0-9a-f]{4}", stable)
     if first.meta["decompiled"]:  # depyf present here; the GPU machine has none
         assert "def " in first.meta["source"]
     else:

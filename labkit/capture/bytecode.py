@@ -21,6 +21,20 @@ _GENERATED = re.compile(r"^(__compiled_fn_\w+|__resume_at_\w+)$")
 _RULE = "# " + "-" * 70
 
 
+# Generated names carry a UUID or a bytecode offset that changes from run to run (and across
+# Python versions): "__compiled_fn_2_b832ca95_2e27_...", "__resume_at_76_3", "..._at_4".
+_UUID_SUFFIX = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}")
+_RESUME_AT = re.compile(r"(__resume_at)_\d+_(\d+)")
+_ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
+
+
+def canonical(text: str) -> str:
+    """Text with run-specific parts (UUIDs, bytecode offsets, addresses) replaced, for stable output."""
+    text = _UUID_SUFFIX.sub(r"\1", text)
+    text = _RESUME_AT.sub(r"\1_\2", text)
+    return _ADDRESS.sub("0x…", text)
+
+
 def dis_text(code: types.CodeType) -> str:
     """The ``dis`` listing of a code object (always available, on every Python)."""
     return dis.Bytecode(code).dis()
