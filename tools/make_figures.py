@@ -1,10 +1,12 @@
-"""Regenerate figures/ from code: the pipeline map (graphviz) and timing plots from benchmark JSON.
+"""Regenerate figures/ from code: the pipeline map and dispatcher path (graphviz), and timing plots
+from benchmark JSON (figures/bench_gpu.json from tools/bench_gpu.py -> figures/bench_gpu.svg).
 
 Nothing in figures/ is drawn by hand, so every picture can be rebuilt when torch changes.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import graphviz
@@ -68,6 +70,46 @@ def dispatch_path() -> graphviz.Digraph:
     return g
 
 
+def gpu_race_svg(path: Path) -> str | None:
+    """Notebook 08: the GPU race from ``tools/bench_gpu.py`` (figures/bench_gpu.json), two panels:
+    wall time per call (launch overhead on the left, bandwidth on the right) and achieved bandwidth
+    from GPU time against the measured copy bandwidth. None when the JSON is missing."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    env = doc["env"]
+    labels = list(dict.fromkeys(r["label"] for r in doc["results"]))
+    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "labkit"})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for label in labels:
+        rows = sorted((r for r in doc["results"] if r["label"] == label), key=lambda r: r["n"])
+        ns = [r["n"] for r in rows]
+        left.loglog(ns, [r["wall_per_call_s"] * 1e6 for r in rows], marker="o", label=label)
+        right.semilogx(ns, [r["bytes"] / r["median_s"] / 1e9 for r in rows], marker="o", label=label)
+    copy_gbs = doc["copy"]["bytes"] / doc["copy"]["median_s"] / 1e9
+    right.axhline(copy_gbs, color="black", linestyle="--", linewidth=1)
+    right.text(right.get_xlim()[0] * 1.3, copy_gbs * 0.93, f"copy bandwidth {copy_gbs:.0f} GB/s", fontsize=8, va="top")
+    left.set_title("wall time per call (200 back-to-back calls)", fontsize=10)
+    left.set_xlabel("elements"), left.set_ylabel("µs per call")
+    right.set_title("achieved bandwidth (GPU time)", fontsize=10)
+    right.set_xlabel("elements"), right.set_ylabel("GB/s (read x + write result)")
+    left.legend(fontsize=7)
+    fig.suptitle(f"sin² + cos² on {env.get('device')} · torch {env.get('torch')} · triton {env.get('triton')} · "
+                 f"{env.get('date')}  (tools/bench_gpu.py)", fontsize=9)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
 FIGURES_TO_WRITE = {
     "pipeline.svg": pipeline_map,
     "dispatch_path.svg": dispatch_path,
@@ -81,6 +123,12 @@ def main() -> None:
         svg = make().pipe(format="svg").decode()
         (FIGURES / name).write_text(svg)
         print(f"wrote {FIGURES / name}")
+    svg = gpu_race_svg(FIGURES / "bench_gpu.json")
+    if svg is None:
+        print("skipped bench_gpu.svg: no figures/bench_gpu.json (run tools/bench_gpu.py on a GPU)")
+    else:
+        (FIGURES / "bench_gpu.svg").write_text(svg)
+        print(f"wrote {FIGURES / 'bench_gpu.svg'}")
 
 
 if __name__ == "__main__":
