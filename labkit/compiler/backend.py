@@ -71,14 +71,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
                   trace: Trace | None = None, prefix: str = "", frame: str = "") -> Callable[..., Any]:
     """Compile one ATen graph into a ``Program`` (returns a boxed callable for AOTAutograd)."""
     reason = _whole_graph_reason(example_inputs, target)
-    if reason:
+    program = None
+    if not reason:
+        try:
+            program = build_program(gm, example_inputs, target, prefix)
+        except NotImplementedError as e:  # an unsolved exercise in codegen: stay correct
+            reason = f"not implemented yet: {e}"
+    if program is None:
         stats["graph_fallbacks"] += 1
         fallback_counter["<whole graph>"] += 1
         if trace is not None:
             trace.meta.setdefault("fallbacks", []).append({"op": "<whole graph>", "reason": reason})
             trace.add("labkit.schedule", f"{prefix or 'graph'}: not compiled", reason, frame=frame)
         return _make_boxed_func(gm.forward)
-    program = build_program(gm, example_inputs, target, prefix)
     stats["graphs"] += 1
     stats["kernels"] += len(program.kernels)
     if trace is not None:

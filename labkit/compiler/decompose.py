@@ -26,10 +26,22 @@ def register_decomposition(*ops: Any) -> Callable[[Callable[..., Any]], Callable
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for op in ops:
-            labkit_decompositions[op] = fn
+            labkit_decompositions[op] = _or_the_op_itself(fn, op)
         return fn
 
     return deco
+
+
+def _or_the_op_itself(fn: Callable[..., Any], op: Any) -> Callable[..., Any]:
+    """Trace ``fn``; while it is an unsolved exercise (NotImplementedError), keep ``op`` whole."""
+
+    def decomposition(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            return NotImplemented  # tells the tracer: this decomposition does not apply
+
+    return decomposition
 
 
 @register_decomposition(aten.gelu.default)
