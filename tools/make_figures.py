@@ -100,7 +100,7 @@ def gpu_race_svg(path: Path) -> str | None:
     left.set_xlabel("elements"), left.set_ylabel("µs per call")
     right.set_title("achieved bandwidth (GPU time)", fontsize=10)
     right.set_xlabel("elements"), right.set_ylabel("GB/s (read x + write result)")
-    left.legend(fontsize=7)
+    right.legend(fontsize=7, loc="center left")
     fig.suptitle(f"sin² + cos² on {env.get('device')} · torch {env.get('torch')} · triton {env.get('triton')} · "
                  f"{env.get('date')}  (tools/bench_gpu.py)", fontsize=9)
     fig.tight_layout()
