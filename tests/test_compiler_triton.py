@@ -31,14 +31,15 @@ def reductions(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
             x.sum(0), x.amax(-1, keepdim=True), x.mean(), x.var(-1), x.amin(0))
 
 
-@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "looped"])
-def test_reductions_match_eager_in_interpreter(persistent: bool, monkeypatch) -> None:
-    if not persistent:  # rows longer than PERSISTENT_MAX loop over BLOCK-sized chunks
+@pytest.mark.parametrize("mode,n", [("persistent", 37), ("exact", 32), ("looped", 37)])
+def test_reductions_match_eager_in_interpreter(mode: str, n: int, monkeypatch) -> None:
+    if mode == "looped":  # rows longer than PERSISTENT_MAX loop over BLOCK-sized chunks
         monkeypatch.setattr(tgen, "PERSISTENT_MAX", 8)
         monkeypatch.setattr(tgen, "LOOP_RBLOCK", 8)
-    x = torch.randn(6, 37)
-    p = assert_same_as_eager(reductions, x, torch.randn(37), target="triton", rtol=1e-4, atol=1e-5)
-    assert ("for roffset" in p.code) is not persistent
+    x = torch.randn(6, n)
+    p = assert_same_as_eager(reductions, x, torch.randn(n), target="triton", rtol=1e-4, atol=1e-5)
+    assert ("for roffset" in p.code) is (mode == "looped")
+    assert ("rmask" in p.code.split("def kernel0")[1].split("@triton.jit")[0]) is (mode != "exact")
 
 
 def test_views_and_ints_in_interpreter() -> None:

@@ -238,7 +238,8 @@ class TritonKernelWriter(KernelWriter):
     def reduction_body(self) -> None:
         self.emit("xindex = tl.program_id(0)")
         self.unravel("xindex", self.rows, self.row_sizes)
-        self.mask = "rmask"
+        # A row that exactly fills the block needs no mask: loads and stores stay unpredicated.
+        self.mask = "" if self.persistent and self.block == self.rnumel else "rmask"
         if self.persistent:
             self.r_setup("")
         for node in self.kernel.nodes:
@@ -272,8 +273,11 @@ class TritonKernelWriter(KernelWriter):
         combine = f"_lk_{kind}"
         if self.persistent:
             value = self.node_value(node)
-            masked = self.cse(f"tl.where(rmask, {value}, {ident})")
-            self.emit(f"{acc} = tl.reduce({masked}, 0, {combine})")
+            if self.mask:
+                value = self.cse(f"tl.where(rmask, {value}, {ident})")
+            else:  # a row value that does not depend on r still has to be a block to reduce
+                value = self.cse(f"{value} + tl.full([BLOCK], 0, {ttype})")
+            self.emit(f"{acc} = tl.reduce({value}, 0, {combine})")
         else:
             self.emit(f"_{acc} = tl.full([BLOCK], {ident}, {ttype})")
             self.open_loop()
