@@ -232,7 +232,8 @@ class TritonKernelWriter(KernelWriter):
 
     def r_setup(self, offset: str) -> None:
         self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
-        self.emit(f"rmask = rindex < {self.rnumel}")
+        if self.mask:
+            self.emit(f"rmask = rindex < {self.rnumel}")
         self.unravel("rindex", self.rvars, self.r_sizes)
 
     def reduction_body(self) -> None:
