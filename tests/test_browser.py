@@ -42,6 +42,12 @@ if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the mo
 a, b = toy_inputs()
 """
 SHOW = "labkit.show(labkit.explore(toy_example, a, b))"
+PROGRESS = """\
+from labkit.widgets import progress_bar
+p = progress_bar()
+t2 = labkit.explore(toy_example, a, b, progress=p, timing=False)
+print(p.messages[-1], len(p.messages) > 5)
+"""
 SETUP_FIXTURE = """\
 import sys
 sys.path.insert(0, {tests!r})
@@ -84,6 +90,8 @@ def _write_notebook(path: Path) -> None:
     setup, show = (SETUP, SHOW) if EXPLORE else (SETUP_FIXTURE, SHOW_FIXTURE)
     nb.cells = [nbformat.v4.new_code_cell(setup.format(tests=str(ROOT / "tests"))),
                 nbformat.v4.new_code_cell(show)]
+    if EXPLORE:
+        nb.cells.append(nbformat.v4.new_code_cell(PROGRESS))
     name = _kernel_name()
     # without a kernelspec JupyterLab opens a "Select Kernel" dialog that blocks the test
     nb.metadata["kernelspec"] = {"name": name, "display_name": "Python (labkit)", "language": "python"}
@@ -220,6 +228,19 @@ def test_show_widget_renders_in_jupyterlab(lab):
             page.keyboard.press("Escape")
             page.mouse.move(0, 0)  # no hover tooltip in the picture
             cells.nth(1).screenshot(path=str(SCREENSHOT))
+
+            if EXPLORE:  # a long capture shows a progress bar, which leaves nothing behind
+                page.evaluate("""() => {
+                    window.lkSawProgress = false;
+                    new MutationObserver(() => {
+                        if (document.querySelector('.lk-progress')) window.lkSawProgress = true;
+                    }).observe(document.body, {childList: true, subtree: true});
+                }""")
+                _run_cell(page, cells.nth(2))
+                expect(cells.nth(2).locator(".jp-OutputArea-output").last).to_have_text(
+                    "done True", timeout=120_000)
+                assert page.evaluate("window.lkSawProgress"), "no progress bar while exploring"
+                expect(cells.nth(2).locator(".lk-progress")).to_have_count(0)
         finally:
             browser.close()
     assert SCREENSHOT.stat().st_size > 20_000

@@ -283,10 +283,20 @@ def test_progress_bar_is_silent_outside_a_notebook(capsys):
     from labkit.widgets import progress_bar
 
     p = progress_bar()
-    for step in ("dynamo", "aot", "inductor", "done"):
+    for step in ("dynamo.graph", "aot.inference", "inductor.output_code", "done"):
         p(step)
     assert capsys.readouterr().out == ""
-    assert p.messages == ["dynamo", "aot", "inductor", "done"]
+    assert p.messages == ["dynamo.graph", "aot.inference", "inductor.output_code", "done"]
+
+
+def test_progress_messages_map_to_pipeline_steps():
+    from labkit.widgets.progress import step_of
+
+    assert step_of("bytecode.original") == (1, "Dynamo") == step_of("dynamo.guards")
+    assert step_of("aot.backward") == (2, "AOTAutograd")
+    assert step_of("inductor.fusion")[1] == "Inductor" and step_of("triton.ttir")[1] == "Triton IR"
+    assert step_of("building stages")[1] == "building the trace"
+    assert step_of("done")[0] == 8 and step_of("something else") is None
 
 
 def test_mimebundle_in_a_kernel_adds_the_widget(trace, monkeypatch):

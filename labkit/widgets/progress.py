@@ -1,32 +1,62 @@
-"""Progress for long captures: a callable that explore calls with the name of the step it starts.
+"""Progress for long captures: a callable that explore calls with what it is working on.
 
 ``labkit.explore(fn, *inputs, progress=labkit.widgets.progress_bar())`` shows a bar and the current
 step under the cell instead of a frozen cell. The contract explore relies on is only
-``progress(message: str) -> None``: one call as each step starts, and ``progress("done")`` at the
-end (a message starting with "error" turns the bar red). In a plain terminal or script the callable
-does nothing and prints nothing, so explore can call it unconditionally.
+``progress(message: str) -> None``: one call as each stage starts (explore passes stage kinds
+such as "dynamo.graph" or "inductor.output_code", then "building stages", "timing"), and
+``progress("done")`` at the end. A message starting with "error" turns the bar red.
+
+When done, the bar removes itself from the cell output (the output becomes empty text), so a
+stored notebook keeps nothing run-dependent and nbval sees the same output every run. In a plain
+terminal or script the callable does nothing and prints nothing, so explore can call it always.
+This module imports neither torch nor ipywidgets until a bar is really shown.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from labkit.widgets.view import in_kernel
+# message prefix -> (position on the bar, what the label says): the pipeline order of explore
+STEPS: tuple[tuple[str, str], ...] = (
+    ("bytecode", "Dynamo"), ("dynamo", "Dynamo"), ("aot", "AOTAutograd"), ("inductor", "Inductor"),
+    ("triton", "Triton IR"), ("labkit", "labkit compiler"), ("building", "building the trace"),
+    ("timing", "timing eager vs compiled"), ("done", "done"),
+)
+_POSITION = {prefix: i for i, prefix in enumerate(dict.fromkeys(
+    label for _, label in STEPS))}
 
-DEFAULT_STEPS = 8  # bytecode, dynamo, aot, inductor, kernels, triton, labkit, timing
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a widget can be shown), False in a terminal or script."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def step_of(message: str) -> tuple[int, str] | None:
+    """(position, step name) of a progress message, or None for a message of no known step."""
+    low = message.lower()
+    for prefix, label in STEPS:
+        if low.startswith(prefix):
+            return _POSITION[label] + 1, label
+    return None
 
 
 class ProgressBar:
-    """``progress(message)``: advance one step and say what is running. A no-op outside Jupyter."""
+    """``progress(message)``: move the bar to the step the message names. A no-op outside Jupyter."""
 
-    def __init__(self, total: int = DEFAULT_STEPS, description: str = "labkit",
-                 live: bool | None = None) -> None:
-        self.total = max(int(total), 1)
+    def __init__(self, description: str = "labkit", live: bool | None = None) -> None:
         self.description = description
         self.live = in_kernel() if live is None else live
         self.messages: list[str] = []  # what was reported, also in a terminal (tests read it)
+        self.total = len(_POSITION)
         self._bar: Any = None
         self._label: Any = None
+        self._handle: Any = None
+        self._closed = False
 
     def _start(self) -> None:
         import ipywidgets as w
@@ -35,32 +65,40 @@ class ProgressBar:
         self._bar = w.IntProgress(value=0, min=0, max=self.total, description=self.description,
                                   bar_style="info")
         self._label = w.Label(value="")
-        display(w.HBox([self._bar, self._label]))
+        box = w.HBox([self._bar, self._label])
+        box.add_class("lk-progress")
+        self._handle = display(box, display_id=True)
 
     def __call__(self, message: str) -> None:
         self.messages.append(message)
-        if not self.live:
+        if not self.live or self._closed:
             return
         if self._bar is None:
             self._start()
-        low = message.lower()
-        if low.startswith("done"):
-            self._bar.value, self._bar.bar_style = self.total, "success"
-        elif low.startswith("error"):
+        if message.lower().startswith("error"):
             self._bar.bar_style = "danger"
-        else:
-            self._bar.max = max(self._bar.max, len(self.messages))  # more steps than announced
-            self._bar.value = min(len(self.messages), self._bar.max)
-        self._label.value = message
+            self._label.value = message
+            return
+        step = step_of(message)
+        if step is not None:
+            self._bar.value = max(self._bar.value, step[0])
+        self._label.value = f"{step[1]}: {message}" if step and step[1].lower() != message.lower() else message
+        if step is not None and step[1] == "done":
+            self.close()
 
     def close(self) -> None:
-        """Remove the bar from the page (it stays, finished, if you don't)."""
-        if self._bar is not None:
-            self._bar.close()
-            self._label.close()
+        """Take the bar off the page and leave an empty output behind (same every run)."""
+        self._closed = True
+        if self._bar is None:
+            return
+        if self._handle is not None:
+            self._handle.update({"text/plain": ""}, raw=True)
+        self._bar.close()
+        self._label.close()
+        self._bar = self._label = self._handle = None
 
 
-def progress_bar(total: int = DEFAULT_STEPS, description: str = "labkit") -> ProgressBar:
+def progress_bar(description: str = "labkit") -> ProgressBar:
     """A ``Callable[[str], None]`` for ``labkit.explore(..., progress=...)``: a bar in a notebook,
     silence in a terminal."""
-    return ProgressBar(total=total, description=description)
+    return ProgressBar(description=description)

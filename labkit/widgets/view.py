@@ -17,6 +17,7 @@ from typing import Any
 from labkit.trace import Kernel, Stage, Trace
 from labkit.widgets import graph
 from labkit.widgets.code import normalize, style_block
+from labkit.widgets.progress import in_kernel
 from labkit.widgets.render import (
     GRAPH_KINDS,
     KIND_LABEL,
@@ -29,16 +30,6 @@ from labkit.widgets.render import (
 )
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-
-
-def in_kernel() -> bool:
-    """True inside a Jupyter kernel (where a widget can be shown), False in a terminal or script."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 def _wrap(fragment: str) -> str:
