@@ -21,9 +21,8 @@ import pytest
 
 from labkit.grading import grade as G
 from labkit.grading import rubric as R
-from labkit.grading.release import build_student, solution_leaks
-from labkit.grading.report import write_all
-from labkit.grading.solutions import BEGIN
+from labkit.grading.commands import build_student, solution_leaks, write_all
+from labkit.grading.rubric import BEGIN
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = "notebooks/exercises/ex03_graph_breaks.ipynb"

@@ -20,7 +20,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 
 from labkit.grading import notebooks as nbs
-from labkit.grading.rubric import Rubric, Task
+from labkit.grading.rubric import Rubric, Task, stub_file
 from labkit.grading.runner import (
     SANITIZE,
     Outcome,
@@ -30,7 +30,6 @@ from labkit.grading.runner import (
     grading_env,
     run_pytest,
 )
-from labkit.grading.solutions import stub_file
 
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)

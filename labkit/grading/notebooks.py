@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from labkit.grading.solutions import stub_text
+from labkit.grading.rubric import stub_text
 
 # nbval treats any comment line naming one of its markers as that marker (plugin.py,
 # find_comment_markers); a student cell must never carry one.

@@ -1,11 +1,17 @@
-"""Run things for grading: build a workspace, execute a reference, run pytest/nbval with limits.
+"""Run things for grading: workspaces, references, pytest/nbval with limits, and the pytest plugin.
 
 Every run is a subprocess in its own session, killed as a group at its time limit, with its own
-Inductor/Triton caches and a seed passed through ``LABKIT_GRADE_SEED``.
+Inductor/Triton caches and a seed passed through ``LABKIT_GRADE_SEED``. Loaded into those runs as
+``-p labkit.grading.runner``, this module is also the plugin: it registers the ``taskN_M`` markers,
+drops stderr from nbval's comparison (library warnings are noise), writes each item's cell id and
+task markers into the JUnit XML, logs every result as it happens (a run killed at its time limit
+still leaves a record), and in grading runs deletes the graded notebooks once nbval has read them,
+before any student code runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,10 +22,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from nbformat import NotebookNode
 
-from labkit.grading.rubric import Rubric
-from labkit.grading.solutions import BEGIN, stub_file
+from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
 
 SEED_ENV = "LABKIT_GRADE_SEED"
 SANITIZE = Path(__file__).with_name("sanitize.cfg")
@@ -93,7 +99,7 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
                junit: Path, log: Path) -> RunResult:
     """``python -m pytest ARGS`` under the grading plugin, killed (whole group) at ``timeout_s``."""
     env = {**env, "LABKIT_GRADING_LOG": str(log)}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.plugin",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.runner",
            "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
            f"--junitxml={junit}", "-q", *args]
     start = time.monotonic()
@@ -136,8 +142,6 @@ def parse_junit(path: Path) -> list[Outcome]:
 
 def parse_log(path: Path) -> list[Outcome]:
     """Fallback when a run was killed: the plugin's JSON-lines log of finished items."""
-    import json
-
     if not path.exists():
         return []
     merged: dict[str, Outcome] = {}
@@ -166,3 +170,59 @@ def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: in
                             resources={"metadata": {"path": str(cwd)}}, startup_timeout=120)
     client.execute(env=env)
     return nb
+
+
+# -- the pytest plugin -----------------------------------------------------------------------------
+UNLINK_ENV = "LABKIT_GRADING_UNLINK"     # "1": delete collected notebooks before kernels start
+LOG_ENV = "LABKIT_GRADING_LOG"           # path of the JSON-lines result log
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register one marker per rubric task (pyproject may not list them yet)."""
+    for line in load().markers():
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    """nbval compares stdout and rich outputs of graded cells, never stderr (nbval docs, cell 46)."""
+    path = getattr(collector, "path", None)
+    if path is not None and path.suffix == ".ipynb" and hasattr(collector, "skip_compare"):
+        collector.skip_compare += ("stderr",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Record the cell id (nbval items) and task markers (tests) of every item in the JUnit XML."""
+    for item in items:
+        cell = getattr(item, "cell", None)
+        if cell is not None:
+            item.user_properties.append(("cell_id", str(cell.get("id", ""))))
+            item.user_properties.append(("notebook", item.path.name))
+        for mark in item.iter_markers():
+            if mark.name.startswith("task"):
+                item.user_properties.append(("task_marker", mark.name))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Grading runs: nbval holds the notebooks in memory now, so the files can go."""
+    if os.environ.get(UNLINK_ENV) != "1":
+        return
+    for item in session.items:
+        if item.path.suffix == ".ipynb" and item.path.exists():
+            item.path.unlink()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Append one JSON line per test phase that decides the outcome."""
+    log = os.environ.get(LOG_ENV)
+    if not log or (report.when != "call" and report.passed):
+        return
+    record = {
+        "nodeid": report.nodeid,
+        "when": report.when,
+        "outcome": report.outcome,
+        "xfail": hasattr(report, "wasxfail"),
+        "properties": [list(p) for p in report.user_properties],
+        "detail": str(report.longrepr)[-4000:] if report.failed else "",
+    }
+    with Path(log).open("a") as fh:
+        fh.write(json.dumps(record) + "\n")

@@ -1,0 +1,246 @@
+"""The commands behind ``python -m labkit.grading``: the release, the reference run, self-checks,
+grading, and the files grading writes (``grades.csv``, ``report.json``, HTML feedback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from labkit.grading import notebooks as nbs
+from labkit.grading import rubric as rubric_mod
+from labkit.grading.grade import (
+    Report,
+    Setup,
+    grade_all,
+    grade_one,
+    load_key,
+    prepare,
+    seed_from_key,
+)
+from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
+from labkit.grading.runner import execute, grading_env
+
+# Never released: version control, environments, build outputs, grades, caches.
+EXCLUDE = shutil.ignore_patterns(".git", ".venv", "dist", "grades", "__pycache__", "*.pyc",
+                                 ".pytest_cache", ".ruff_cache", "*.egg-info",
+                                 ".ipynb_checkpoints", ".grade-key")
+
+
+def checks_path(nb_path: str) -> str:
+    """Where the self-check copy of an exercise notebook lives in the release."""
+    p = Path(nb_path)
+    return str(p.parent / "checks" / p.name)
+
+
+def build_student(root: Path, dest: Path, rubric: Rubric) -> list[str]:
+    """Write the solution-free release to ``dest``; returns the files that were stubbed."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(root, dest, ignore=EXCLUDE)
+    stubbed = []
+    for path in sorted((dest / "labkit").rglob("*.py")):
+        if any(BEGIN.match(line) for line in path.read_text().splitlines()):
+            rel = str(path.relative_to(dest))
+            path.write_text(stub_file(path, rubric.task_for_file(rel)))
+            stubbed.append(rel)
+    for nb_path in rubric.notebooks:
+        tasks = rubric.for_notebook(nb_path)
+        editable = [c for t in tasks for c in t.editable]
+        graded = [c for t in tasks for c in t.graded]
+        master = nbs.read(root / nb_path)
+        nbs.write(nbs.released(master, editable, graded, keep_outputs=False), dest / nb_path)
+        nbs.write(nbs.released(master, editable, graded, keep_outputs=True),
+                  dest / checks_path(nb_path))
+        stubbed.append(nb_path)
+    leaks = solution_leaks(dest)
+    if leaks:
+        raise RuntimeError(f"solution fences left in the release: {leaks}")
+    return stubbed
+
+
+def solution_leaks(tree: Path) -> list[str]:
+    """Files under ``tree`` that still contain a solution fence line."""
+    leaks = []
+    for path in sorted(tree.rglob("*")):
+        if path.suffix not in (".py", ".ipynb") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".ipynb":
+            text = "\n".join(c.source for c in nbs.read(path).cells)
+        if any(BEGIN.match(line) or END.match(line) for line in text.splitlines()):
+            leaks.append(str(path.relative_to(tree)))
+    return leaks
+
+
+def run_reference(root: Path, rubric: Rubric, only: list[str] | None = None) -> list[str]:
+    """Execute the master exercise notebooks (seed 0) and store their outputs in place."""
+    done = []
+    with tempfile.TemporaryDirectory(prefix="labkit-reference-") as tmp:
+        for nb_path in rubric.notebooks:
+            if only and not any(o in nb_path for o in only):
+                continue
+            nb = nbs.read(root / nb_path)
+            env = grading_env(0, Path(tmp), root)
+            execute(nb, (root / nb_path).parent, env, rubric.cell_timeout_s)
+            for cell in nb.cells:
+                cell.get("metadata", {}).pop("execution", None)
+            graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
+            nbs.precheck(nb, graded, nb_path)
+            nbs.write(nb, root / nb_path)
+            done.append(nb_path)
+    return done
+
+
+def self_check(root: Path, rubric: Rubric) -> Report:
+    """A student's visible checks: their cells grafted into the self-check copies, seed 0."""
+    references = {}
+    for nb_path in rubric.notebooks:
+        source = root / checks_path(nb_path)
+        references[nb_path] = nbs.read(source if source.exists() else root / nb_path)
+    setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False)
+    with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
+        return grade_one(setup, root, "self-check", Path(tmp))
+
+
+# -- grading outputs -------------------------------------------------------------------------------
+def write_all(reports: list[Report], rubric: Rubric, out: Path) -> None:
+    """All three outputs under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(reports, rubric, out / "grades.csv")
+    (out / "report.json").write_text(json.dumps(as_json(reports, rubric), indent=2) + "\n")
+    for r in reports:
+        write_feedback(r, rubric, out / "feedback" / f"{r.student}.html")
+
+
+def write_csv(reports: list[Report], rubric: Rubric, path: Path) -> None:
+    """One row per student: points per task, total, maximum (deterministic, no timings)."""
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", *[f"task {t.id}" for t in rubric.tasks], "total", "max"])
+        for r in reports:
+            pts = {s.task: s.points for s in r.scores}
+            writer.writerow([r.student, *[_num(pts[t.id]) for t in rubric.tasks],
+                             _num(r.total), _num(sum(t.points for t in rubric.tasks))])
+
+
+def as_json(reports: list[Report], rubric: Rubric) -> dict[str, object]:
+    """The whole run as plain data (feedback text included, expected values never)."""
+    return {
+        "tasks": [{"id": t.id, "title": t.title, "kind": t.kind, "points": t.points}
+                  for t in rubric.tasks],
+        "students": [{
+            "student": r.student,
+            "total": r.total,
+            "problems": r.problems,
+            "seconds": r.seconds,
+            "log_tail": [t[-1500:] for t in r.logs],
+            "tasks": {s.task: {"points": s.points, "max": s.max_points, "feedback": s.feedback}
+                      for s in r.scores},
+        } for r in reports],
+    }
+
+
+def render_table(report: Report, rubric: Rubric) -> str:
+    """Plain-text per-task table, for the terminal (``make check``)."""
+    width = max(len(t.title) for t in rubric.tasks)
+    lines = []
+    for s, t in zip(report.scores, rubric.tasks):
+        mark = "PASS" if s.points == s.max_points else "FAIL"
+        lines.append(f"  {mark}  Task {t.id:<5} {t.title:<{width}}  {_num(s.points)}/{_num(t.points)}")
+        if mark == "FAIL":
+            lines.extend(f"          - {line}" for line in s.feedback)
+    lines.append(f"  total {_num(report.total)}/{_num(sum(t.points for t in rubric.tasks))}")
+    lines.extend(f"  note: {p}" for p in report.problems)
+    return "\n".join(lines)
+
+
+def write_feedback(report: Report, rubric: Rubric, path: Path) -> None:
+    """A small self-contained HTML page: per-task result and what went wrong."""
+    rows = []
+    for s, t in zip(report.scores, rubric.tasks):
+        ok = s.points == s.max_points
+        items = "".join(f"<li>{html.escape(f)}</li>" for f in s.feedback)
+        rows.append(f"<tr class={'ok' if ok else 'bad'}><td>{html.escape(t.id)}</td>"
+                    f"<td>{html.escape(t.title)}</td><td>{_num(s.points)} / {_num(t.points)}</td>"
+                    f"<td><ul>{items}</ul></td></tr>")
+    problems = "".join(f"<li>{html.escape(p)}</li>" for p in report.problems)
+    page = f"""<!doctype html><meta charset="utf-8"><title>Feedback: {html.escape(report.student)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} td{{padding:.3em .6em;
+vertical-align:top}} tr.ok td:nth-child(3){{color:#176e2c}} tr.bad td:nth-child(3){{color:#a11}}</style>
+<h1>labkit exercises: {html.escape(report.student)}</h1>
+<p>Total: <b>{_num(report.total)} / {_num(sum(t.points for t in rubric.tasks))}</b>.
+Checks ran on fresh hidden inputs; only passing checks score.</p>
+{f"<h2>Problems with the submission</h2><ul>{problems}</ul>" if problems else ""}
+<table><tr><th>task</th><th>exercise</th><th>points</th><th>feedback</th></tr>{"".join(rows)}</table>
+"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+# -- the command line ------------------------------------------------------------------------------
+ROOT = Path.cwd()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run one command; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m labkit.grading", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("student", help="build the solution-free release in dist/student/")
+    p.add_argument("--out", type=Path, default=ROOT / "dist" / "student")
+    p = sub.add_parser("check", help="students: run the visible checks of your own work")
+    p.add_argument("--task", action="append", help="only this task (repeatable), e.g. 3.1")
+    p = sub.add_parser("grade", help="instructors: grade every folder in --submissions")
+    p.add_argument("--submissions", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=ROOT / "grades")
+    p.add_argument("--key", help="grading key (default: kept in OUT/.grade-key)")
+    p.add_argument("--task", action="append", help="only this task (repeatable)")
+    p = sub.add_parser("reference", help="instructors: execute the master exercise notebooks")
+    p.add_argument("--notebook", action="append", help="only notebooks whose path contains this")
+    args = parser.parse_args(argv)
+    rubric = rubric_mod.load()
+
+    if args.command == "student":
+        stubbed = build_student(ROOT, args.out, rubric)
+        print(f"release written to {args.out}: {len(stubbed)} files stubbed")
+        return 0
+    if args.command == "reference":
+        for nb in run_reference(ROOT, rubric, args.notebook):
+            print(f"executed {nb}")
+        return 0
+    if args.command == "check":
+        rubric = rubric.only(args.task)
+        report = self_check(ROOT, rubric)
+        print(render_table(report, rubric))
+        return 0 if report.total == sum(t.points for t in rubric.tasks) else 1
+    return grade_command(args, rubric)
+
+
+def grade_command(args: argparse.Namespace, rubric: rubric_mod.Rubric) -> int:
+    """``grade``: pass 1 once, every submission, then grades.csv / report.json / feedback/."""
+    if not args.submissions.is_dir():
+        print(f"no such folder: {args.submissions}", file=sys.stderr)
+        return 2
+    rubric = rubric.only(args.task)
+    seed = seed_from_key(load_key(args.out, args.key))
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
+        setup = prepare(ROOT, rubric, seed, Path(tmp))
+        print(f"reference executed in {time.monotonic() - start:.0f} s")
+        reports = grade_all(setup, args.submissions, Path(tmp))
+    write_all(reports, rubric, args.out)
+    for r in reports:
+        print(f"{r.student}: {r.total:g}/{sum(t.points for t in rubric.tasks):g} ({r.seconds:.0f} s)")
+    print(f"graded {len(reports)} submissions in {time.monotonic() - start:.0f} s -> {args.out}")
+    return 0
