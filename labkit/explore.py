@@ -56,15 +56,19 @@ def check_inputs(fn: Callable[..., Any], inputs: Sequence[Any], what: str = "exa
     if not callable(fn):
         raise TypeError(f"labkit.explore needs a function (or nn.Module) to compile; got "
                         f"{type(fn).__name__} {fn!r:.60}")
+    import torch
+
     try:
-        sig = inspect.signature(fn)
+        # An nn.Module's __call__ takes *args: the parameters that matter are forward's.
+        sig = inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn)
     except (TypeError, ValueError):
         sig = None  # some builtins have no signature: torch.compile will say if the call is wrong
     if sig is not None:
         try:
             sig.bind(*inputs)
         except TypeError as e:
-            raise TypeError(f"the {what} do not fit {getattr(fn, '__name__', 'fn')}{sig}: {e}. "
+            name = getattr(fn, "__name__", type(fn).__name__)
+            raise TypeError(f"the {what} do not fit {name}{sig}: {e}. "
                             f"Pass one example value per parameter, e.g. "
                             f"explore(fn, torch.randn(8), torch.randn(8))") from None
     allowed = _leaf_types()

@@ -199,6 +199,8 @@ def test_bad_inputs_fail_before_compiling():
         explore(lambda x: x, (i for i in range(3)))
     with pytest.raises(TypeError, match=r"input 0\[1\].*object"):
         explore(lambda x: x, [torch.randn(2), object()])
+    with pytest.raises(TypeError, match=r"do not fit Linear\(input"):  # nn.Module: forward's
+        explore(torch.nn.Linear(3, 2), torch.randn(3), torch.randn(3))
     with pytest.raises(TypeError, match="unexpected keyword"):
         explore(toy_example, torch.randn(3), torch.randn(3), bogus=True)
     with pytest.raises(ValueError, match="backend must be one of"):

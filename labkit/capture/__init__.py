@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,6 +107,8 @@ class RecordingBackend:
 
     def __getattr__(self, name: str) -> Any:
         # torch asks backends for optional attributes (get_compiler_config, reset): answer as inner.
+        if name in ("rec", "inner") or name.startswith("__"):
+            raise AttributeError(name)  # not set up yet (copy/pickle): no recursion through inner
         return getattr(self.inner, name)
 
 
@@ -121,7 +122,6 @@ class Recorder:
         self.stage: str | None = None  # the last stage torch worked on
         self.compiling = False  # True from a frame's first event until it finished without error
         self.compile_id: str | None = None
-        self.started = time.perf_counter()
         self._stack = contextlib.ExitStack()
 
     # -- collecting -----------------------------------------------------------------------------
