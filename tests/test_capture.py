@@ -138,6 +138,8 @@ def test_mlp_joint_forward_backward(mlp_trace):
     bw = ok_kinds(mlp_trace, "aot.backward")[0]
     assert any(n.op == "placeholder" and n.name.startswith("tangents") for n in bw.nodes)
     assert any("mm" in t for t in bw.meta["ops"])
+    mm = next(n for n in fw.nodes if n.target == "aten.mm.default")
+    assert mm.shape == [32, 128] and mm.dtype == "float32" and "examples.py:" in mm.source
 
 
 def test_mlp_backward_kernels(mlp_trace):

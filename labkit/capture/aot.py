@@ -27,10 +27,13 @@ DTYPES = {
     "c64": "complex64", "c128": "complex128", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
 }
 _ANNOT = r'"(?P<ty>[^"]*)"'
-_ASSIGN = re.compile(rf"^\s+(?P<name>\w+): {_ANNOT} = (?P<target>[\w.]+)\((?P<args>.*?)\);?(?:  |$)")
+# `mm: "f32[4, 8]" = torch.ops.aten.mm.default(a, b)` or a tuple item `getitem: "f32[4]" = max_1[0]`
+_ASSIGN = re.compile(
+    rf"^\s+(?P<name>\w+)(?:: {_ANNOT})? = (?P<target>[\w.]+)(?:\((?P<args>.*?)\)|\[(?P<item>\d+)\]);?(?:  |$)")
 _PARAM = re.compile(rf"^\s+(?P<name>\w+): {_ANNOT},?(?:\s*#.*)?$")
 _INLINE_PARAMS = re.compile(r"def forward\(self, (?P<params>.*)\):")
 _SAVED = re.compile(r"^\s+(?P<name>\w+),?\s*#\s*SavedForBackwards")
+_FILE_COMMENT = re.compile(r"^\s+# File: (?P<file>.+?):(?P<line>\d+) in [^,]+, code: (?P<code>.*)$")
 _TYPE = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<shape>[^\]]*)\]")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
@@ -55,8 +58,11 @@ def nodes_from_text(text: str) -> list[FxNode]:
         known.add(name)
 
     in_signature = False
-    lines = text.splitlines()
-    for line in lines:
+    source = None  # the "# File: x.py:12 in f, code: ..." comment above the nodes that follow
+    for line in text.splitlines():
+        if (f := _FILE_COMMENT.match(line)) is not None:
+            source = f"{f['file'].rsplit('/', 1)[-1]}:{f['line']}  {f['code'].strip()}"
+            continue
         inline = _INLINE_PARAMS.search(line)
         if inline:  # one-line signature: def forward(self, a: "f32[4]", b: "f32[4]"):
             for p in re.finditer(rf"(?P<name>\w+): {_ANNOT}", inline["params"]):
@@ -73,10 +79,14 @@ def nodes_from_text(text: str) -> list[FxNode]:
             continue
         m = _ASSIGN.match(line)
         if m:
-            shape, dtype = _shape(m["ty"])
-            inputs = [w for w in _WORD.findall(m["args"]) if w in known]
-            nodes.append(FxNode(name=m["name"], op="call_function", target=m["target"],
-                                inputs=list(dict.fromkeys(inputs)), shape=shape, dtype=dtype))
+            shape, dtype = _shape(m["ty"] or "")
+            args = m["target"] if m["item"] is not None else m["args"]
+            # "torch.ops.aten.mm.default" -> "aten.mm.default", as live graphs name it
+            target = "getitem" if m["item"] is not None else m["target"].removeprefix("torch.ops.")
+            inputs = [w for w in _WORD.findall(args) if w in known]
+            nodes.append(FxNode(name=m["name"], op="call_function", target=target,
+                                inputs=list(dict.fromkeys(inputs)), shape=shape, dtype=dtype,
+                                source=source))
             known.add(m["name"])
     ret = text[text.rfind("return "):] if "return " in text else ""
     outputs = [w for w in _WORD.findall(ret) if w in known]
