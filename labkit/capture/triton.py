@@ -81,12 +81,17 @@ def compile_asm(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] |
     if missing:
         raise ValueError(f"signature has no type for parameter(s) {missing} of {jit.__name__}; "
                          "give e.g. {'x_ptr': '*fp32', 'n': 'i32'} and constexprs={'BLOCK': 1024}")
-    try:
-        src = ASTSource(jit, sig, constexprs, attrs)
-    except TypeError:  # older/newer attrs formats: compile without the divisibility hints
-        src = ASTSource(jit, sig, constexprs)
-    compiled = triton.compile(src, target=target, options=options or {"num_warps": 4})
-    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
+    def run(*source_args: Any) -> dict[str, str]:
+        compiled = triton.compile(ASTSource(jit, sig, constexprs, *source_args), target=target,
+                                  options=options or {"num_warps": 4})
+        return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
+
+    if attrs is not None:
+        try:  # Inductor's divisibility hints (16-byte aligned pointers) give vectorized loads
+            return run(attrs)
+        except Exception:  # an attrs format this triton does not take: compile without hints
+            pass
+    return run()
 
 
 def add_ir_stages(trace: Trace, asm: dict[str, str], name: str, frame: str,
