@@ -166,11 +166,16 @@ class GraphLowering:
         users = list(node.users)
         if any(u.op == "output" or find_lowering(u.target) in (None, matmul) for u in users):
             return self.realize(value, "an ATen call (or the graph output) reads it from memory")
-        cost = op_count(value)
+        counts = op_counts(value)
+        cost = sum(counts.values())
         if cost > 1 and any(_numel_of(u) > numel(value.ranges) for u in users):
             return self.realize(value, "it is broadcast: inlined, it would be recomputed per element")
         if len(users) > 1 and cost > INLINE_OP_LIMIT:
             return self.realize(value, f"{len(users)} users and {cost} ops: cheaper to store once")
+        costly = sorted(EXPENSIVE_OPS & set(counts))
+        if len(users) > 1 and costly:
+            return self.realize(value, f"{len(users)} users and it calls {', '.join(costly)}: "
+                                       "compute it once")
         return value
 
     def _output(self, arg: Any) -> Any:
@@ -184,12 +189,16 @@ class GraphLowering:
         return value
 
 
-def op_count(value: Pointwise) -> int:
-    """How many ops one element of ``value`` costs (run under the CountHandler)."""
+# Transcendental ops cost tens of cycles each; everything else is an add or a load.
+EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sin", "cos", "pow", "sigmoid"}
+
+
+def op_counts(value: Pointwise) -> dict[str, int]:
+    """How often each op runs for one element of ``value`` (run under the CountHandler)."""
     handler = CountHandler()
     with set_ops_handler(handler):
         value.inner_fn([sym(f"i{d}") for d in range(len(value.ranges))])
-    return sum(handler.counts.values())
+    return dict(handler.counts)
 
 
 def _numel_of(node: torch.fx.Node) -> int:

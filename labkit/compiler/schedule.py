@@ -150,6 +150,7 @@ class FusedKernel:
     nodes: list[ComputedBuffer]
     space: Space
     internal: set[str] = field(default_factory=set)  # buffers kept in registers, never stored
+    row_local: set[str] = field(default_factory=set)  # per-element values only this row reads
 
     @property
     def origins(self) -> list[str]:
@@ -227,8 +228,8 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
-            if n.name not in outputs and per_row and sched.readers.get(n.name, set()) <= members:
-                k.internal.add(n.name)
+            if n.name not in outputs and sched.readers.get(n.name, set()) <= members:
+                (k.internal if per_row else k.row_local).add(n.name)
     return sched
 
 
@@ -270,6 +271,9 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
             lines.append(f"    ATen ops fused: {', '.join(step.origins)}")
             if step.internal:
                 lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
+            if step.row_local:
+                lines.append(f"    read only within a row (kept in cache-sized row scratch or "
+                             f"registers): {', '.join(sorted(step.row_local))}")
         elif isinstance(step, ExternBuffer):
             what = f"fallback to ATen: {step.fallback_reason}" if step.fallback_reason else "extern ATen call"
             lines.append(f"{step.name}: {step.op} ({what})")

@@ -108,7 +108,7 @@ class Program:
         for step in self.schedule.steps:
             if isinstance(step, FusedKernel):
                 for node in step.nodes:
-                    if node.name not in step.internal:
+                    if node.name in kernel_args[step.name]:
                         lines.append(f"    {node.name} = {_alloc(node)}")
                 args = ", ".join(kernel_args[step.name])
                 lines.append(f"    {step.name}({args})  # {', '.join(step.origins)}")

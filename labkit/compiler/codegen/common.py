@@ -162,8 +162,11 @@ class KernelWriter:
         self.printer = IndexPrinter(self.div)
         rows, rvars = loop_vars(self.space)
         self.orig_rows, self.orig_rvars = rows, rvars
-        exprs = [i for n in kernel.nodes for _, i in reads_of(n, self.space)]
-        exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in kernel.internal]
+        self.scratch = {n.name for n in kernel.nodes
+                        if n.name in kernel.row_local and self.use_scratch(n)}
+        hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
+        exprs = [i for n in kernel.nodes for b, i in reads_of(n, self.space) if b not in hidden]
+        exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
         self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
         self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, rvars, exprs, "r")
@@ -175,7 +178,7 @@ class KernelWriter:
             for name, _ in reads_of(n, self.space):
                 if name not in self.members and name not in self.reads:
                     self.reads.append(name)
-        self.writes = [n.name for n in kernel.nodes if n.name not in kernel.internal]
+        self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
         self.lines: list[str] = []
@@ -218,7 +221,16 @@ class KernelWriter:
     def load(self, name: str, index: sympy.Expr) -> str:
         if name in self.locals:
             return self.locals[name]
+        if name in self.scratch:
+            return self.cse(f"scratch_{name}[{self.r_flat()}]")
         return self.cse(self.load_expr(name, self.index(index)))
+
+    def r_flat(self) -> str:
+        """Position within the row (0 .. rnumel-1) at the current reduction loop position."""
+        flat, stride = sympy.Integer(0), 1
+        for var, size in reversed(list(zip(self.rvars, self.r_sizes))):
+            flat, stride = flat + var * stride, stride * size
+        return self.printer.doprint(flat)
 
     def node_value(self, node: ComputedBuffer) -> str:
         """Run the node's body at the current loop position; return the variable of its value."""
@@ -238,6 +250,10 @@ class KernelWriter:
         return self.index(store_index(node, self.space))
 
     # -- backend hooks ---------------------------------------------------------------------------
+    def use_scratch(self, node: ComputedBuffer) -> bool:
+        """Whether a row-local per-element node lives in a per-row scratch instead of memory."""
+        return False
+
     def declare(self, var: str, expr: str) -> str:
         raise NotImplementedError
 

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
-from labkit.compiler.ir import REDUCTION_IDENTITY, Reduction
-from labkit.compiler.schedule import FusedKernel
+from labkit.compiler.ir import REDUCTION_IDENTITY, numel
+from labkit.compiler.schedule import FusedKernel, reads_of
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
@@ -32,6 +32,7 @@ CXX = os.environ.get("CXX", "g++")
 # -fno-math-errno lets expf & co. be vectorized (glibc's libmvec); no -ffast-math: NaN/inf stay exact.
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC"]
 CHUNK = 4096  # elements per parallel work item of a flat pointwise loop
+SCRATCH_BYTES = 64 * 1024  # largest row kept in a stack scratch array (per thread)
 
 PRELUDE = """#include <algorithm>
 #include <cmath>
@@ -152,10 +153,6 @@ class CppKernelWriter(KernelWriter):
     def load_expr(self, name: str, index: str) -> str:
         return f"{self.ptr[name]}[{index}]"
 
-    def store(self, name: str, value: str) -> None:
-        if name in self.ptr:
-            self.emit(f"{self.ptr[name]}[{self.store_at(self.members[name])}] = {value};")
-
     def loop(self, var: Any, size: int, pragma: str = "") -> None:
         if pragma:
             self.emit(pragma)
@@ -211,21 +208,36 @@ class CppKernelWriter(KernelWriter):
             self.store(node.name, value)
         self.close(opened)
 
+    def use_scratch(self, node: Any) -> bool:
+        return numel(self.space.rdims) * node.dtype.itemsize <= SCRATCH_BYTES
+
+    def store(self, name: str, value: str) -> None:
+        if name in self.scratch:
+            self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
+        elif name in self.ptr:
+            self.emit(f"{self.ptr[name]}[{self.store_at(self.members[name])}] = {value};")
+
     def reduction_body(self) -> None:
         for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
             self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
+        for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
+            size = numel(self.space.rdims)
+            self.emit(f"alignas(64) {CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+        segment: list[Any] = []
         for node in self.kernel.nodes:
-            if node.is_reduction:
-                self.reduction(node)
-            elif self.per_element(node):
-                self.r_loops()
-                value = self.node_value(node)
-                self.store(node.name, value)
-                self.close(len(self.rvars))
-            else:
+            if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
+                self.r_segment(segment)
+                segment = []
                 value = self.node_value(node)
                 self.locals[node.name] = value
                 self.store(node.name, value)
+                continue
+            finished = {n.name for n in segment if n.is_reduction}
+            if any(b in finished for b, _ in reads_of(node, self.space)):
+                self.r_segment(segment)  # it needs a reduction of this loop: start the next loop
+                segment = []
+            segment.append(node)
+        self.r_segment(segment)
         self.close(len(self.rows))
 
     def r_loops(self, clause: str = "") -> None:
@@ -233,31 +245,48 @@ class CppKernelWriter(KernelWriter):
             last = d == len(self.rvars) - 1
             self.loop(r, n, f"#pragma omp simd{clause}" if last else "")
 
-    def reduction(self, node: Any) -> None:
-        data: Reduction = node.data
-        ctype, kind = CTYPES[node.dtype], data.reduction_type
-        acc = self.new_var("acc")
-        self.emit(f"{ctype} {acc} = {CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)};")
-        is_float = node.dtype.is_floating_point
-        nan = self.new_var("nan") if kind != "sum" and is_float else None
-        if nan:
-            self.emit(f"bool {nan} = false;")
-        clause = {"sum": "+", "max": "max", "min": "min"}[kind]
-        simd_ok = node.dtype != torch.bool
-        extra = f" reduction(|:{nan})" if nan else ""
-        self.r_loops(f" reduction({clause}:{acc}){extra}" if simd_ok else "")
-        value = self.node_value(node)
-        if kind == "sum":
-            self.emit(f"{acc} = {acc} + {value};")
-        else:
-            self.emit(f"{acc} = std::{kind}({acc}, {value});")
+    def r_segment(self, nodes: list[Any]) -> None:
+        """One pass over the row computing ``nodes``: reductions accumulate, the rest store."""
+        if not nodes:
+            return
+        accs: dict[str, tuple[str, str | None]] = {}
+        clauses = []
+        for node in nodes:
+            if not node.is_reduction:
+                continue
+            kind, ctype = node.data.reduction_type, CTYPES[node.dtype]
+            acc = self.new_var("acc")
+            nan = self.new_var("nan") if kind != "sum" and node.dtype.is_floating_point else None
+            self.emit(f"{ctype} {acc} = {CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)};")
+            clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
             if nan:
-                self.emit(f"{nan} = {nan} | ({value} != {value});")
+                self.emit(f"bool {nan} = false;")
+                clauses.append(f" reduction(|:{nan})")
+            accs[node.name] = (acc, nan)
+        simd_ok = all(n.dtype != torch.bool for n in nodes if n.is_reduction)
+        self.r_loops("".join(clauses) if simd_ok else "")
+        for node in nodes:
+            value = self.node_value(node)
+            if not node.is_reduction:
+                self.locals[node.name] = value  # later nodes of this loop reuse the register
+                self.store(node.name, value)
+                continue
+            acc, nan = accs[node.name]
+            if node.data.reduction_type == "sum":
+                self.emit(f"{acc} = {acc} + {value};")
+            else:
+                self.emit(f"{acc} = std::{node.data.reduction_type}({acc}, {value});")
+                if nan:
+                    self.emit(f"{nan} = {nan} | ({value} != {value});")
         self.close(len(self.rvars))
-        if nan:
-            self.emit(f"if ({nan}) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
-        self.locals[node.name] = acc
-        self.store(node.name, acc)
+        for node in nodes:
+            self.locals.pop(node.name, None)
+            if node.is_reduction:
+                acc, nan = accs[node.name]
+                if nan:
+                    self.emit(f"if ({nan}) {acc} = std::numeric_limits<{CTYPES[node.dtype]}>::quiet_NaN();")
+                self.locals[node.name] = acc
+                self.store(node.name, acc)
 
 
 class CppCompileError(RuntimeError):

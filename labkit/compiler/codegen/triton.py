@@ -181,6 +181,9 @@ class TritonKernelWriter(KernelWriter):
             self.grid = -(-numel(self.row_sizes) // self.block)
             self.num_warps = 4
 
+    def use_scratch(self, node: Any) -> bool:
+        return numel(self.space.rdims) <= PERSISTENT_MAX  # persistent: the row is in registers
+
     def declare(self, var: str, expr: str) -> str:
         return f"{var} = {expr}"
 
