@@ -203,7 +203,8 @@ def explore(
     """Compile ``fn(*inputs)`` with torch.compile and return a Trace of every stage it went through.
 
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
-    ``progress``: called with the stage kind being worked on ("dynamo.graph", "aot.forward", ...).
+    ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
+    such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done").
     ``timing``: also time eager vs compiled (1 thread, median + IQR). ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """

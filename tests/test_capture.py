@@ -255,6 +255,9 @@ def test_progress_reports_stage_kinds():
     explore(lambda x: x.cos() + 1, torch.randn(4), timing=False, progress=seen.append)
     assert seen[0] == "dynamo.graph" and seen[-1] == "done"
     assert {"aot.inference", "inductor.ir_pre_fusion", "inductor.output_code"} <= set(seen)
+    from labkit.capture import PROGRESS_STEPS
+
+    assert set(seen) <= set(PROGRESS_STEPS)
 
 
 def test_labkit_backend_or_clear_error():

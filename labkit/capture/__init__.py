@@ -43,6 +43,15 @@ EVENT_STAGE = {
     "ir_post_fusion": "inductor.ir_post_fusion", "inductor_output_code": "inductor.output_code",
 }
 
+# What explore's progress callback hears, in the order torch works (the compile steps repeat once
+# per frame and per AOT graph): a progress bar can map each to a position.
+PROGRESS_STEPS = (
+    "dynamo.graph", "aot.joint", "aot.forward", "aot.inference", "inductor.input",
+    "inductor.ir_pre_fusion", "inductor.fusion", "inductor.ir_post_fusion", "inductor.output_code",
+    "bytecode.transformed", "dynamo.guards", "aot.backward", "building stages", "triton.ttir",
+    "timing", "done",
+)
+
 
 @dataclass
 class Event:
@@ -254,4 +263,4 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
         triton.build(trace, on_gpu, rec.say)
 
 
-__all__ = ["Event", "Recorder", "RecordingBackend", "build"]
+__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build"]
