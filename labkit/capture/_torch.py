@@ -148,16 +148,20 @@ def triton_kernel_from_source(source: str) -> Any:
     return tuners[0]
 
 
-def live_triton_kernel(name: str) -> Any | None:
-    """The CachingAutotuner Inductor loaded for kernel ``name`` in this process, or None."""
+def live_triton_kernel(name: str, source: str) -> Any | None:
+    """The CachingAutotuner Inductor loaded for kernel ``name`` with this ``source``, or None."""
     try:
         from torch._inductor.codecache import PyCodeCache
     except ImportError:
         return None
     modules = PyCodeCache.modules if isinstance(PyCodeCache.modules, list) else []
-    for module in reversed(modules):  # newest first: names repeat across compiles
+    for module in reversed(modules):  # newest first
         tuner = getattr(module, name, None)
-        if tuner is not None and hasattr(tuner, "launchers"):
+        if tuner is None or not hasattr(tuner, "launchers"):
+            continue
+        # Names repeat across graphs ("triton_poi_fused_mul_0"): the kernel body must match too.
+        body = getattr(getattr(tuner, "fn", None), "src", None)
+        if not body or body.strip() in source:
             return tuner
     return None
 

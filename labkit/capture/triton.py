@@ -135,7 +135,7 @@ def triton_stages(kernel_fn: Any, signature: dict[str, str], constexprs: dict[st
 def inductor_kernel_asm(kernel: Kernel, on_gpu: bool) -> tuple[dict[str, str], str]:
     """(asm, how) for an Inductor Triton kernel: what actually ran on this GPU, else a compile for sm_90."""
     if on_gpu:
-        tuner = _torch.live_triton_kernel(kernel.name)
+        tuner = _torch.live_triton_kernel(kernel.name, kernel.source)
         asm = _torch.compiled_triton_asm(tuner) if tuner is not None else None
         if asm:
             return asm, "the binary Inductor launched on this GPU"
