@@ -354,3 +354,31 @@ def test_inductor_triton_kernel_ir_without_gpu(monkeypatch):
     assert [s.status for s in ptx] == ["ok"] and ".target sm_90" in ptx[0].text
     assert "recompiled" in ptx[0].meta["from"]
     assert "tt.load" in trace.stage("triton.ttir")[0].text
+
+
+def test_gpu_path_reads_the_launched_binary(monkeypatch):
+    """On a GPU the IR comes from the kernel Inductor launched; simulated with a stand-in module."""
+    from types import ModuleType, SimpleNamespace
+
+    from torch._inductor.codecache import PyCodeCache
+
+    from labkit.capture import triton as capture_triton
+    from labkit.trace import Kernel
+
+    def tuner(body: str, ptx: str) -> SimpleNamespace:
+        asm = {"ttir": "module {}", "ttgir": "#blocked", "llir": "define void", "ptx": ptx,
+               "cubin": b"\x7fELF"}
+        return SimpleNamespace(fn=SimpleNamespace(src=body), launchers=[SimpleNamespace(bin=SimpleNamespace(asm=asm))])
+
+    older, newer = ModuleType("older"), ModuleType("newer")
+    older.triton_poi_fused_mul_0 = tuner("def triton_poi_fused_mul_0(x):\n    pass", ".target sm_90a // ours")
+    newer.triton_poi_fused_mul_0 = tuner("def triton_poi_fused_mul_0(y):\n    pass", ".target sm_90a // other graph")
+    monkeypatch.setattr(PyCodeCache, "modules", [older, newer])
+    source = "@triton.jit\ndef triton_poi_fused_mul_0(x):\n    pass\n"
+    trace = Trace(fn_name="f", backend="inductor",
+                  kernels=[Kernel("triton_poi_fused_mul_0", "triton", source, ["mul"], frame="0/0 f")])
+    capture_triton.build(trace, on_gpu=True)
+    (ptx,) = trace.stage("triton.ptx")
+    assert ptx.ok and ptx.text.endswith("// ours") and "launched" in ptx.meta["from"]
+    assert [s.ok for s in trace.stages] == [True] * 4
+    assert Trace.from_json(trace.to_json()) == trace  # the cubin (bytes) stays out
