@@ -368,15 +368,17 @@ def test_gpu_path_reads_the_launched_binary(monkeypatch):
     def tuner(body: str, ptx: str) -> SimpleNamespace:
         asm = {"ttir": "module {}", "ttgir": "#blocked", "llir": "define void", "ptx": ptx,
                "cubin": b"\x7fELF"}
-        return SimpleNamespace(fn=SimpleNamespace(src=body), launchers=[SimpleNamespace(bin=SimpleNamespace(asm=asm))])
+        launcher = SimpleNamespace(bin=SimpleNamespace(asm=asm))
+        return SimpleNamespace(fn=SimpleNamespace(src=body), launchers=[launcher])
 
     older, newer = ModuleType("older"), ModuleType("newer")
-    older.triton_poi_fused_mul_0 = tuner("def triton_poi_fused_mul_0(x):\n    pass", ".target sm_90a // ours")
-    newer.triton_poi_fused_mul_0 = tuner("def triton_poi_fused_mul_0(y):\n    pass", ".target sm_90a // other graph")
+    name = "triton_poi_fused_mul_0"
+    setattr(older, name, tuner(f"def {name}(x):\n    pass", ".target sm_90a // ours"))
+    setattr(newer, name, tuner(f"def {name}(y):\n    pass", ".target sm_90a // other graph"))
     monkeypatch.setattr(PyCodeCache, "modules", [older, newer])
-    source = "@triton.jit\ndef triton_poi_fused_mul_0(x):\n    pass\n"
+    source = f"@triton.jit\ndef {name}(x):\n    pass\n"
     trace = Trace(fn_name="f", backend="inductor",
-                  kernels=[Kernel("triton_poi_fused_mul_0", "triton", source, ["mul"], frame="0/0 f")])
+                  kernels=[Kernel(name, "triton", source, ["mul"], frame="0/0 f")])
     capture_triton.build(trace, on_gpu=True)
     (ptx,) = trace.stage("triton.ptx")
     assert ptx.ok and ptx.text.endswith("// ours") and "launched" in ptx.meta["from"]
