@@ -183,7 +183,7 @@ class CompareResult:
         head = ["backend", "median", "IQR", "vs eager", "GB/s", "compile+1st call", "note"]
         rows = []
         for t in runs:
-            gbs = f"{achieved_bandwidth(t) / 1e9:.3g}" if t.meta.get("bytes") else ""
+            gbs = _gb(achieved_bandwidth(t)) if t.meta.get("bytes") else ""
             c = compiles.get(t.label)
             note = f"MISMATCH max err {self.mismatched[t.label]:.2g}" if t.label in self.mismatched else ""
             rows.append([t.label, fmt_seconds(t.median_s), fmt_seconds(t.spread_s),
@@ -198,7 +198,7 @@ class CompareResult:
         threads = runs[0].meta.get("threads") if runs else None
         foot = f"{self.fn_name} on {device}" + (f", {threads} thread(s)" if threads else "")
         if copy:
-            foot += f"; measured copy bandwidth {achieved_bandwidth(copy) / 1e9:.3g} GB/s"
+            foot += f"; measured copy bandwidth {_gb(achieved_bandwidth(copy))} GB/s"
         return "\n".join([*lines, foot])
 
     def __repr__(self) -> str:
@@ -215,6 +215,12 @@ class CompareResult:
         page = (f'<div class="lk-root">{style_block()}<pre>{html.escape(self.table())}</pre>'
                 f"{img}</div>")
         return {"text/plain": self.table(), "text/html": page}
+
+
+def _gb(bytes_per_s: float) -> str:
+    """Bytes/s as GB/s: '13.7', '2965' (no exponent notation in a table)."""
+    gb = bytes_per_s / 1e9
+    return f"{gb:.0f}" if gb >= 100 else f"{gb:.3g}"
 
 
 def _outputs_close(a: Any, b: Any) -> float:

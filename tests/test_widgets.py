@@ -235,6 +235,34 @@ def test_size_bounds(trace):
     assert "more lines not shown" in big_html
 
 
+def test_big_gpu_like_traces_stay_within_the_page_budget(trace):
+    big = Trace.from_dict(trace.to_dict())
+    ptx = trace.stage("triton.ptx")[0].text
+    for k in range(12):  # a dozen kernels, each with 1,500 lines of PTX and of LLVM IR
+        big.add("triton.ptx", f"PTX of kernel {k}", ptx * 75, meta={"kernel": f"k{k}"})
+        big.add("triton.llir", f"LLIR of kernel {k}", ptx * 75, meta={"kernel": f"k{k}"})
+    page = labkit.show(big).html
+    assert len(page) <= render.PAGE_BUDGET
+    assert "long texts are cut to" in page
+    for st in big.stages:  # nothing dropped, only cut
+        assert st.title in page
+
+
+RECORDINGS = sorted((Path(__file__).parent.parent / "figures" / "recordings").glob("*.json"))
+
+
+@pytest.mark.skipif(not RECORDINGS, reason="no GPU recordings in figures/recordings/ yet")
+@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+def test_gpu_recordings_render_on_this_machine(path):
+    loaded = Trace.from_json(path)
+    view = labkit.show(loaded)
+    page = view.html
+    assert len(page) <= render.PAGE_BUDGET
+    for st in loaded.stages:
+        assert st.title in page or code.normalize(st.title) in page
+    assert view.text.startswith(f"Trace of {loaded.fn_name}")
+
+
 def test_a_trace_from_json_renders_without_torch_compiling(tmp_path, trace, page):
     path = tmp_path / "toy.json"
     trace.to_json(path)

@@ -35,7 +35,7 @@ from pygments.token import (
 
 # A text longer than this is cut, with a note saying how much is left out (notebooks stay small).
 MAX_LINES = 400
-MAX_CHARS = 60_000
+MAX_CHARS = 60_000  # for MAX_LINES lines
 
 
 # -- lexers pygments lacks ------------------------------------------------------------------------
@@ -147,8 +147,12 @@ def normalize(text: str) -> str:
     return text
 
 
-def truncate(text: str, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> tuple[str, str]:
-    """Cut ``text`` to a size a notebook can store; returns (text, note) with note "" if uncut."""
+def truncate(text: str, max_lines: int = MAX_LINES, max_chars: int | None = None) -> tuple[str, str]:
+    """Cut ``text`` to a size a notebook can store; returns (text, note) with note "" if uncut.
+
+    ``max_chars`` defaults to 150 characters a line (LLVM IR lines carry long debug metadata).
+    """
+    max_chars = max_chars if max_chars is not None else max_lines * (MAX_CHARS // MAX_LINES)
     lines = text.splitlines()
     kept: list[str] = []
     size = 0
@@ -207,15 +211,26 @@ def plain_lines(text: str) -> list[str]:
     return [html.escape(line, quote=False) for line in text.splitlines()]
 
 
+@functools.lru_cache(maxsize=128)
+def _highlighted(text: str, language: str) -> tuple[str, ...]:
+    # a static page may be rendered a few times, cut shorter each time: lex each text once
+    return tuple(highlight_lines(text, language))
+
+
 def code_html(text: str, language: str, *, plain: bool = False, title: str = "",
-              max_lines: int = MAX_LINES) -> str:
-    """A code block: highlighted with line numbers, or ``plain`` (no numbers, easy to copy)."""
-    text, note = truncate(normalize(text), max_lines=max_lines)
+              max_lines: int = MAX_LINES, colour: bool = True) -> str:
+    """A code block: highlighted with line numbers, or ``plain`` (no numbers, easy to copy).
+
+    ``colour=False`` keeps the line numbers but leaves the tokens uncoloured (a smaller page).
+    """
+    full = normalize(text)
+    text, note = truncate(full, max_lines=max_lines)
     head = f'<div class="lk-title">{html.escape(title)}</div>' if title else ""
     tail = f'<div class="lk-note">{html.escape(note)}</div>' if note else ""
     if plain:
         return f'{head}<pre class="lk-plain">{html.escape(text)}</pre>{tail}'
-    rows = highlight_lines(text, language)
+    kept = len(text.splitlines())
+    rows = list(_highlighted(full, language)[:kept]) if colour else plain_lines(text)
     nums = "\n".join(str(i) for i in range(1, len(rows) + 1))
     # line numbers live in their own cell, so selecting the code never copies them
     return (
@@ -259,7 +274,7 @@ CSS = """
 .lk-diff tr.lk-chg td.a, .lk-diff tr.lk-chg td.b { box-shadow: inset 3px 0 #e0b000; }
 .lk-hl { background: #fff3b0; }
 .lk-legend span.lk-sw { display: inline-block; width: 10px; height: 10px; border: 1px solid #888; margin: 0 3px 0 10px; }
-.lk-table { border-collapse: collapse; margin: 4px 0; }
+.lk-table { border-collapse: collapse; margin: 4px 0; font-size: 12px; }
 .lk-table td, .lk-table th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .lk-table td:first-child, .lk-table th:first-child { text-align: left; }
 .lk-svg svg { max-width: 100%; height: auto; }

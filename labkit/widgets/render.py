@@ -88,7 +88,9 @@ class Renderer:
     def __init__(self, trace: Trace, max_lines: int = 400) -> None:
         self.trace = trace
         self.max_lines = max_lines
+        self.colour = True  # syntax colours in code views (the static page may turn them off)
         self._svg: dict[tuple[int, int | None], str | None] = {}
+        self._timing: str | None = None
 
     # -- selections ----------------------------------------------------------------------------
     def stages(self, kinds: Iterable[str], frame: str | None = None) -> list[Stage]:
@@ -132,11 +134,12 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines)]
+        parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines,
+                           colour=self.colour)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
             parts.append(code_html(decompiled, "python", plain=plain, title="decompiled source",
-                                   max_lines=self.max_lines))
+                                   max_lines=self.max_lines, colour=self.colour))
         if diagram and stage.nodes:
             parts.append(self.diagram_html(stage))
         return "".join(parts)
@@ -176,27 +179,31 @@ class Renderer:
             f"<div><b>computes nodes:</b> {html.escape(origins)}</div>"
             + (f'<div><b>from your code:</b><ul class="lk-hl">{src}</ul></div>' if src else "")
         )
-        parts = [info, code_html(kernel.source, kernel.language, plain=plain, max_lines=self.max_lines)]
+        parts = [info, code_html(kernel.source, kernel.language, plain=plain, max_lines=self.max_lines,
+                                 colour=self.colour)]
         if diagram and g is not None:
             parts.append(f'<div class="lk-title">its nodes in {html.escape(g.title)}</div>')
             parts.append(self.diagram_html(g, highlight=k))
         return "".join(parts)
 
     def timing_html(self) -> str:
-        """The plot (as an image) and a table of every timing."""
-        ts = self.trace.timings
-        if not ts:
-            return '<div class="lk-note">no timings in this trace (labkit.compare measures them)</div>'
-        svg = plots.timing_svg(ts)
-        img = plots.svg_img(svg, "timing plot") if svg else ""
-        return img + timing_table_html(ts)
+        """The plot (as an image) and a table of every timing (drawn once: matplotlib is slow)."""
+        if self._timing is None:
+            ts = self.trace.timings
+            if not ts:
+                return '<div class="lk-note">no timings in this trace (labkit.compare measures them)</div>'
+            svg = plots.timing_svg(ts)
+            img = plots.svg_img(svg, "timing plot") if svg else ""
+            self._timing = img + timing_table_html(ts)
+        return self._timing
 
 
 def timing_table_html(timings: Sequence) -> str:
     """Timings as an HTML table: label, kind, median, spread, device."""
     rows = "".join(
         f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(plots.kind(t))}</td>"
-        f"<td>{plots.fmt_seconds(t.median_s)}</td><td>{plots.fmt_seconds(t.spread_s)}</td>"
+        f"<td>{plots.fmt_seconds(t.median_s)}</td>"
+        f"<td>{plots.fmt_seconds(t.spread_s) if t.spread_s else '–'}</td>"
         f"<td>{html.escape(str(t.device))}</td></tr>"
         for t in timings
     )
@@ -224,11 +231,39 @@ def header_html(trace: Trace) -> str:
     return head
 
 
-def trace_html(trace: Trace, renderer: Renderer | None = None) -> str:
-    """The whole trace as one static page: every step and stage in collapsible ``<details>``."""
+# The static page of one show() stays under this many characters: a notebook with a few of them
+# stays well under 2 MB. Long texts are cut harder until it fits (the widget keeps max_lines).
+PAGE_BUDGET = 250_000
+_TIGHTER = ((200, True), (120, True), (120, False), (60, False), (30, False))  # (lines, colours)
+
+
+def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAGE_BUDGET) -> str:
+    """The whole trace as one static page: every step and stage in collapsible ``<details>``.
+
+    When the page would pass ``budget`` characters, long texts are cut to fewer lines (with a note
+    on each, and one at the top), never whole stages dropped.
+    """
     r = renderer or Renderer(trace)
+    full = r.max_lines
+    try:
+        page = _page(trace, r, "")
+        for lines, colour in _TIGHTER:
+            if len(page) <= budget:
+                break
+            r.max_lines, r.colour = min(lines, full), colour
+            note = (f'<div class="lk-note">long texts are cut to {r.max_lines} lines'
+                    f'{"" if colour else " and shown without syntax colours"} here, to keep the '
+                    "notebook small; the live widget and <code>trace.stages[i].text</code> have "
+                    "them whole</div>")
+            page = _page(trace, r, note)
+    finally:
+        r.max_lines, r.colour = full, True
+    return page
+
+
+def _page(trace: Trace, r: Renderer, note: str) -> str:
     comps = r.comparisons()
-    out = [f'<div class="lk-root">{style_block()}', header_html(trace)]
+    out = [f'<div class="lk-root">{style_block()}', header_html(trace), note]
     for step, kinds in STEPS:
         parts: list[str] = []
         if step == "Kernels":
