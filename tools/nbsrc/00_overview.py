@@ -136,4 +136,4 @@ print(my_trace.summary())
 # 1. Call `labkit.explore(layer, x, w.detach(), b.detach())`. Which AOTAutograd stages appear now, and why?
 # 2. Save `trace` to JSON, load it back, and show it again.
 #
-# Next: notebook 01, where graphs came from before Dynamo. Exercises for this notebook are in `exercises/`.
+# Next: notebook 01, where graphs came from before Dynamo. (Graded exercises start with notebook 02.)

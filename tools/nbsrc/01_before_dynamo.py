@@ -230,4 +230,4 @@ print("compiled h correct:", torch.allclose(compiled_h(positive), h(positive)))
 #    graph hold for a length-3 input, and what happens when you call it on a length-5 input?
 # 3. Try it on your own function: trace and script it, then compare `op_counts` of the two graphs.
 #
-# The graded exercises for this notebook are in `exercises/` (see the README there).
+# Graded exercises start with notebook 02 (`exercises/ex02_dynamo.ipynb`); the questions above are for practice.

@@ -252,4 +252,4 @@ print(t.meta.get("recompiles"))
 # 2. Compile `f` with `dynamic=False` and run the same four calls. How many frames now?
 # 3. Make `my_backend` print `gm.code` and check that it is the same code `labkit.show` displays.
 #
-# Next, notebook 03 follows a graph break through every stage. Exercises are in `exercises/`.
+# Next, notebook 03 follows a graph break through every stage. Graded exercises: [`exercises/ex02_dynamo.ipynb`](exercises/ex02_dynamo.ipynb).

@@ -231,4 +231,4 @@ for br in t.graph_breaks:
 # 2. Call the compiled `toy_example` with `b` of length 12. What recompiles, and why (see notebook 02)?
 # 3. Try it on your own function: `labkit.explore(fn, ...)`, then read `trace.graph_breaks`.
 #
-# Exercises for this notebook are in `exercises/`.
+# Graded exercises: [`exercises/ex03_graph_breaks.ipynb`](exercises/ex03_graph_breaks.ipynb).

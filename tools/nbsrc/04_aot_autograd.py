@@ -212,4 +212,4 @@ print("backward ops:", sorted(set(short(t.stage("aot.backward")[0].meta["ops"]))
 # 2. Replace `torch.nn.ReLU()` by `torch.nn.GELU()` in `NeuralNet`. What does the forward save now?
 # 3. Explore `lambda x: x.add_(1).mul(2)` (an in-place op). What happened to `add_` in the graph?
 #
-# Exercises for this notebook are in `exercises/`.
+# Graded exercises: [`exercises/ex04_aot.ipynb`](exercises/ex04_aot.ipynb).

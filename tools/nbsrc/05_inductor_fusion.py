@@ -45,8 +45,8 @@ torch.set_num_threads(1)
 # sin² + cos², lowered by labkit:
 
 # %%
-from labkit.compiler.ir import CountHandler, PrintHandler, set_ops_handler
-from labkit.compiler.lower import GraphLowering
+from labkit.compiler import build_program, set_ops_handler
+from labkit.compiler.ir import CountHandler, PrintHandler
 from labkit.compiler.testing import trace_aten
 
 
@@ -57,8 +57,8 @@ def sincos(x):
 x = torch.randn(1024)
 aten_graph = trace_aten(sincos, x)  # the ATen graph AOTAutograd would produce
 print(aten_graph.code)
-lowered = GraphLowering(aten_graph, [x]).run()
-node = lowered.buffers[0].data
+program = build_program(aten_graph, [x])  # lower, schedule, generate code (no Dynamo, no AOTAutograd)
+node = program.graph.buffers[0].data  # the first (here: only) buffer's loop-IR node
 print(type(node).__name__, "over", node.ranges, "elements, computing", node.origins)
 
 # %% [markdown]
@@ -200,6 +200,11 @@ print("Inductor's graph calls SDPA instead:", any("scaled_dot_product" in o for 
 print("matches eager:", torch.allclose(torch.compile(attention)(q, k, v), attention(q, k, v), atol=1e-5))
 
 # %% [markdown]
+# On the CPU the SDPA op itself is then a **fallback**: Inductor has no loop-IR lowering for it, so
+# `lowering.py` registers it with `make_fallback(...)`, which means "call ATen's own kernel" (the seeds
+# point at `make_fallback(aten._scaled_dot_product_flash_attention)`). A fallback, like `mm`, is an
+# extern call that nothing fuses with. labkit records each of its own fallbacks in the trace.
+#
 # The patterns live in `torch/_inductor/fx_passes/fuse_attention.py` (and pre-traced copies in
 # `serialized_patterns/_sfdp_pattern_*.py`, "sfdp" for *scaled fused dot product*). The same
 # mechanism, `torch._inductor.pattern_matcher`, lets you register your own replacements.
@@ -273,4 +278,4 @@ for backend in ("inductor", "labkit"):
 # 2. Add a `.t()` (transpose) before `.sum(1)` in `two_sums`. What happens to fusion?
 # 3. Explore `attention` with a `v` of 16 features instead of 8. Is SDPA still used? And without the `/ math.sqrt(...)`?
 #
-# Exercises for this notebook (including extending labkit's lowerings) are in `exercises/`.
+# Graded exercises (including extending labkit's lowerings): [`exercises/ex05_fusion.ipynb`](exercises/ex05_fusion.ipynb).

@@ -115,6 +115,18 @@ print("loop nests:", src.count("for(int64_t x0="))
 print("pointer arguments:", src[: src.index(")")].count("*"))
 
 # %% [markdown]
+# Checking generated code by searching for strings is how Inductor's own tests do it too, with
+# `FileCheck` (the seeds point at PyTorch's `HowToWriteTestsUsingFileCheck.md`): a sequence of patterns
+# that must appear in order. It makes a robust structural test, unlike comparing the whole text:
+
+# %% id=filecheck
+# NBVAL_CHECK_OUTPUT
+from torch.testing import FileCheck
+
+FileCheck().check("Vectorized<float>").check("vec_reduce_all").check("abs()").check("store(out_ptr2").run(src)
+print("FileCheck: vector sum, then the reduction, then abs, then the store of x, in that order")
+
+# %% [markdown]
 # All of that machinery comes from one header, `torch/csrc/inductor/cpp_prefix.h`, that every kernel
 # includes. The seeds print part of it: the `INDUCTOR_USE_VECTOR_TYPES()` switch, `Welford` (for
 # mean/variance in one pass), masked loads. Here is its top on your installation:
@@ -216,4 +228,4 @@ print(t.kernels[0].source[:3000])
 #    (then set it back to `None`).
 # 3. Compile `scale_shift` with 2 threads on a (4, 4) tensor. Is there an OpenMP region? Why not?
 #
-# Exercises for this notebook are in `exercises/`.
+# Graded exercises: [`exercises/ex06_cpp.ipynb`](exercises/ex06_cpp.ipynb).

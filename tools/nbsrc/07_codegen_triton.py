@@ -248,4 +248,4 @@ print([line.strip() for line in mine.stage("triton.ttir")[0].text.splitlines() i
 # 2. Compile `add_kernel` with `options={"num_warps": 8}` and find the change in TTGIR.
 # 3. Remove the mask from `add_kernel` and run it in the interpreter with `n=1000`. What happens?
 #
-# Exercises for this notebook (including a Triton softmax) are in `exercises/`.
+# Graded exercises (including a Triton softmax): [`exercises/ex07_triton.ipynb`](exercises/ex07_triton.ipynb).

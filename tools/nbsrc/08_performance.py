@@ -290,4 +290,4 @@ labkit.compare(mine, torch.randn(1 << 18), min_run_time=0.1)
 # 2. Time `softmax` on (256, 512) and (8, 8). Which size does Inductor win?
 # 3. Set `TORCHINDUCTOR_CACHE_DIR` to a new directory in a fresh kernel and time the first compile again.
 #
-# Exercises for this notebook are in `exercises/`.
+# Graded exercises: [`exercises/ex08_performance.ipynb`](exercises/ex08_performance.ipynb).

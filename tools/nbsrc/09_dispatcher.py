@@ -273,4 +273,4 @@ if RUN_CPP_EXTENSION:
 # 3. Try it on your own function: wrap a NumPy or SciPy routine you use as a custom op and compile a
 #    model around it with `fullgraph=True`.
 #
-# The graded exercises for this notebook are in `exercises/`.
+# Graded exercises: [`exercises/ex09_dispatcher.ipynb`](exercises/ex09_dispatcher.ipynb).
