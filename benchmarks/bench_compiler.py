@@ -26,7 +26,6 @@ sys.path.insert(0, str(ROOT))
 from labkit.bench import measure, pinned_threads  # noqa: E402
 from labkit.compiler import make_backend  # noqa: E402
 
-
 ROUNDS = 3
 
 
