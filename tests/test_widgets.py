@@ -395,3 +395,20 @@ def test_timings_named_as_explore_names_them():
 def test_titles_do_not_repeat_their_frame():
     assert render.titled("FX graph 0 (0/0 f)", "0/0 f") == "FX graph 0 (0/0 f)"
     assert render.titled("FX graph", "0/0 f") == "FX graph — frame 0/0 f"
+
+
+def test_triton_ir_tab_picks_one_kernel_at_a_time(trace):
+    pytest.importorskip("ipywidgets")
+    from labkit.widgets.view import _TraceWidget
+
+    t = Trace.from_dict(trace.to_dict())
+    t.add("triton.ttir", "TTIR of second", "module { tt.func public @second() { tt.return } }",
+          meta={"kernel": "second"})
+    w = _TraceWidget(render.Renderer(t))
+    page = w.tabs.children[[s for s, _ in render.STEPS].index("Triton IR")]
+    pick, tabs = page.children
+    assert list(pick.options) == ["triton_poi_fused_mul_0", "second"]
+    assert "triton_poi_fused_mul_0" in tabs.children[0].value
+    pick.value = "second"
+    assert "@second" in page.children[1].children[0].value
+    assert "triton_poi_fused_mul_0" not in page.children[1].children[0].value

@@ -30,6 +30,10 @@ from labkit.widgets.render import (
 )
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# tab titles of the before/after comparisons (render.COMPARISONS)
+DIFF_TAB = {"bytecode: original vs transformed": "bytecode diff",
+            "IR: before vs after fusion": "fusion diff",
+            "ATen graph vs labkit loop IR": "ATen vs loop IR"}
 
 
 def _wrap(fragment: str) -> str:
@@ -138,10 +142,31 @@ class _TraceWidget:
         self.tabs.selected_index = selected if selected is not None else 0
 
     def _step_page(self, step: str, kinds: tuple[str, ...]) -> Any:
+        """Inner tabs, one per stage kind (plus the before/after diffs of this step).
+
+        Triton IR comes per kernel: with several kernels, a selector picks whose IR the tabs show.
+        """
+        w = self.w
+        names = list(dict.fromkeys(
+            str(st.meta["kernel"]) for st in self.r.stages(kinds, self.frame) if st.meta.get("kernel")))
+        if len(names) < 2:
+            return self._stage_tabs(step, kinds, None)
+        pick = w.Dropdown(options=names, value=names[0], description="kernel",
+                          layout=w.Layout(width="520px"))
+        page = w.VBox([pick, self._stage_tabs(step, kinds, names[0])])
+
+        def on_pick(change: dict[str, Any]) -> None:
+            page.children = (pick, self._stage_tabs(step, kinds, change["new"]))
+
+        pick.observe(on_pick, "value")
+        return page
+
+    def _stage_tabs(self, step: str, kinds: tuple[str, ...], kernel: str | None) -> Any:
         w, r = self.w, self.r
         pages, titles = [], []
         for kind in kinds:
-            sts = r.stages([kind], self.frame)
+            sts = [st for st in r.stages([kind], self.frame)
+                   if kernel is None or st.meta.get("kernel") in (None, kernel)]
             if not sts:
                 continue
             body = "".join(
@@ -154,7 +179,7 @@ class _TraceWidget:
         for c in r.comparisons(self.frame):
             if c.step == step:
                 pages.append(self._html(c.html))
-                titles.append("before/after" if "vs" not in c.title else c.title.split(":")[0] + " diff")
+                titles.append(DIFF_TAB.get(c.title, "before/after"))
         if not pages:
             return self._html(f'<div class="lk-note">nothing recorded for {step} in this trace</div>')
         inner = w.Tab(children=pages)
