@@ -60,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", type=Path, help="also write the raw times here")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", message=".*force_disable_caches")  # we disable them on purpose
+    warnings.filterwarnings(
+        "ignore", message=".*force_disable_caches"
+    )  # we disable them on purpose
     torch.set_num_threads(1)  # as explore(timing=True) does; steadier on a shared machine
-    print(f"torch {torch.__version__} on {args.device}, {args.repeats} interleaved repeats, "
-          "caches disabled for both sides")
+    print(
+        f"torch {torch.__version__} on {args.device}, {args.repeats} interleaved repeats, "
+        "caches disabled for both sides"
+    )
     warm_fn, warm_inputs = EXAMPLES["sincos"]
     plain_compile(warm_fn, warm_inputs(args.device))  # the first compile in a process costs seconds
     explored(warm_fn, warm_inputs(args.device))
@@ -76,16 +80,21 @@ def main(argv: list[str] | None = None) -> int:
         p, e = statistics.median(plain), statistics.median(ours)
         rows.append((name, p, min(plain), max(plain), e, min(ours), max(ours), e / p))
         raw[name] = {"plain_s": plain, "explore_s": ours}
-    print(f"\n{'function':<12} {'torch.compile s (min-max)':>27} {'explore s (min-max)':>27} {'ratio':>6}")
+    print(
+        f"\n{'function':<12} {'torch.compile s (min-max)':>27} {'explore s (min-max)':>27} {'ratio':>6}"
+    )
     for name, p, plo, phi, e, elo, ehi, ratio in rows:
         flag = "" if ratio <= 1.2 else "  > 1.2x target"
-        print(f"{name:<12} {p:8.3f} ({plo:6.3f}-{phi:6.3f})   {e:8.3f} ({elo:6.3f}-{ehi:6.3f})   "
-              f"{ratio:5.2f}x{flag}")
+        print(
+            f"{name:<12} {p:8.3f} ({plo:6.3f}-{phi:6.3f})   {e:8.3f} ({elo:6.3f}-{ehi:6.3f})   "
+            f"{ratio:5.2f}x{flag}"
+        )
     overall = statistics.median(r[-1] for r in rows)
     print(f"\nmedian ratio over functions: {overall:.2f}x (target <= 1.2x)")
     if args.json:
-        args.json.write_text(json.dumps({"device": args.device, "torch": torch.__version__,
-                                         "times": raw}, indent=1))
+        args.json.write_text(
+            json.dumps({"device": args.device, "torch": torch.__version__, "times": raw}, indent=1)
+        )
     return 0
 
 

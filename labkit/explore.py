@@ -28,8 +28,21 @@ def _leaf_types() -> tuple[type, ...]:
     import torch
 
     types_: list[type] = [
-        torch.Tensor, torch.nn.Module, int, float, bool, complex, str, bytes, type(None),
-        torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, slice,
+        torch.Tensor,
+        torch.nn.Module,
+        int,
+        float,
+        bool,
+        complex,
+        str,
+        bytes,
+        type(None),
+        torch.dtype,
+        torch.device,
+        torch.Size,
+        torch.memory_format,
+        torch.layout,
+        slice,
         type(Ellipsis),
     ]
     with contextlib.suppress(ImportError):
@@ -51,11 +64,15 @@ def _walk(value: Any, path: str) -> Iterable[tuple[str, Any]]:
         yield path, value
 
 
-def check_inputs(fn: Callable[..., Any], inputs: Sequence[Any], what: str = "example inputs") -> None:
+def check_inputs(
+    fn: Callable[..., Any], inputs: Sequence[Any], what: str = "example inputs"
+) -> None:
     """Raise a clear TypeError unless ``fn(*inputs)`` is a call torch.compile can trace."""
     if not callable(fn):
-        raise TypeError(f"labkit.explore needs a function (or nn.Module) to compile; got "
-                        f"{type(fn).__name__} {fn!r:.60}")
+        raise TypeError(
+            f"labkit.explore needs a function (or nn.Module) to compile; got "
+            f"{type(fn).__name__} {fn!r:.60}"
+        )
     import torch
 
     try:
@@ -68,9 +85,11 @@ def check_inputs(fn: Callable[..., Any], inputs: Sequence[Any], what: str = "exa
             sig.bind(*inputs)
         except TypeError as e:
             name = getattr(fn, "__name__", type(fn).__name__)
-            raise TypeError(f"the {what} do not fit {name}{sig}: {e}. "
-                            f"Pass one example value per parameter, e.g. "
-                            f"explore(fn, torch.randn(8), torch.randn(8))") from None
+            raise TypeError(
+                f"the {what} do not fit {name}{sig}: {e}. "
+                f"Pass one example value per parameter, e.g. "
+                f"explore(fn, torch.randn(8), torch.randn(8))"
+            ) from None
     allowed = _leaf_types()
     for i, value in enumerate(inputs):
         for path, leaf in _walk(value, f"input {i}"):
@@ -79,7 +98,8 @@ def check_inputs(fn: Callable[..., Any], inputs: Sequence[Any], what: str = "exa
                     f"{path} is a {type(leaf).__module__}.{type(leaf).__name__}, which torch.compile "
                     "cannot take as an example input. Pass tensors (or numbers, strings, None, "
                     "torch.dtype/device, nn.Modules, and lists/tuples/dicts of these); to use "
-                    "another object, close over it: explore(lambda x: fn(x, obj), x)")
+                    "another object, close over it: explore(lambda x: fn(x, obj), x)"
+                )
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -111,18 +131,24 @@ def _backend_for(backend: str, trace: Trace, target: str, compile_kwargs: dict[s
     if backend == "inductor":
         return _torch.inductor_backend(mode, options, compile_kwargs.get("dynamic"))
     if mode is not None or options is not None:
-        raise ValueError(f"mode= and options= configure Inductor; backend={backend!r} takes neither")
+        raise ValueError(
+            f"mode= and options= configure Inductor; backend={backend!r} takes neither"
+        )
     if backend != "labkit":
         return _torch.lookup_backend(backend)
     try:
         compiler = importlib.import_module("labkit.compiler")
     except ImportError as e:
-        raise RuntimeError(f"backend='labkit' needs labkit's teaching compiler, which failed to "
-                           f"import here: {type(e).__name__}: {e}") from e
+        raise RuntimeError(
+            f"backend='labkit' needs labkit's teaching compiler, which failed to "
+            f"import here: {type(e).__name__}: {e}"
+        ) from e
     make_backend = getattr(compiler, "make_backend", None)
     if make_backend is None:
-        raise RuntimeError("backend='labkit' needs labkit.compiler.make_backend(trace, target), "
-                           "which this copy of labkit does not have yet; use backend='inductor'")
+        raise RuntimeError(
+            "backend='labkit' needs labkit.compiler.make_backend(trace, target), "
+            "which this copy of labkit does not have yet; use backend='inductor'"
+        )
     return make_backend(trace=trace, target=target)
 
 
@@ -132,8 +158,10 @@ def _describe(inputs: Sequence[Any]) -> list[str]:
         t = getattr(value, "shape", None)
         if t is not None and hasattr(value, "dtype"):
             grad = ", requires_grad" if getattr(value, "requires_grad", False) else ""
-            out.append(f"{i}: {str(value.dtype).removeprefix('torch.')}{list(t)} "
-                       f"on {getattr(value, 'device', '?')}{grad}")
+            out.append(
+                f"{i}: {str(value.dtype).removeprefix('torch.')}{list(t)} "
+                f"on {getattr(value, 'device', '?')}{grad}"
+            )
         else:
             out.append(f"{i}: {type(value).__name__}")
     return out
@@ -161,8 +189,11 @@ def compile_timings(rec: Any, device: str) -> list[Timing]:
     if not seen:
         return []
     meta = {"runs": 1, "source": "torch compilation_metrics"}
-    return [Timing(label=f"compile: {k}", median_s=v, spread_s=0.0, device=device, meta=dict(meta))
-            for k, v in parts.items() if v > 0 or k == "dynamo"]
+    return [
+        Timing(label=f"compile: {k}", median_s=v, spread_s=0.0, device=device, meta=dict(meta))
+        for k, v in parts.items()
+        if v > 0 or k == "dynamo"
+    ]
 
 
 def _first_line(err: BaseException) -> str:
@@ -174,12 +205,16 @@ def _record_error(trace: Trace, rec: Any, err: BaseException) -> None:
     """Put the exception on the stage torch was working on, and on trace.error."""
     stage = rec.stage if rec.compiling else None  # None: compiling had finished; fn itself raised
     frame = rec.frame_labels().get(rec.compile_id or "", "")
-    title = f"error while compiling ({stage})" if stage else "error: the function raised while running"
+    title = (
+        f"error while compiling ({stage})" if stage else "error: the function raised while running"
+    )
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     kind = stage or "dynamo.graph"
     # The error replaces the generic "nothing was captured" placeholder of its own stage.
     trace.stages = [s for s in trace.stages if not (s.kind == kind and not s.ok and not s.frame)]
-    trace.add(kind, title, text, status="error", frame=frame, meta={"exception": type(err).__name__})
+    trace.add(
+        kind, title, text, status="error", frame=frame, meta={"exception": type(err).__name__}
+    )
     if type(err).__name__ == "Unsupported" and not trace.graph_breaks:
         # fullgraph=True turns a graph break into this error: still show where and why.
         from labkit.capture import dynamo
@@ -219,15 +254,22 @@ def explore(
         check_inputs(fn, tuple(extra), what=f"extra_inputs[{k}]")
     unknown = set(compile_kwargs) - set(_TORCH_COMPILE_KWARGS)
     if unknown:
-        raise TypeError(f"unexpected keyword(s) {sorted(unknown)}; explore passes only "
-                        f"{_TORCH_COMPILE_KWARGS} on to torch.compile")
+        raise TypeError(
+            f"unexpected keyword(s) {sorted(unknown)}; explore passes only "
+            f"{_TORCH_COMPILE_KWARGS} on to torch.compile"
+        )
     name = getattr(fn, "__name__", type(fn).__name__)
     trace = Trace(fn_name=name, backend=backend, env=environment())
     inner = _backend_for(backend, trace, target, compile_kwargs)
     on_gpu = any(t.is_cuda for t in _tensors(list(inputs)) + _tensors(fn))
     device = "cuda" if on_gpu else "cpu"
-    trace.meta.update({"inputs": _describe(inputs), "compile_kwargs": {
-        k: repr(v) for k, v in compile_kwargs.items()}, "extra_calls": len(extra_inputs)})
+    trace.meta.update(
+        {
+            "inputs": _describe(inputs),
+            "compile_kwargs": {k: repr(v) for k, v in compile_kwargs.items()},
+            "extra_calls": len(extra_inputs),
+        }
+    )
     grad = _needs_backward(fn, inputs)
 
     with contextlib.ExitStack() as stack:
@@ -268,13 +310,20 @@ def explore(
             if raise_errors:
                 raise failure
             return trace
-        trace.timings.append(Timing("compile + first call", first_call, 0.0, device,
-                                    {"runs": 1, "backward": grad}))
+        trace.timings.append(
+            Timing("compile + first call", first_call, 0.0, device, {"runs": 1, "backward": grad})
+        )
         trace.timings += compile_timings(rec, device)
         if timing:
             rec.say("timing")
             trace.timings.append(measure(fn, *inputs, label="eager", meta={"what": "forward"}))
-            trace.timings.append(measure(compiled, *inputs, label="compiled",
-                                         meta={"what": "forward", "backend": backend}))
+            trace.timings.append(
+                measure(
+                    compiled,
+                    *inputs,
+                    label="compiled",
+                    meta={"what": "forward", "backend": backend},
+                )
+            )
     rec.say("done")
     return trace

@@ -19,8 +19,10 @@ from labkit.capture.examples import mlp, sincos, toy_example
 from labkit.explore import explore
 from labkit.trace import Trace
 
-pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
-              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
 
 
 def scaled(x):
@@ -106,8 +108,13 @@ def test_toy_guards_and_nodes(toy):
 def test_toy_inductor_cpp_kernels_vectorized(toy):
     assert len(ok_kinds(toy, "aot.inference")) == 2
     assert [s.status for s in toy.stage("aot.joint")] == ["unavailable"]
-    for kind in ("inductor.input", "inductor.ir_pre_fusion", "inductor.ir_post_fusion",
-                 "inductor.fusion", "inductor.output_code"):
+    for kind in (
+        "inductor.input",
+        "inductor.ir_pre_fusion",
+        "inductor.ir_post_fusion",
+        "inductor.fusion",
+        "inductor.output_code",
+    ):
         assert len(ok_kinds(toy, kind)) == 2, kind
     assert len(toy.kernels) >= 2
     assert all(k.language == "cpp" for k in toy.kernels)
@@ -148,8 +155,9 @@ def test_mlp_backward_kernels(mlp_trace):
     backward = [k for k in mlp_trace.kernels if k.meta["graph"] == "backward"]
     assert backward, "no backward kernels"
     assert any(k.origins for k in backward)  # provenance works for backward graphs too
-    assert any("threshold_backward" in k.name or "aten.le.Scalar" in k.meta["ops"]
-               for k in backward)
+    assert any(
+        "threshold_backward" in k.name or "aten.le.Scalar" in k.meta["ops"] for k in backward
+    )
 
 
 # -- recompiles, fusion, timings ------------------------------------------------------------------
@@ -174,8 +182,13 @@ def test_sincos_fuses_into_one_kernel(sincos_trace):
 
 def test_sincos_timings(sincos_trace):
     labels = {t.label for t in sincos_trace.timings}
-    assert {"eager", "compiled", "compile + first call", "compile: dynamo",
-            "compile: inductor"} <= labels
+    assert {
+        "eager",
+        "compiled",
+        "compile + first call",
+        "compile: dynamo",
+        "compile: inductor",
+    } <= labels
     timed = {t.label: t for t in sincos_trace.timings}
     assert timed["eager"].median_s > 0 and timed["eager"].meta["threads"] == 1
     assert sincos_trace.env["threads"] == 1
@@ -223,7 +236,10 @@ def test_partial_trace_on_failure_and_state_restored():
     torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))  # torch's own first-use setup
     before = _logging_state()
     hooks = len(getattr(convert_frame, "_bytecode_hooks", {}))
-    caches, post_pass = inductor_config.force_disable_caches, inductor_config.post_grad_custom_post_pass
+    caches, post_pass = (
+        inductor_config.force_disable_caches,
+        inductor_config.post_grad_custom_post_pass,
+    )
     trace = explore(breaks_then_fails, torch.randn(4, 4), timing=False)
     assert trace.error and "RuntimeError" in trace.error
     failed = [s for s in trace.stages if s.status == "error"]
@@ -240,14 +256,17 @@ def test_partial_trace_on_failure_and_state_restored():
 
 
 def test_fullgraph_error_still_shows_the_break():
-    trace = explore(toy_example, *examples.toy_inputs(), backend="eager", fullgraph=True,
-                    timing=False)
+    trace = explore(
+        toy_example, *examples.toy_inputs(), backend="eager", fullgraph=True, timing=False
+    )
     assert trace.error and trace.error.startswith("Unsupported")
     (gb,) = trace.graph_breaks
     assert gb.code == "if b.sum() < 0:" and gb.filename == examples.__file__
     graph_stages = trace.stage("dynamo.graph")
     assert [s.status for s in graph_stages] == ["error"]
-    assert all(s.status == "unavailable" and "AOTAutograd" in s.text for s in trace.stage("aot.joint"))
+    assert all(
+        s.status == "unavailable" and "AOTAutograd" in s.text for s in trace.stage("aot.joint")
+    )
 
 
 def test_progress_reports_stage_kinds():
@@ -286,8 +305,11 @@ def _add_kernel_source():
         pid = tl.program_id(0)
         offs = pid * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-                 mask=mask)
+        tl.store(
+            out_ptr + offs,
+            tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+            mask=mask,
+        )
 
     return triton, add_kernel
 
@@ -366,8 +388,13 @@ def test_gpu_path_reads_the_launched_binary(monkeypatch):
     from labkit.trace import Kernel
 
     def tuner(body: str, ptx: str) -> SimpleNamespace:
-        asm = {"ttir": "module {}", "ttgir": "#blocked", "llir": "define void", "ptx": ptx,
-               "cubin": b"\x7fELF"}
+        asm = {
+            "ttir": "module {}",
+            "ttgir": "#blocked",
+            "llir": "define void",
+            "ptx": ptx,
+            "cubin": b"\x7fELF",
+        }
         launcher = SimpleNamespace(bin=SimpleNamespace(asm=asm))
         return SimpleNamespace(fn=SimpleNamespace(src=body), launchers=[launcher])
 
@@ -377,8 +404,11 @@ def test_gpu_path_reads_the_launched_binary(monkeypatch):
     setattr(newer, name, tuner(f"def {name}(y):\n    pass", ".target sm_90a // other graph"))
     monkeypatch.setattr(PyCodeCache, "modules", [older, newer])
     source = f"@triton.jit\ndef {name}(x):\n    pass\n"
-    trace = Trace(fn_name="f", backend="inductor",
-                  kernels=[Kernel(name, "triton", source, ["mul"], frame="0/0 f")])
+    trace = Trace(
+        fn_name="f",
+        backend="inductor",
+        kernels=[Kernel(name, "triton", source, ["mul"], frame="0/0 f")],
+    )
     capture_triton.build(trace, on_gpu=True)
     (ptx,) = trace.stage("triton.ptx")
     assert ptx.ok and ptx.text.endswith("// ours") and "launched" in ptx.meta["from"]

@@ -27,19 +27,50 @@ from labkit.trace import (
 
 def full_trace() -> Trace:
     """A Trace using every field type, including unicode and nested meta."""
-    t = Trace(fn_name="toy_example", backend="inductor",
-              env={"torch": "2.13.0", "device": "cpu (x86_64)", "date": "2026-11-23"})
-    t.add("dynamo.graph", "FX graph 0", "def forward(self, a):\n    return (a,)\n", frame="0/0 toy_example",
-          meta={"ops": ["torch.abs"], "nested": {"k": [1, 2.5, None, True]}},
-          nodes=[FxNode("a", "placeholder", "a", shape=[16, "s0"], dtype="float32",
-                        source="toy.py:3  x = a / (torch.abs(a) + 1)"),
-                 FxNode("abs_1", "call_function", "torch.abs", inputs=["a"])])
+    t = Trace(
+        fn_name="toy_example",
+        backend="inductor",
+        env={"torch": "2.13.0", "device": "cpu (x86_64)", "date": "2026-11-23"},
+    )
+    t.add(
+        "dynamo.graph",
+        "FX graph 0",
+        "def forward(self, a):\n    return (a,)\n",
+        frame="0/0 toy_example",
+        meta={"ops": ["torch.abs"], "nested": {"k": [1, 2.5, None, True]}},
+        nodes=[
+            FxNode(
+                "a",
+                "placeholder",
+                "a",
+                shape=[16, "s0"],
+                dtype="float32",
+                source="toy.py:3  x = a / (torch.abs(a) + 1)",
+            ),
+            FxNode("abs_1", "call_function", "torch.abs", inputs=["a"]),
+        ],
+    )
     t.missing("triton.ptx", "PTX", "no Triton kernels on CPU — Inductor emitted C++")
     t.add("inductor.output_code", "output code", "x = 1  # ü", status="ok")
-    t.graph_breaks.append(GraphBreak("Data-dependent branching", "toy.py", 5, "if b.sum() < 0:",
-                                     frame="0/0 toy_example", detail="long\ntext"))
-    t.kernels.append(Kernel("cpp_fused_abs_0", "cpp", "extern \"C\" void kernel() {}", ["abs_1"],
-                            meta={"vectorized": True}))
+    t.graph_breaks.append(
+        GraphBreak(
+            "Data-dependent branching",
+            "toy.py",
+            5,
+            "if b.sum() < 0:",
+            frame="0/0 toy_example",
+            detail="long\ntext",
+        )
+    )
+    t.kernels.append(
+        Kernel(
+            "cpp_fused_abs_0",
+            "cpp",
+            'extern "C" void kernel() {}',
+            ["abs_1"],
+            meta={"vectorized": True},
+        )
+    )
     t.timings.append(Timing("eager", 1.5e-5, 2e-7, "cpu", {"threads": 1}))
     t.meta["recompiles"] = [{"frame": "0/1 f", "reasons": ["size mismatch"]}]
     return t
@@ -58,8 +89,11 @@ def test_round_trip_is_exact(tmp_path):
 
 def test_stage_queries_and_order():
     t = full_trace()
-    assert [s.kind for s in t.ordered_stages()] == ["dynamo.graph", "inductor.output_code",
-                                                    "triton.ptx"]
+    assert [s.kind for s in t.ordered_stages()] == [
+        "dynamo.graph",
+        "inductor.output_code",
+        "triton.ptx",
+    ]
     (ptx,) = t.stage("triton.ptx")
     assert not ptx.ok and ptx.status == "unavailable" and "C++" in ptx.text
     assert t.frames() == ["0/0 toy_example"]

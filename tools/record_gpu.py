@@ -44,26 +44,36 @@ def record(name: str, out_dir: Path, device: str, timing: bool) -> bool:
     path = out_dir / f"{name}.json"
     trace.to_json(path)
     triton_ok = sum(s.ok for s in trace.stage("triton.ptx"))
-    print(f"{name}: {len(trace.kernels)} kernel(s), {triton_ok} with PTX, "
-          f"{len(trace.graph_breaks)} graph break(s), error={trace.error} -> {path}")
+    print(
+        f"{name}: {len(trace.kernels)} kernel(s), {triton_ok} with PTX, "
+        f"{len(trace.graph_breaks)} graph break(s), error={trace.error} -> {path}"
+    )
     return trace.error is None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help=f"examples to record (default: all of {list(EXAMPLES)})")
+    parser.add_argument(
+        "names", nargs="*", help=f"examples to record (default: all of {list(EXAMPLES)})"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "figures" / "recordings")
     parser.add_argument("--no-timing", action="store_true", help="skip eager-vs-compiled timing")
-    parser.add_argument("--cpu", action="store_true",
-                        help="record on the CPU instead (to try the script; not for committing)")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="record on the CPU instead (to try the script; not for committing)",
+    )
     args = parser.parse_args(argv)
     names = args.names or list(EXAMPLES)
     unknown = [n for n in names if n not in EXAMPLES]
     if unknown:
         parser.error(f"unknown example(s) {unknown}; choose from {list(EXAMPLES)}")
     if not args.cpu and not torch.cuda.is_available():
-        print("record-gpu needs a CUDA GPU (torch.cuda.is_available() is False); "
-              "use --cpu to try the script without one", file=sys.stderr)
+        print(
+            "record-gpu needs a CUDA GPU (torch.cuda.is_available() is False); "
+            "use --cpu to try the script without one",
+            file=sys.stderr,
+        )
         return 2
     device = "cpu" if args.cpu else "cuda"
     where = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"

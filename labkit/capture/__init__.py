@@ -1,4 +1,4 @@
-"""Record the real torch.compile into a Trace: a Recorder collects events, one module per stage builds stages.
+"""Record the real torch.compile into a Trace: a Recorder collects events, stage modules build stages.
 
 Note: capture happens in two steps so that nothing here slows the compile down or depends on the
 order torch emits things in. While ``Recorder`` is installed it only *collects* events (structured
@@ -20,36 +20,68 @@ from typing import Any
 from labkit.capture import _torch
 
 # Structured trace records we keep (all others, e.g. thousands of chromium_event, are dropped at once).
-TRACE_KINDS = frozenset({
-    "dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str",
-    "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
-    "inductor_output_code", "compilation_metrics", "bwd_compilation_metrics",
-})
-TRACE_ARTIFACTS = frozenset({
-    "dynamo_graph_break_reason", "recompile_reasons", "inductor_post_grad_graph",
-    "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
-})
+TRACE_KINDS = frozenset(
+    {
+        "dynamo_start",
+        "dynamo_output_graph",
+        "dynamo_cpp_guards_str",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_inference_graph",
+        "inductor_output_code",
+        "compilation_metrics",
+        "bwd_compilation_metrics",
+    }
+)
+TRACE_ARTIFACTS = frozenset(
+    {
+        "dynamo_graph_break_reason",
+        "recompile_reasons",
+        "inductor_post_grad_graph",
+        "inductor_provenance_tracking_node_mappings",
+        "inductor_provenance_tracking_kernel_stack_traces",
+    }
+)
 # TORCH_LOGS artifacts that exist only as log lines, not as trace records.
 LOG_ARTIFACTS = ("ir_pre_fusion", "ir_post_fusion", "fusion")
 
 # Which stage torch is working on when an event arrives: drives progress and error attribution.
 EVENT_STAGE = {
-    "dynamo_start": "dynamo.graph", "bytecode": "bytecode.transformed",
+    "dynamo_start": "dynamo.graph",
+    "bytecode": "bytecode.transformed",
     "dynamo_cpp_guards_str": "dynamo.guards",
-    "aot_joint_graph": "aot.joint", "aot_forward_graph": "aot.forward",
-    "aot_backward_graph": "aot.backward", "aot_inference_graph": "aot.inference",
-    "inductor.pass": "inductor.input", "inductor_post_grad_graph": "inductor.input",
-    "ir_pre_fusion": "inductor.ir_pre_fusion", "fusion": "inductor.fusion",
-    "ir_post_fusion": "inductor.ir_post_fusion", "inductor_output_code": "inductor.output_code",
+    "aot_joint_graph": "aot.joint",
+    "aot_forward_graph": "aot.forward",
+    "aot_backward_graph": "aot.backward",
+    "aot_inference_graph": "aot.inference",
+    "inductor.pass": "inductor.input",
+    "inductor_post_grad_graph": "inductor.input",
+    "ir_pre_fusion": "inductor.ir_pre_fusion",
+    "fusion": "inductor.fusion",
+    "ir_post_fusion": "inductor.ir_post_fusion",
+    "inductor_output_code": "inductor.output_code",
 }
 
 # What explore's progress callback hears, in the order torch works (the compile steps repeat once
 # per frame and per AOT graph): a progress bar can map each to a position.
 PROGRESS_STEPS = (
-    "dynamo.graph", "aot.joint", "aot.forward", "aot.inference", "inductor.input",
-    "inductor.ir_pre_fusion", "inductor.fusion", "inductor.ir_post_fusion", "inductor.output_code",
-    "bytecode.transformed", "dynamo.guards", "aot.backward", "building stages", "triton.ttir",
-    "timing", "done",
+    "dynamo.graph",
+    "aot.joint",
+    "aot.forward",
+    "aot.inference",
+    "inductor.input",
+    "inductor.ir_pre_fusion",
+    "inductor.fusion",
+    "inductor.ir_post_fusion",
+    "inductor.output_code",
+    "bytecode.transformed",
+    "dynamo.guards",
+    "aot.backward",
+    "building stages",
+    "triton.ttir",
+    "timing",
+    "done",
 )
 
 
@@ -124,7 +156,9 @@ class RecordingBackend:
 class Recorder:
     """Installs every capture channel for the duration of a ``with`` block; collects Events."""
 
-    def __init__(self, progress: Callable[[str], None] | None = None, inductor: bool = True) -> None:
+    def __init__(
+        self, progress: Callable[[str], None] | None = None, inductor: bool = True
+    ) -> None:
         self.events: list[Event] = []
         self.progress = progress
         self.inductor = inductor
@@ -134,8 +168,13 @@ class Recorder:
         self._stack = contextlib.ExitStack()
 
     # -- collecting -----------------------------------------------------------------------------
-    def add(self, kind: str, payload: Any, meta: dict[str, Any] | None = None,
-            compile_id: str | None = None) -> None:
+    def add(
+        self,
+        kind: str,
+        payload: Any,
+        meta: dict[str, Any] | None = None,
+        compile_id: str | None = None,
+    ) -> None:
         """Append an event (labelled with the current compile id unless given) and track the stage."""
         cid = compile_id or _torch.current_compile_id() or self.compile_id
         self.events.append(Event(len(self.events), cid, kind, payload, dict(meta or {})))
@@ -155,7 +194,9 @@ class Recorder:
             self.progress(what)
 
     def _bytecode_hook(self, old: Any, new: Any) -> None:
-        self.add("bytecode", (old, new))  # code objects stay live; decompiled later, off the compile path
+        self.add(
+            "bytecode", (old, new)
+        )  # code objects stay live; decompiled later, off the compile path
 
     # -- install / restore ----------------------------------------------------------------------
     def __enter__(self) -> Recorder:
@@ -181,8 +222,9 @@ class Recorder:
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
 
-    def _attach(self, logger: logging.Logger, handler: logging.Handler,
-                propagate: bool | None = None) -> None:
+    def _attach(
+        self, logger: logging.Logger, handler: logging.Handler, propagate: bool | None = None
+    ) -> None:
         old_level, old_propagate = logger.level, logger.propagate
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
@@ -251,8 +293,10 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
     if backend != "labkit":  # the labkit backend records its own aot.* stages
         aot.build(trace, rec, labels, backend)
     else:  # it labels frames "graph <n>" in call order: use the same labels as every other stage
-        names = {f"graph {i}": labels.get(ev.compile_id or "", "")
-                 for i, ev in enumerate(rec.of_kind("dynamo.graph"))}
+        names = {
+            f"graph {i}": labels.get(ev.compile_id or "", "")
+            for i, ev in enumerate(rec.of_kind("dynamo.graph"))
+        }
         for item in [*trace.stages, *trace.kernels]:
             item.frame = names.get(item.frame) or item.frame
         for stage in trace.stages:  # its AOT stages are text only: read the nodes back for views

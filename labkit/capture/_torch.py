@@ -33,7 +33,7 @@ def _moved(api: str, err: BaseException) -> TorchAPIError:
 
 
 def register_bytecode_hook(hook: Callable[[types.CodeType, types.CodeType], None]) -> Any:
-    """Call ``hook(original_code, transformed_code)`` for every frame Dynamo compiles; returns a handle with .remove()."""
+    """Call ``hook(original, transformed)`` for every frame Dynamo compiles; returns a removable handle."""
     try:
         from torch._dynamo.convert_frame import register_bytecode_hook as reg
     except ImportError as e:
@@ -78,11 +78,13 @@ def custom_graph_pass_base() -> type:
 
 @contextlib.contextmanager
 def fresh_compile_config(post_grad_pass: Any | None) -> Iterator[None]:
-    """Force real lowering (no cache hits), turn on kernel provenance, install a post-grad pass; all undone on exit."""
+    """Force real lowering (no cache hits), kernel provenance and a post-grad pass; undone on exit."""
     import torch._inductor.config as inductor_config
 
     patches: dict[str, Any] = {"force_disable_caches": True}
-    if hasattr(inductor_config, "trace") and hasattr(inductor_config.trace, "provenance_tracking_level"):
+    if hasattr(inductor_config, "trace") and hasattr(
+        inductor_config.trace, "provenance_tracking_level"
+    ):
         patches["trace.provenance_tracking_level"] = 1  # kernel -> ATen node map, also on CPU
     if post_grad_pass is not None:
         patches["post_grad_custom_post_pass"] = post_grad_pass
@@ -108,7 +110,7 @@ def kernel_post_grad_nodes() -> dict[str, list[str]] | None:
 
 
 def inductor_backend(mode: str | None, options: dict[str, Any] | None, dynamic: bool | None) -> Any:
-    """The backend object torch.compile builds for backend="inductor" (so mode/options behave the same)."""
+    """The backend torch.compile builds for backend="inductor" (so mode/options act the same)."""
     try:
         wrapper = torch._TorchCompileInductorWrapper  # type: ignore[attr-defined]
     except AttributeError as e:
@@ -122,7 +124,7 @@ def lookup_backend(name: str) -> Callable[..., Any]:
 
 
 def triton_kernel_from_source(source: str) -> Any:
-    """Load an Inductor Triton kernel module's source and return its CachingAutotuner (nothing is compiled)."""
+    """Load an Inductor Triton kernel module from source; return its CachingAutotuner (uncompiled)."""
     import hashlib
     import importlib.util
     import tempfile
@@ -186,4 +188,3 @@ def decompiler() -> Callable[[types.CodeType], str] | None:
     except ImportError:
         return None
     return depyf.decompile
-

@@ -22,14 +22,26 @@ AOT_KINDS = {
 }
 # Short dtype codes in printed FX graphs ("f32[4, 8][8, 1]cpu") -> torch dtype names.
 DTYPES = {
-    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
-    "i64": "int64", "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "b8": "bool",
-    "c64": "complex64", "c128": "complex128", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "f64": "float64",
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "i64": "int64",
+    "i32": "int32",
+    "i16": "int16",
+    "i8": "int8",
+    "u8": "uint8",
+    "b8": "bool",
+    "c64": "complex64",
+    "c128": "complex128",
+    "f8e4m3fn": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
 }
 _ANNOT = r'"(?P<ty>[^"]*)"'
 # `mm: "f32[4, 8]" = torch.ops.aten.mm.default(a, b)` or a tuple item `getitem: "f32[4]" = max_1[0]`
 _ASSIGN = re.compile(
-    rf"^\s+(?P<name>\w+)(?:: {_ANNOT})? = (?P<target>[\w.]+)(?:\((?P<args>.*?)\)|\[(?P<item>\d+)\]);?(?:  |$)")
+    rf"^\s+(?P<name>\w+)(?:: {_ANNOT})? = (?P<target>[\w.]+)(?:\((?P<args>.*?)\)|\[(?P<item>\d+)\]);?(?:  |$)"
+)
 _PARAM = re.compile(rf"^\s+(?P<name>\w+): {_ANNOT},?(?:\s*#.*)?$")
 _INLINE_PARAMS = re.compile(r"def forward\(self, (?P<params>.*)\):")
 _SAVED = re.compile(r"^\s+(?P<name>\w+),?\s*#\s*SavedForBackwards")
@@ -84,25 +96,37 @@ def nodes_from_text(text: str) -> list[FxNode]:
             # "torch.ops.aten.mm.default" -> "aten.mm.default", as live graphs name it
             target = "getitem" if m["item"] is not None else m["target"].removeprefix("torch.ops.")
             inputs = [w for w in _WORD.findall(args) if w in known]
-            nodes.append(FxNode(name=m["name"], op="call_function", target=target,
-                                inputs=list(dict.fromkeys(inputs)), shape=shape, dtype=dtype,
-                                source=source))
+            nodes.append(
+                FxNode(
+                    name=m["name"],
+                    op="call_function",
+                    target=target,
+                    inputs=list(dict.fromkeys(inputs)),
+                    shape=shape,
+                    dtype=dtype,
+                    source=source,
+                )
+            )
             known.add(m["name"])
-    ret = text[text.rfind("return "):] if "return " in text else ""
+    ret = text[text.rfind("return ") :] if "return " in text else ""
     outputs = [w for w in _WORD.findall(ret) if w in known]
     if nodes:
-        nodes.append(FxNode(name="output", op="output", target="output",
-                            inputs=list(dict.fromkeys(outputs))))
+        nodes.append(
+            FxNode(name="output", op="output", target="output", inputs=list(dict.fromkeys(outputs)))
+        )
     return nodes
 
 
 def saved_activations(forward_text: str, backward_text: str | None) -> list[str]:
-    """Names the forward saves for the backward: its SavedForBackwards outputs, else the backward's non-tangent inputs."""
+    """What the forward saves for the backward: SavedForBackwards outputs, else backward non-tangent inputs."""
     saved = [m["name"] for line in forward_text.splitlines() if (m := _SAVED.match(line))]
     if saved or not backward_text:
         return saved
-    return [n.name for n in nodes_from_text(backward_text)
-            if n.op == "placeholder" and not n.name.startswith("tangents")]
+    return [
+        n.name
+        for n in nodes_from_text(backward_text)
+        if n.op == "placeholder" and not n.name.startswith("tangents")
+    ]
 
 
 def ops_of(nodes: list[FxNode]) -> list[str]:
@@ -113,8 +137,9 @@ def ops_of(nodes: list[FxNode]) -> list[str]:
 def build(trace: Any, rec: Any, labels: dict[str, str], backend: str = "inductor") -> None:
     """Add aot.* stages from AOTAutograd's records; saved activations go in the forward's meta."""
     events = rec.of_kind(*AOT_KINDS)
-    backward_text = {ev.compile_id: str(ev.payload or "") for ev in events
-                     if ev.kind == "aot_backward_graph"}
+    backward_text = {
+        ev.compile_id: str(ev.payload or "") for ev in events if ev.kind == "aot_backward_graph"
+    }
     for ev in events:
         kind, what = AOT_KINDS[ev.kind]
         label = labels.get(ev.compile_id or "", "")
@@ -137,11 +162,20 @@ def build(trace: Any, rec: Any, labels: dict[str, str], backend: str = "inductor
         if kind in present:
             continue
         if kind == "aot.inference" and grad:
-            reason = "an input requires grad, so AOTAutograd made a joint graph and split it (see aot.joint/forward/backward)"
+            reason = (
+                "an input requires grad, so AOTAutograd made a joint graph and split it "
+                "(see aot.joint/forward/backward)"
+            )
         elif kind != "aot.inference" and "aot.inference" in present:
-            reason = "no input requires grad, so AOTAutograd made one inference graph (see aot.inference); pass inputs with requires_grad=True to see the joint/forward/backward graphs"
+            reason = (
+                "no input requires grad, so AOTAutograd made one inference graph (see "
+                "aot.inference); pass inputs with requires_grad=True to see the joint/forward/"
+                "backward graphs"
+            )
         elif kind == "aot.backward" and grad:
-            reason = "the backward graph is compiled lazily at the first .backward(), which did not run"
+            reason = (
+                "the backward graph is compiled lazily at the first .backward(), which did not run"
+            )
         else:
             reason = "torch reported no such AOTAutograd graph (no frame reached the backend)"
         trace.missing(kind, what, reason)

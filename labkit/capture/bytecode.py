@@ -1,4 +1,4 @@
-"""Bytecode stages: each compiled frame's original and Dynamo-rewritten code, as dis text plus decompiled source.
+"""Bytecode stages: each compiled frame's original and Dynamo-rewritten code (dis + decompiled source).
 
 Dynamo works on bytecode, not on source: it replaces a frame's code object with one that calls the
 compiled graph(s) and, at a graph break, a generated "resume function" holding the rest of the
@@ -93,13 +93,19 @@ def build(trace: Any, rec: Any, labels: dict[str, str]) -> None:
                 "This frame is a resume function: Dynamo generated it at a graph break to hold "
                 "the rest of the original function, then compiled it like any other frame."
             )
-        trace.add("bytecode.original", f"{old.co_name}: original bytecode", text,
-                  frame=frame, meta=meta)
+        trace.add(
+            "bytecode.original", f"{old.co_name}: original bytecode", text, frame=frame, meta=meta
+        )
         text, meta = render(new, "transformed by Dynamo")
         meta["calls"] = generated_names(new)
         meta["resume"] = old.co_name.startswith(RESUME_PREFIX)
-        trace.add("bytecode.transformed", f"{old.co_name}: bytecode after Dynamo", text,
-                  frame=frame, meta=meta)
+        trace.add(
+            "bytecode.transformed",
+            f"{old.co_name}: bytecode after Dynamo",
+            text,
+            frame=frame,
+            meta=meta,
+        )
     if not events:
         reason = (
             "Dynamo compiled no frame (the function ran eagerly), or torch's bytecode hook did "

@@ -16,7 +16,9 @@ from typing import Any
 
 from labkit.trace import FxNode, GraphBreak
 
-_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>[^\n]+))?\n(?P<code>[^\n]*)')
+_FILE_LINE = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>[^\n]+))?\n(?P<code>[^\n]*)'
+)
 _BREAK_AT = re.compile(r"Graph break(?: \(\w+\))? in user code at (?P<file>.+):(?P<line>\d+)")
 _REASON = re.compile(r"Graph Break Reason: (?P<reason>[^\n]+)")
 
@@ -29,7 +31,9 @@ def target_name(target: Any) -> str:
     if type(target).__name__ in ("OpOverload", "OpOverloadPacket", "HigherOrderOperator"):
         return str(target)
     module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    name = (
+        getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    )
     if "_VariableFunctions" in name or module.startswith("torch._C"):
         # torch.sin is a builtin of torch._C._VariableFunctionsClass: show it as users write it
         module, name = "torch", getattr(target, "__name__", name)
@@ -66,11 +70,17 @@ def fx_nodes(graph: Any) -> list[FxNode]:
     for n in graph.nodes:
         value = n.meta.get("example_value", n.meta.get("val"))
         shape, dtype = _value_info(value)
-        nodes.append(FxNode(
-            name=n.name, op=n.op, target=target_name(n.target),
-            inputs=[i.name for i in n.all_input_nodes], shape=shape, dtype=dtype,
-            source=source_of(n.meta.get("stack_trace")),
-        ))
+        nodes.append(
+            FxNode(
+                name=n.name,
+                op=n.op,
+                target=target_name(n.target),
+                inputs=[i.name for i in n.all_input_nodes],
+                shape=shape,
+                dtype=dtype,
+                source=source_of(n.meta.get("stack_trace")),
+            )
+        )
     return nodes
 
 
@@ -96,8 +106,9 @@ def parse_graph_break(text: str, frame: str) -> GraphBreak:
     reason_m = _REASON.search(text)
     reason = reason_m["reason"].strip() if reason_m else text.strip().splitlines()[0]
     code = linecache.getline(filename, lineno).strip() if lineno else ""
-    return GraphBreak(reason=reason, filename=filename, lineno=lineno, code=code, frame=frame,
-                      detail=text.strip())
+    return GraphBreak(
+        reason=reason, filename=filename, lineno=lineno, code=code, frame=frame, detail=text.strip()
+    )
 
 
 def _graph_breaks(trace: Any, rec: Any, labels: dict[str, str]) -> None:
@@ -140,13 +151,20 @@ def _guards(trace: Any, rec: Any, labels: dict[str, str]) -> None:
         if ev.compile_id in reasons:
             why = reasons[ev.compile_id]
             meta["recompile_reasons"] = why
-            text = "Recompiled because a guard of the previous compile failed:\n" + "".join(
-                f"  - {r}\n" for r in why) + "\n" + text
+            text = (
+                "Recompiled because a guard of the previous compile failed:\n"
+                + "".join(f"  - {r}\n" for r in why)
+                + "\n"
+                + text
+            )
         trace.add("dynamo.guards", f"guards of {label}", text, frame=label, meta=meta)
     if not guard_events:
-        trace.missing("dynamo.guards", "guards",
-                      "torch did not emit a dynamo_cpp_guards_str record for any frame "
-                      "(no frame was compiled, or this torch version names it differently)")
+        trace.missing(
+            "dynamo.guards",
+            "guards",
+            "torch did not emit a dynamo_cpp_guards_str record for any frame "
+            "(no frame was compiled, or this torch version names it differently)",
+        )
 
 
 # -- FX graphs -------------------------------------------------------------------------------------
@@ -164,14 +182,22 @@ def _graphs(trace: Any, rec: Any, labels: dict[str, str]) -> None:
         text = frame_texts[k] if k < len(frame_texts) else readable(ev.payload["gm"])
         nodes = ev.payload["nodes"]
         ops = [n.target for n in nodes if n.op in ("call_function", "call_method", "call_module")]
-        meta = {"graph_index": i, "op_count": len(ops), "ops": ops,
-                "inputs": [n.name for n in nodes if n.op == "placeholder"]}
-        trace.add("dynamo.graph", f"FX graph {i} ({label})", text, frame=label, meta=meta,
-                  nodes=nodes)
+        meta = {
+            "graph_index": i,
+            "op_count": len(ops),
+            "ops": ops,
+            "inputs": [n.name for n in nodes if n.op == "placeholder"],
+        }
+        trace.add(
+            "dynamo.graph", f"FX graph {i} ({label})", text, frame=label, meta=meta, nodes=nodes
+        )
     if not graphs:
-        trace.missing("dynamo.graph", "FX graph",
-                      "Dynamo captured no FX graph: the function had no tensor operations to "
-                      "compile, or every frame fell back to eager (see graph breaks)")
+        trace.missing(
+            "dynamo.graph",
+            "FX graph",
+            "Dynamo captured no FX graph: the function had no tensor operations to "
+            "compile, or every frame fell back to eager (see graph breaks)",
+        )
 
 
 def build(trace: Any, rec: Any, labels: dict[str, str]) -> None:

@@ -17,16 +17,22 @@ from typing import Any
 from labkit.capture import aot
 from labkit.trace import FxNode, Kernel
 
-INDUCTOR_KINDS = ("inductor.pass", "inductor_post_grad_graph", "ir_pre_fusion", "fusion",
-                  "ir_post_fusion", "inductor_output_code",
-                  "inductor_provenance_tracking_node_mappings",
-                  "inductor_provenance_tracking_kernel_stack_traces")
+INDUCTOR_KINDS = (
+    "inductor.pass",
+    "inductor_post_grad_graph",
+    "ir_pre_fusion",
+    "fusion",
+    "ir_post_fusion",
+    "inductor_output_code",
+    "inductor_provenance_tracking_node_mappings",
+    "inductor_provenance_tracking_kernel_stack_traces",
+)
 # `name = async_compile.cpp_pybinding([...], r'''<source>''')` / `async_compile.triton('name', '''...''')`
 _KERNEL = re.compile(
     r"^(?P<name>\w+) = async_compile\.(?P<how>\w+)\((?P<head>[^\n]*?)r?'''(?P<src>.*?)'''",
     re.MULTILINE | re.DOTALL,
 )
-# The wrapper's comment before a call: "# Topologically Sorted Source Nodes: [sin, pow_1], Original ATen: [...]"
+# The wrapper's comment before a call: "# Topologically Sorted Source Nodes: [sin, pow_1], ..."
 _SOURCE_NODES = re.compile(r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _SCHED_NODE = re.compile(r"^(?P<name>op\w+): (?P<kind>\w+)\(", re.MULTILINE)
 _FUSING = re.compile(r"^fusing (?P<a>op\w+) with (?P<b>op\w+)", re.MULTILINE)
@@ -58,7 +64,8 @@ def split_runs(rec: Any) -> list[Run]:
         cid = ev.compile_id or "?"
         run = current.get(cid)
         starts = ev.kind == "inductor.pass" or (
-            ev.kind == "inductor_post_grad_graph" and (run is None or run.input_text))
+            ev.kind == "inductor_post_grad_graph" and (run is None or run.input_text)
+        )
         if run is None or starts and (run.nodes or run.input_text or run.output_code):
             run = current[cid] = Run(cid)
             runs.append(run)
@@ -68,15 +75,17 @@ def split_runs(rec: Any) -> list[Run]:
         elif ev.kind == "inductor_post_grad_graph":
             run.input_text = str(ev.payload or "")
         elif ev.kind in ("ir_pre_fusion", "ir_post_fusion", "fusion"):
-            {"ir_pre_fusion": run.pre, "ir_post_fusion": run.post, "fusion": run.fusion}[ev.kind].append(
-                str(ev.payload))
+            {"ir_pre_fusion": run.pre, "ir_post_fusion": run.post, "fusion": run.fusion}[
+                ev.kind
+            ].append(str(ev.payload))
         elif ev.kind == "inductor_output_code":
             run.output_code = str(ev.payload or "")
         elif ev.kind == "inductor_provenance_tracking_kernel_stack_traces" and ev.payload:
             # The live map (complete for backward graphs too), minus what earlier graphs left.
             before = run.provenance_before
-            run.provenance = {k: v[before.get(k, 0):] for k, v in ev.payload.items()
-                              if len(v) > before.get(k, 0)}
+            run.provenance = {
+                k: v[before.get(k, 0) :] for k, v in ev.payload.items() if len(v) > before.get(k, 0)
+            }
         elif ev.kind == "inductor_provenance_tracking_node_mappings" and not run.provenance:
             run.provenance = _mapping(ev.payload)
     _assign_roles(rec, runs)
@@ -110,8 +119,12 @@ def kernels_of(run: Run, frame: str) -> list[Kernel]:
     kernels = []
     for m in _KERNEL.finditer(run.output_code):
         name, src = m["name"], m["src"].strip("\n")
-        language = "triton" if m["how"] == "triton" else "cpp" if m["how"].startswith("cpp") else m["how"]
-        origins = list(dict.fromkeys(by_name.get(name, []) or _comment_origins(run.output_code, name)))
+        language = (
+            "triton" if m["how"] == "triton" else "cpp" if m["how"].startswith("cpp") else m["how"]
+        )
+        origins = list(
+            dict.fromkeys(by_name.get(name, []) or _comment_origins(run.output_code, name))
+        )
         meta: dict[str, Any] = {
             "graph": run.role,
             "ops": sorted({targets.get(o, o) for o in origins}),
@@ -119,8 +132,17 @@ def kernels_of(run: Run, frame: str) -> list[Kernel]:
         }
         if language == "cpp":
             meta["vectorized"] = any(v in src for v in VECTOR_MARKERS)
-        kernels.append(Kernel(name=name, language=language, source=src, origins=origins,
-                              frame=frame, producer="inductor", meta=meta))
+        kernels.append(
+            Kernel(
+                name=name,
+                language=language,
+                source=src,
+                origins=origins,
+                frame=frame,
+                producer="inductor",
+                meta=meta,
+            )
+        )
     return kernels
 
 
@@ -148,11 +170,15 @@ def fusion_report(run: Run, kernels: list[Kernel]) -> tuple[str, dict[str, Any]]
     log = "\n".join(run.fusion)
     fused = [f"{m['a']} + {m['b']}" for m in _FUSING.finditer(log)]
     refused = list(dict.fromkeys(f"{m['a']} + {m['b']}: {m['why']}" for m in _CANNOT.finditer(log)))
-    lines = [f"{len(pre_nodes)} scheduler node(s) before fusion -> {len(post_nodes)} after fusion; "
-             f"{len(kernels)} kernel(s) generated."]
+    lines = [
+        f"{len(pre_nodes)} scheduler node(s) before fusion -> {len(post_nodes)} after fusion; "
+        f"{len(kernels)} kernel(s) generated."
+    ]
     for k in kernels:
         what = ", ".join(k.origins) if k.origins else "(origins not reported)"
-        lines.append(f"  kernel {k.name} ({k.language}) computes {len(k.origins)} ATen node(s): {what}")
+        lines.append(
+            f"  kernel {k.name} ({k.language}) computes {len(k.origins)} ATen node(s): {what}"
+        )
     if fused:
         lines.append("Fused: " + "; ".join(dict.fromkeys(fused)))
     if refused:
@@ -160,15 +186,24 @@ def fusion_report(run: Run, kernels: list[Kernel]) -> tuple[str, dict[str, Any]]
     if not fused:
         lines.append("The scheduler fused no nodes here.")
         if len(pre_nodes) == 1 and len(kernels) == 1:
-            lines.append("Lowering had already inlined every pointwise op into one loop body (see "
-                         "ir_pre_fusion), so one kernel computes them all.")
+            lines.append(
+                "Lowering had already inlined every pointwise op into one loop body (see "
+                "ir_pre_fusion), so one kernel computes them all."
+            )
     if len(post_nodes) > len(kernels) > 0:
-        lines.append(f"The {len(post_nodes)} nodes left after fusion went into {len(kernels)} "
-                     "kernel function(s): the C++ backend groups consecutive nodes into one "
-                     "kernel, each node keeping its own loop nest.")
+        lines.append(
+            f"The {len(post_nodes)} nodes left after fusion went into {len(kernels)} "
+            "kernel function(s): the C++ backend groups consecutive nodes into one "
+            "kernel, each node keeping its own loop nest."
+        )
     text = "\n".join(lines) + "\n\n# ---- Inductor fusion log ----\n" + (log or "(empty)") + "\n"
-    meta = {"nodes_before": len(pre_nodes), "nodes_after": len(post_nodes), "fused": fused,
-            "not_fused": refused, "kernels": {k.name: k.origins for k in kernels}}
+    meta = {
+        "nodes_before": len(pre_nodes),
+        "nodes_after": len(post_nodes),
+        "fused": fused,
+        "not_fused": refused,
+        "kernels": {k.name: k.origins for k in kernels},
+    }
     return text, meta
 
 
@@ -180,32 +215,63 @@ def build(trace: Any, rec: Any, labels: dict[str, str]) -> list[Run]:
         base = {"graph": run.role}
         nodes = run.nodes or aot.nodes_from_text(run.input_text)
         text = run.input_text or "(Inductor's post-grad graph was not reported; nodes only)"
-        trace.add("inductor.input", f"Inductor input graph, {run.role} ({label})", text,
-                  frame=label, nodes=nodes, meta={**base, "ops": aot.ops_of(nodes)})
-        for kind, parts, what in (("inductor.ir_pre_fusion", run.pre, "IR before fusion"),
-                                  ("inductor.ir_post_fusion", run.post, "IR after fusion")):
+        trace.add(
+            "inductor.input",
+            f"Inductor input graph, {run.role} ({label})",
+            text,
+            frame=label,
+            nodes=nodes,
+            meta={**base, "ops": aot.ops_of(nodes)},
+        )
+        for kind, parts, what in (
+            ("inductor.ir_pre_fusion", run.pre, "IR before fusion"),
+            ("inductor.ir_post_fusion", run.post, "IR after fusion"),
+        ):
             title = f"{what}, {run.role} ({label})"
             if parts:
                 trace.add(kind, title, "\n".join(parts), frame=label, meta=dict(base))
             else:
-                trace.missing(kind, title, "Inductor logged no IR for this graph (it may have "
-                              "had nothing to compute, or this torch names the log differently)",
-                              frame=label, meta=dict(base))
+                trace.missing(
+                    kind,
+                    title,
+                    "Inductor logged no IR for this graph (it may have "
+                    "had nothing to compute, or this torch names the log differently)",
+                    frame=label,
+                    meta=dict(base),
+                )
         kernels = kernels_of(run, label)
         trace.kernels.extend(kernels)
         text, meta = fusion_report(run, kernels)
-        trace.add("inductor.fusion", f"fusion decisions, {run.role} ({label})", text, frame=label,
-                  meta={**base, **meta})
+        trace.add(
+            "inductor.fusion",
+            f"fusion decisions, {run.role} ({label})",
+            text,
+            frame=label,
+            meta={**base, **meta},
+        )
         if run.output_code:
-            trace.add("inductor.output_code", f"output code, {run.role} ({label})",
-                      run.output_code, frame=label,
-                      meta={**base, "kernels": [k.name for k in kernels]})
+            trace.add(
+                "inductor.output_code",
+                f"output code, {run.role} ({label})",
+                run.output_code,
+                frame=label,
+                meta={**base, "kernels": [k.name for k in kernels]},
+            )
         else:
-            trace.missing("inductor.output_code", f"output code, {run.role} ({label})",
-                          "Inductor reported no output code for this graph", frame=label)
+            trace.missing(
+                "inductor.output_code",
+                f"output code, {run.role} ({label})",
+                "Inductor reported no output code for this graph",
+                frame=label,
+            )
     if not runs:
         reason = "Inductor compiled no graph (Dynamo captured none, or the compile failed first)"
-        for kind in ("inductor.input", "inductor.ir_pre_fusion", "inductor.ir_post_fusion",
-                     "inductor.fusion", "inductor.output_code"):
+        for kind in (
+            "inductor.input",
+            "inductor.ir_pre_fusion",
+            "inductor.ir_post_fusion",
+            "inductor.fusion",
+            "inductor.output_code",
+        ):
             trace.missing(kind, kind.split(".", 1)[1].replace("_", " "), reason)
     return runs

@@ -15,8 +15,12 @@ from labkit.capture import _torch
 from labkit.trace import Kernel, Trace, environment
 
 # trace stage kind -> key in triton's CompiledKernel.asm
-IR_STAGES = (("triton.ttir", "ttir"), ("triton.ttgir", "ttgir"), ("triton.llir", "llir"),
-             ("triton.ptx", "ptx"))
+IR_STAGES = (
+    ("triton.ttir", "ttir"),
+    ("triton.ttgir", "ttgir"),
+    ("triton.llir", "llir"),
+    ("triton.ptx", "ptx"),
+)
 DEFAULT_TARGET = ("cuda", 90, 32)  # an H100 (sm_90), the GPU the course's recordings come from
 CPU_REASON = (
     "On a CPU, Inductor generates C++ kernels (see trace.kernels, language 'cpp'), not Triton, so "
@@ -49,11 +53,13 @@ def gpu_target(target: Any = None) -> Any:
             return GPUTarget("cuda", int(arch), 32)
         if backend == "hip" and arch:
             return GPUTarget("hip", arch, 64)
-    raise ValueError(f"target must be None, a GPUTarget, 'cuda:<sm>' or 'hip:<gfx>', got {target!r}")
+    raise ValueError(
+        f"target must be None, a GPUTarget, 'cuda:<sm>' or 'hip:<gfx>', got {target!r}"
+    )
 
 
 def jit_function(kernel_fn: Any) -> Any:
-    """A JITFunction triton can compile, from a @triton.jit kernel, an interpreted one, or a plain function."""
+    """A compilable JITFunction from a @triton.jit kernel, an interpreted one, or a plain function."""
     from triton.runtime.jit import JITFunction
 
     if isinstance(kernel_fn, JITFunction):
@@ -62,13 +68,21 @@ def jit_function(kernel_fn: Any) -> Any:
     # (no cache_key); its .fn is the raw Python function, which JITFunction wraps for compiling.
     raw = getattr(kernel_fn, "fn", kernel_fn)
     if not callable(raw):
-        raise TypeError(f"expected a @triton.jit kernel or a Python function, got {type(kernel_fn).__name__}")
+        raise TypeError(
+            f"expected a @triton.jit kernel or a Python function, got {type(kernel_fn).__name__}"
+        )
     return JITFunction(raw)
 
 
-def compile_asm(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None,
-                target: Any, options: dict[str, Any] | None = None, attrs: Any = None) -> dict[str, str]:
-    """Run triton's compiler for ``target`` and return the text stages (ttir, ttgir, llir, ptx/amdgcn)."""
+def compile_asm(
+    fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, Any] | None,
+    target: Any,
+    options: dict[str, Any] | None = None,
+    attrs: Any = None,
+) -> dict[str, str]:
+    """Run triton's compiler for ``target``; return the text stages (ttir, ttgir, llir, ptx/amdgcn)."""
     import triton
     from triton.compiler import ASTSource
 
@@ -79,11 +93,17 @@ def compile_asm(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] |
         sig.setdefault(name, "constexpr")
     missing = [a for a in getattr(jit, "arg_names", []) if a not in sig]
     if missing:
-        raise ValueError(f"signature has no type for parameter(s) {missing} of {jit.__name__}; "
-                         "give e.g. {'x_ptr': '*fp32', 'n': 'i32'} and constexprs={'BLOCK': 1024}")
+        raise ValueError(
+            f"signature has no type for parameter(s) {missing} of {jit.__name__}; "
+            "give e.g. {'x_ptr': '*fp32', 'n': 'i32'} and constexprs={'BLOCK': 1024}"
+        )
+
     def run(*source_args: Any) -> dict[str, str]:
-        compiled = triton.compile(ASTSource(jit, sig, constexprs, *source_args), target=target,
-                                  options=options or {"num_warps": 4})
+        compiled = triton.compile(
+            ASTSource(jit, sig, constexprs, *source_args),
+            target=target,
+            options=options or {"num_warps": 4},
+        )
         return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
 
     if attrs is not None:
@@ -94,8 +114,9 @@ def compile_asm(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] |
     return run()
 
 
-def add_ir_stages(trace: Trace, asm: dict[str, str], name: str, frame: str,
-                  meta: dict[str, Any]) -> None:
+def add_ir_stages(
+    trace: Trace, asm: dict[str, str], name: str, frame: str, meta: dict[str, Any]
+) -> None:
     """Append the four triton.* stages of one kernel (missing ones say why)."""
     for kind, key in IR_STAGES:
         text = asm.get(key)
@@ -104,15 +125,25 @@ def add_ir_stages(trace: Trace, asm: dict[str, str], name: str, frame: str,
             text, stage_meta["language"] = asm["amdgcn"], "text"  # AMD targets end in AMDGCN
         title = f"{key.upper()} of {name}"
         if text is None:
-            trace.missing(kind, title, f"triton produced no {key} for this target", frame=frame,
-                          meta=stage_meta)
+            trace.missing(
+                kind,
+                title,
+                f"triton produced no {key} for this target",
+                frame=frame,
+                meta=stage_meta,
+            )
         else:
             trace.add(kind, title, text, frame=frame, meta=stage_meta)
 
 
-def triton_stages(kernel_fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None,
-                  target: Any = None, options: dict[str, Any] | None = None) -> Trace:
-    """A Trace holding the TTIR/TTGIR/LLIR/PTX of a hand-written @triton.jit kernel, compiled for ``target``."""
+def triton_stages(
+    kernel_fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, Any] | None = None,
+    target: Any = None,
+    options: dict[str, Any] | None = None,
+) -> Trace:
+    """A Trace with the TTIR/TTGIR/LLIR/PTX of a hand-written @triton.jit kernel built for ``target``."""
     jit = jit_function(kernel_fn)
     tgt = gpu_target(target)
     name = getattr(jit, "__name__", "kernel")
@@ -125,15 +156,22 @@ def triton_stages(kernel_fn: Any, signature: dict[str, str], constexprs: dict[st
         source = inspect.getsource(jit.fn)
     except (OSError, TypeError):
         source = ""
-    trace.kernels.append(Kernel(name=name, language="triton", source=source, producer="user",
-                                meta={"signature": dict(signature), "constexprs": dict(constexprs or {})}))
+    trace.kernels.append(
+        Kernel(
+            name=name,
+            language="triton",
+            source=source,
+            producer="user",
+            meta={"signature": dict(signature), "constexprs": dict(constexprs or {})},
+        )
+    )
     asm = compile_asm(jit, signature, constexprs, tgt, options)
     add_ir_stages(trace, asm, name, "", meta)
     return trace
 
 
 def inductor_kernel_asm(kernel: Kernel, on_gpu: bool) -> tuple[dict[str, str], str]:
-    """(asm, how) for an Inductor Triton kernel: what actually ran on this GPU, else a compile for sm_90."""
+    """(asm, how) of an Inductor Triton kernel: what ran on this GPU, else a fresh compile of it."""
     if on_gpu:
         tuner = _torch.live_triton_kernel(kernel.name, kernel.source)
         asm = _torch.compiled_triton_asm(tuner) if tuner is not None else None
@@ -150,16 +188,24 @@ def inductor_kernel_asm(kernel: Kernel, on_gpu: bool) -> tuple[dict[str, str], s
     attrs = (meta.get("configs") or [None])[0]
     target = gpu_target(None)
     asm = compile_asm(tuner.fn, meta["signature"], constants, target, options, attrs)
-    return asm, f"recompiled from Inductor's source for {target.backend}:{target.arch} (first config)"
+    return (
+        asm,
+        f"recompiled from Inductor's source for {target.backend}:{target.arch} (first config)",
+    )
 
 
 def build(trace: Trace, on_gpu: bool, progress: Callable[[str], None] | None = None) -> None:
-    """Add triton.* stages for every Inductor Triton kernel in the trace; on CPU say why there are none."""
+    """Add triton.* stages for every Inductor Triton kernel; on CPU, say why there are none."""
     kernels = [k for k in trace.kernels if k.language == "triton"]
     if not kernels:
         for kind, key in IR_STAGES:
-            trace.missing(kind, key.upper(), CPU_REASON if not on_gpu else
-                          "Inductor generated no Triton kernel for this function")
+            trace.missing(
+                kind,
+                key.upper(),
+                CPU_REASON
+                if not on_gpu
+                else "Inductor generated no Triton kernel for this function",
+            )
         return
     for k in kernels:
         if progress is not None:
@@ -168,8 +214,11 @@ def build(trace: Trace, on_gpu: bool, progress: Callable[[str], None] | None = N
             asm, how = inductor_kernel_asm(k, on_gpu)
         except Exception as e:  # one kernel's IR failing must not lose the others
             for kind, key in IR_STAGES:
-                trace.missing(kind, f"{key.upper()} of {k.name}",
-                              f"could not get Triton IR for {k.name}: {type(e).__name__}: {e}",
-                              frame=k.frame)
+                trace.missing(
+                    kind,
+                    f"{key.upper()} of {k.name}",
+                    f"could not get Triton IR for {k.name}: {type(e).__name__}: {e}",
+                    frame=k.frame,
+                )
             continue
         add_ir_stages(trace, asm, k.name, k.frame, {"from": how, "graph": k.meta.get("graph")})
