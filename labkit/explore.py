@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import sys
 import time
 import traceback
+import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -327,3 +329,18 @@ def explore(
             )
     rec.say("done")
     return trace
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as ``explore``: ``labkit.explore(fn, x)`` works however it was imported.
+
+    Importing the submodule ``labkit.explore`` binds the *module* to the package attribute
+    ``labkit.explore`` (Python does that for every submodule), which would shadow the function the
+    package's lazy loader hands out. Calling the module forwards to the function instead.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Trace:
+        return explore(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

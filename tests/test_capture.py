@@ -205,6 +205,12 @@ def test_json_round_trip_exact(name, request, tmp_path):
     assert back.to_json() == trace.to_json()
 
 
+def test_labkit_explore_is_callable_however_imported():
+    assert labkit.explore.explore is explore  # the submodule is bound as labkit.explore...
+    with pytest.raises(TypeError, match="needs a function"):
+        labkit.explore(42)  # ...and calling it calls explore
+
+
 def test_bad_inputs_fail_before_compiling():
     with pytest.raises(TypeError, match="needs a function"):
         explore(42, torch.randn(3))
