@@ -112,6 +112,8 @@ def test_softmax_and_layer_norm_are_one_row_kernel(name: str) -> None:
     assert k.space.rows == (8,) and k.space.rdims == (50,)
     assert len(k.internal) >= 2  # the row statistics never touch memory
     assert not p.schedule.refused
+    if name == "softmax":  # exp(x - max) is computed once, kept in a row scratch, read twice
+        assert p.code.count("std::exp") == 1 and "scratch_" in p.code
 
 
 def test_refusals_say_why() -> None:
