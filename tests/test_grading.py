@@ -20,6 +20,7 @@ import nbformat
 import pytest
 
 from labkit.grading import grade as G
+from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as R
 from labkit.grading.commands import build_student, solution_leaks, write_all
 from labkit.grading.rubric import BEGIN
@@ -126,9 +127,6 @@ def _submissions(base: Path) -> Path:
     _save(subs / "tamper_eager_hang", _with(master, t3_1=EAGER, t3_2=HANG))
     _save(subs / "broken_json", "{ this is not json")
     _save(subs / "crash", _with(master, t3_1=CRASH))
-    nb = _master()
-    nb.cells = [c for c in nb.cells if c.get("id") != "t3-2"]   # a deleted cell
-    _save(subs / "missing_cell", nb)
     return subs
 
 
@@ -191,8 +189,36 @@ def test_bad_submissions_are_reported_and_the_rest_graded(graded):
     assert _points(graded, "broken_json") == {"3.1": 0.0, "3.2": 0.0}
     assert any("could not read" in p for p in reports["broken_json"].problems)
     assert _points(graded, "crash") == {"3.1": 0.0, "3.2": 0.0}
-    assert _points(graded, "missing_cell") == {"3.1": 2.0, "3.2": 0.0}
-    assert any("cell missing" in f for f in reports["missing_cell"].scores[1].feedback)
+    assert reports["reference"].total == 4.0          # graded after the broken ones
+
+
+def test_graft_copies_only_sources_and_reports_missing_cells(tmp_path):
+    """Pure graft (no kernel): a deleted cell keeps its stub, outputs/metadata stay ours."""
+    master = _master()
+    nb = _with(master, t3_1=WRONG_3_1)
+    nb.cells = [c for c in nb.cells if c.get("id") != "t3-2"]
+    for cell in nb.cells:
+        cell.metadata["tags"] = ["nbval-skip"]
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.metadata["kernelspec"] = {"name": "evil", "display_name": "evil", "language": "python"}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(nbformat.writes(nb))
+    result = nbs.graft(master, path, ["t3-1", "t3-2"])
+    cells = {c.id: c for c in result.notebook.cells}
+    assert cells["t3-1"].source == WRONG_3_1
+    assert "NotImplementedError" in cells["t3-2"].source and "torch.cond" not in cells["t3-2"].source
+    assert "cell missing" in result.problems["t3-2"]
+    assert result.notebook.metadata == master.metadata
+    ours = {c.id: c for c in master.cells}
+    for cid, cell in cells.items():
+        assert cell.get("metadata") == ours[cid].get("metadata")
+        if cell.cell_type == "code":
+            assert cell.outputs == ours[cid].outputs
+            assert cell.execution_count == ours[cid].execution_count
+    path.write_text("{ not json")
+    assert "could not read" in (nbs.graft(master, path, ["t3-1"]).read_error or "")
+    assert "could not read" not in (nbs.graft(master, tmp_path / "none", ["t3-1"]).read_error or "x")
 
 
 def test_grading_never_modifies_submissions(graded):
