@@ -336,6 +336,7 @@ def test_mimebundle_in_a_kernel_adds_the_widget(trace, monkeypatch):
     assert set(bundle) == {"text/plain", "text/html", view.WIDGET_MIME}
     assert bundle[view.WIDGET_MIME]["model_id"]
     assert bundle["text/html"] == labkit.show(trace).html  # nbconvert/GitHub fall back to this
+    assert view.WIDGET_MIME not in labkit.show(trace, live=False)._repr_mimebundle_()
 
 
 # -- bench: bandwidth and compare -----------------------------------------------------------------

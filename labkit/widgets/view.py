@@ -43,7 +43,7 @@ def _wrap(fragment: str) -> str:
 class TraceView:
     """What ``show`` returns: renders as the widget in JupyterLab, as HTML/text everywhere else."""
 
-    def __init__(self, trace: Trace, *, max_lines: int = 400) -> None:
+    def __init__(self, trace: Trace, *, max_lines: int = 400, live: bool | None = None) -> None:
         if not isinstance(trace, Trace):
             raise TypeError(
                 f"show() needs a labkit.Trace (from labkit.explore or Trace.from_json), "
@@ -51,6 +51,7 @@ class TraceView:
             )
         self.trace = trace
         self.renderer = Renderer(trace, max_lines=max_lines)
+        self.live = live
         self._widget: Any = None
 
     # -- static ---------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ class TraceView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": self.text, "text/html": self.html}
-        if in_kernel():
+        if self.live if self.live is not None else in_kernel():
             try:
                 bundle[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
             except ImportError:
@@ -89,14 +90,18 @@ class TraceView:
         return self._widget
 
 
-def show(trace: Trace, *, max_lines: int = 400) -> TraceView:
+def show(trace: Trace, *, max_lines: int = 400, live: bool | None = None) -> TraceView:
     """Show a Trace: a tabbed widget in JupyterLab, static HTML in nbconvert/GitHub, text in a terminal.
 
     Args:
         trace: a Trace from ``labkit.explore`` or ``labkit.Trace.from_json``.
         max_lines: longer stage texts are cut, with a note, so notebooks stay small.
+        live: the ipywidgets view too (default: when running in a Jupyter kernel). ``False`` gives
+            the static page only: JupyterLab shows "Error displaying widget: model not found" for
+            a live view saved in a notebook and reopened with a new kernel (until the cell runs
+            again), which the static page never does.
     """
-    return TraceView(trace, max_lines=max_lines)
+    return TraceView(trace, max_lines=max_lines, live=live)
 
 
 class _TraceWidget:
