@@ -309,6 +309,7 @@ def explore(
                 failure = e
         if failure is not None:
             _record_error(trace, rec, failure)
+            rec.say(f"error: {trace.error}")  # a progress bar turns red and stays
             if raise_errors:
                 raise failure
             return trace

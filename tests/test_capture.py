@@ -246,8 +246,10 @@ def test_partial_trace_on_failure_and_state_restored():
         inductor_config.force_disable_caches,
         inductor_config.post_grad_custom_post_pass,
     )
-    trace = explore(breaks_then_fails, torch.randn(4, 4), timing=False)
+    said: list[str] = []
+    trace = explore(breaks_then_fails, torch.randn(4, 4), timing=False, progress=said.append)
     assert trace.error and "RuntimeError" in trace.error
+    assert said[-1] == f"error: {trace.error}"
     failed = [s for s in trace.stages if s.status == "error"]
     assert len(failed) == 1 and failed[0].kind == "dynamo.graph"
     assert "torch_dynamo_resume_in_breaks_then_fails" in failed[0].frame
