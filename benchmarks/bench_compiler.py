@@ -66,7 +66,7 @@ def copy_bandwidth(device: str) -> float:
     """Measured device-to-device copy bandwidth in GB/s (read + write), 256 MiB."""
     src = torch.randn(1 << 26, device=device)
     dst = torch.empty_like(src)
-    t = measure(lambda: dst.copy_(src), label="copy")
+    t = measure(lambda: dst.copy_(src), label="copy", device=device)
     return 2 * src.numel() * 4 / t.median_s / 1e9
 
 
@@ -116,7 +116,11 @@ def print_row(r: dict[str, Any]) -> None:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the GPU machine may not have it: the JSON is the record
+        print("matplotlib missing: no plot written")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -153,7 +157,7 @@ def main() -> None:
     out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     plot(result, out.with_suffix(".png"))
-    print(f"wrote {out.relative_to(ROOT)} and {out.with_suffix('.png').relative_to(ROOT)}")
+    print(f"wrote {out.relative_to(ROOT)} (and the .png next to it when matplotlib is present)")
 
 
 if __name__ == "__main__":
