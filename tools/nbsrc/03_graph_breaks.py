@@ -70,7 +70,7 @@ for br in trace.graph_breaks:
 # NBVAL_CHECK_OUTPUT
 for frame in trace.frames():
     ops = next(s for s in trace.stage("aot.inference") if s.frame == frame).meta["ops"]
-    print(f"{frame:45s} {[op.removeprefix('torch.ops.aten.') for op in ops]}")
+    print(f"{frame:45s} {[op.replace('torch.ops.', '').removeprefix('aten.') for op in ops]}")
 
 # %% [markdown]
 # ## 2. Graph 1: everything up to the branch

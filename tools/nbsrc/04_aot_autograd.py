@@ -36,7 +36,7 @@ torch.set_num_threads(1)
 
 
 def short(ops):  # 'torch.ops.aten.mm.default' -> 'mm'
-    return [op.removeprefix("torch.ops.aten.").split(".")[0] for op in ops]
+    return [op.replace("torch.ops.", "").removeprefix("aten.").split(".")[0] for op in ops]
 
 # %% [markdown]
 # ## 1. The seeds' example: one matrix multiply
