@@ -182,7 +182,7 @@ class TritonKernelWriter(KernelWriter):
             self.num_warps = 4
 
     def use_scratch(self, node: Any) -> bool:
-        return numel(self.space.rdims) <= PERSISTENT_MAX  # persistent: the row is in registers
+        return True  # persistent: the row is in registers; looped: recomputed where it is read
 
     def declare(self, var: str, expr: str) -> str:
         return f"{var} = {expr}"
@@ -195,6 +195,10 @@ class TritonKernelWriter(KernelWriter):
     def load(self, name: str, index: sympy.Expr) -> str:
         if name in self.locals:
             return self.locals[name]
+        if name in self.members and self.per_element(self.members[name]):
+            # Looped row: recompute it here instead of reading back what other threads of this
+            # program stored in an earlier loop (the scheduler checked the positions line up).
+            return self.node_value(self.members[name])
         mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
         return self.cse(f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})")
 
@@ -250,6 +254,8 @@ class TritonKernelWriter(KernelWriter):
             if node.is_reduction:
                 self.reduction(node)
             elif self.per_element(node):
+                if not self.persistent and node.name not in self.ptr:
+                    continue  # looped and never stored: computed where it is read
                 if not self.persistent:
                     self.open_loop()
                 value = self.node_value(node)
