@@ -291,9 +291,14 @@ def explore(
                 if on_gpu:
                     torch.cuda.synchronize()
                 first_call = time.perf_counter() - start
+                first_backward = None
                 if grad:
                     rec.say("aot.backward")
-                    _run_backward(out)
+                    start = time.perf_counter()
+                    _run_backward(out)  # AOTAutograd compiles the backward graph only now
+                    if on_gpu:
+                        torch.cuda.synchronize()
+                    first_backward = time.perf_counter() - start
                 for extra in extra_inputs:
                     out = compiled(*extra)
                     if grad:
@@ -304,18 +309,23 @@ def explore(
         rec.say("building stages")
         try:
             build(trace, rec, backend, on_gpu)
-        except Exception as e:  # a capture bug must not hide the compile's own error
-            if failure is None:
-                failure = e
+        except Exception as e:  # a labkit bug: keep what was built, say so, never hide the compile
+            trace.meta["capture_error"] = "".join(traceback.format_exception(type(e), e, None))
+            if failure is None and raise_errors:
+                raise
+            trace.error = trace.error or f"labkit could not build every stage: {_first_line(e)}"
         if failure is not None:
             _record_error(trace, rec, failure)
             rec.say(f"error: {trace.error}")  # a progress bar turns red and stays
             if raise_errors:
                 raise failure
             return trace
-        trace.timings.append(
-            Timing("compile + first call", first_call, 0.0, device, {"runs": 1, "backward": grad})
-        )
+        once = {"runs": 1}
+        trace.timings.append(Timing("compile + first call", first_call, 0.0, device, dict(once)))
+        if first_backward is not None:
+            trace.timings.append(
+                Timing("compile + first backward", first_backward, 0.0, device, dict(once))
+            )
         trace.timings += compile_timings(rec, device)
         if timing:
             rec.say("timing")

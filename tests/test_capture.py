@@ -277,6 +277,21 @@ def test_fullgraph_error_still_shows_the_break():
     )
 
 
+def test_capture_bug_is_reported_not_hidden(monkeypatch):
+    from labkit.capture import dynamo
+
+    def broken(*args, **kwargs):
+        raise KeyError("a labkit bug")
+
+    monkeypatch.setattr(dynamo, "build", broken)
+    trace = explore(scaled, torch.randn(4), backend="eager", timing=False)
+    assert trace.error.startswith("labkit could not build every stage: KeyError")
+    assert "a labkit bug" in trace.meta["capture_error"]
+    assert any(s.ok for s in trace.stage("bytecode.original"))  # what was built is kept
+    with pytest.raises(KeyError):
+        explore(scaled, torch.randn(4), backend="eager", timing=False, raise_errors=True)
+
+
 def test_progress_reports_stage_kinds():
     seen: list[str] = []
     explore(lambda x: x.cos() + 1, torch.randn(4), timing=False, progress=seen.append)
