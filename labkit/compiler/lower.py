@@ -100,7 +100,7 @@ def origins_of(*values: Any) -> list[str]:
     """ATen node names inlined into these values, plus the node being lowered."""
     names: list[str] = []
     for v in values:
-        if isinstance(v, View):
+        while isinstance(v, View):
             v = v.data
         if isinstance(v, Pointwise):
             names += [n for n in v.origins if n not in names]
