@@ -405,6 +405,7 @@ def test_triton_ir_tab_picks_one_kernel_at_a_time(trace):
     t = Trace.from_dict(trace.to_dict())
     t.add("triton.ttir", "TTIR of second", "module { tt.func public @second() { tt.return } }",
           meta={"kernel": "second"})
+    t.kernels.append(Kernel("second", "triton", "@triton.jit\ndef second(): pass\n", origins=["lt"]))
     w = _TraceWidget(render.Renderer(t))
     page = w.tabs.children[[s for s, _ in render.STEPS].index("Triton IR")]
     pick, tabs = page.children
@@ -413,3 +414,6 @@ def test_triton_ir_tab_picks_one_kernel_at_a_time(trace):
     pick.value = "second"
     assert "@second" in page.children[1].children[0].value
     assert "triton_poi_fused_mul_0" not in page.children[1].children[0].value
+    pick.value = "triton_poi_fused_mul_0"
+    w.kernel_pick.value = len(t.kernels) - 1  # picking a kernel in the Kernels tab shows its IR
+    assert pick.value == "second"

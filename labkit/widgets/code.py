@@ -267,7 +267,10 @@ CSS = """
 .lk-plain { padding: 4px 6px; white-space: pre; }
 .lk-ln pre, .lk-diff td.n { color: #999; text-align: right; user-select: none; }
 .lk-diff td.n { font-family: ui-monospace, monospace; font-size: 12px; }
-.lk-diff td.a, .lk-diff td.b { white-space: pre; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+.lk-diff table { table-layout: fixed; width: 100%; }
+.lk-diff col.n { width: 3.2em; }
+.lk-diff td.a, .lk-diff td.b { white-space: pre; overflow: hidden; text-overflow: ellipsis;
+  font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
 .lk-diff th { text-align: left; background: #eee; padding: 2px 6px; position: sticky; top: 0; }
 .lk-diff tr.lk-del td.a, .lk-diff tr.lk-chg td.a { background: #ffecec; }
 .lk-diff tr.lk-add td.b, .lk-diff tr.lk-chg td.b { background: #eaffea; }

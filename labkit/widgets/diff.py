@@ -122,5 +122,6 @@ def side_by_side_html(
         f'<div class="lk-note">{html.escape(diff_stats(rows))}'
         f'{" — " + html.escape(notes) if notes else ""}; '
         'removed lines red, added green, changed marked on the left edge</div>'
-        f'<div class="lk-diff"><table>{head}{body}</table></div>'
+        '<div class="lk-diff"><table><col class="n"><col><col class="n"><col>'  # two equal halves
+        f"{head}{body}</table></div>"
     )

@@ -133,6 +133,7 @@ class _TraceWidget:
 
     def _build(self) -> None:
         selected = self.tabs.selected_index
+        self.ir_pick = self.kernel_pick = None
         children, titles = [], []
         for step, kinds in STEPS:
             if step == "Kernels":
@@ -145,6 +146,15 @@ class _TraceWidget:
         self.tabs.children = children
         self.tabs.titles = tuple(titles)
         self.tabs.selected_index = selected if selected is not None else 0
+        if getattr(self, "kernel_pick", None) is not None:
+            self._sync_ir(self.kernel_pick.value)
+
+    def _sync_ir(self, k: int) -> None:
+        """Show the Triton IR of the kernel picked in the Kernels tab."""
+        pick = getattr(self, "ir_pick", None)
+        name = self.trace.kernels[k].name
+        if pick is not None and name in pick.options:
+            pick.value = name
 
     def _step_page(self, step: str, kinds: tuple[str, ...]) -> Any:
         """Inner tabs, one per stage kind (plus the before/after diffs of this step).
@@ -158,6 +168,7 @@ class _TraceWidget:
             return self._stage_tabs(step, kinds, None)
         pick = w.Dropdown(options=names, value=names[0], description="kernel",
                           layout=w.Layout(width="520px"))
+        self.ir_pick = pick  # the Kernels tab moves it to the kernel picked there
         page = w.VBox([pick, self._stage_tabs(step, kinds, names[0])])
 
         def on_pick(change: dict[str, Any]) -> None:
@@ -217,6 +228,7 @@ class _TraceWidget:
     def _show_kernel(self, k: int) -> None:
         """Picking a kernel: its source and provenance, and its nodes emphasised in the graph."""
         kern: Kernel = self.trace.kernels[k]
+        self._sync_ir(k)
         self.kernel_view.value = _wrap(self.r.kernel_html(kern, plain=self.plain))
         g = self.r.graph_for(kern) or next(iter(self.r.stages(GRAPH_KINDS, self.frame)), None)
         self._graph = g
