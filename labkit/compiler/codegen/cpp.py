@@ -315,16 +315,18 @@ def compile_library(source: str) -> ctypes.CDLL:
         return _libraries[key]
     so = cache_dir() / f"lk_{key}.so"
     if not so.exists():
-        cpp = cache_dir() / f"lk_{key}.cpp"
-        cpp.write_text(source)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache_dir())
-        os.close(fd)
-        cmd = [CXX, *FLAGS, str(cpp), "-o", tmp, "-lmvec", "-lm"]
+        # Private temp names, then atomic renames: concurrent builds of one hash are harmless.
+        fd, cpp = tempfile.mkstemp(suffix=".cpp", dir=cache_dir())
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        tmp = cpp[:-4] + ".so"
+        cmd = [CXX, *FLAGS, cpp, "-o", tmp, "-lmvec", "-lm"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            os.unlink(tmp)
+            os.unlink(cpp)
             raise CppCompileError(f"C++ compile failed: {' '.join(cmd)}", source, proc.stderr)
-        os.replace(tmp, so)  # atomic: a concurrent build of the same hash is harmless
+        os.replace(cpp, so.with_suffix(".cpp"))  # kept next to the library, for reading
+        os.replace(tmp, so)
     lib = ctypes.CDLL(str(so))
     _libraries[key] = lib
     return lib
