@@ -115,6 +115,25 @@ def print_row(r: dict[str, Any]) -> None:
           f"{t['inductor'] / t['labkit']:>8.2f}{r['gbps']['labkit']:>13.1f}", flush=True)
 
 
+def verdicts(result: dict[str, Any]) -> list[str]:
+    """One line per case: the issue's target for it, and whether this run met it."""
+    lines = []
+    for r in result["rows"]:
+        t, what = r["seconds"], f"{r['case']} {'x'.join(map(str, r['shape']))}"
+        if result["device"] == "cpu" and r["case"] == "chain":
+            checks = [(t["eager"] / t["labkit"], 2.0, "x eager"),
+                      (t["inductor"] / t["labkit"], 0.8, "x Inductor")]
+        elif result["device"] == "cpu":
+            checks = [(t["inductor"] / t["labkit"], 0.7, "x Inductor")]
+        elif r["case"] == "chain":
+            checks = [(r["gbps"]["labkit"] / result["copy_gbps"], 0.9, "of copy bandwidth")]
+        else:
+            checks = [(min(t["eager"], t["inductor"]) / t["labkit"], 0.9, "x the faster of eager/Inductor")]
+        for got, want, unit in checks:
+            lines.append(f"{'ok  ' if got >= want else 'MISS'} {what}: {got:.2f} {unit} (target {want})")
+    return lines
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
     try:
         import matplotlib
@@ -154,6 +173,8 @@ def main() -> None:
     else:
         with pinned_threads(1):  # before compiling: Inductor bakes the thread count in
             result = run(False)
+    result["verdicts"] = verdicts(result)
+    print("\n".join(result["verdicts"]))
     out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     plot(result, out.with_suffix(".png"))
