@@ -160,3 +160,18 @@ def test_compiled_program_is_reusable_and_printable() -> None:
     for _ in range(2):
         torch.testing.assert_close(p(x)[0], x.exp() + 1)
     assert "def call(args):" in p.code and "#pragma omp simd" in p.code
+
+
+def test_common_ops_compile_or_fall_back_correctly() -> None:
+    """Ops in scope compile; the rest run as ATen, are listed, and the answer is still right."""
+    x = torch.randn(6, 9)
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*torch.var_mean(x, -1), x.std(0), F.silu(x), x.clamp(-0.5, 0.5), x.clamp(max=0.2),
+                F.leaky_relu(x), x.log1p().nan_to_num(), torch.sign(x), x.max(-1).values,
+                F.normalize(x, dim=-1), F.mse_loss(x, x * 0.5))
+
+    p = assert_same_as_eager(f, x, rtol=1e-4, atol=1e-5)
+    fell_back = {fb["op"] for fb in p.graph.fallbacks}
+    assert "clamp.default" not in fell_back and "var_mean.correction" not in fell_back
+    assert "sign.default" in fell_back

@@ -83,6 +83,14 @@ def var(x: Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = F
     return torch.sum(centered * centered, dims, keepdim=keepdim) / max(n - c, 0)
 
 
+@register_decomposition(aten.var_mean.correction)
+def var_mean(x: Tensor, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    """(var(x), mean(x)) over ``dim``, sharing the mean."""
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    return var(x, dims, correction=correction, keepdim=keepdim), torch.mean(x, dims, keepdim=keepdim)
+
+
 @register_decomposition(aten.native_layer_norm.default)
 def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bias: Tensor | None,
                eps: float) -> tuple[Tensor, Tensor, Tensor]:

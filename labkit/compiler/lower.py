@@ -263,6 +263,19 @@ def clamp_max(x: Any, hi: Any) -> Pointwise:
     return pointwise(lambda v, m: ops.minimum(v, m), x, hi)
 
 
+@register_lowering(aten.clamp.default)
+def clamp(x: Any, lo: Any = None, hi: Any = None) -> Pointwise:
+    """min(max(x, lo), hi) with either bound optional."""
+    bounds = [b for b in (lo, hi) if b is not None]
+
+    def fn(v: Any, *b: Any) -> Any:
+        if lo is not None:
+            v = ops.maximum(v, b[0])
+        return ops.minimum(v, b[-1]) if hi is not None else v
+
+    return pointwise(fn, x, *bounds)
+
+
 # -- dtype conversion, copies and constants ---------------------------------------------------------
 @register_lowering(aten._to_copy, aten.clone, aten.alias, aten.lift_fresh_copy)
 def to_copy(x: Any, **kwargs: Any) -> Any:

@@ -19,17 +19,22 @@ def trace_aten(fn: Callable[..., Any], *inputs: Any) -> torch.fx.GraphModule:
     return make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*inputs)
 
 
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _flat(v)]
+    return [value]
+
+
 def compile_fn(fn: Callable[..., Any], *inputs: Any, target: str = "cpp") -> Program:
-    """Compile ``fn`` for these inputs' shapes, strides and dtypes; returns the Program."""
-    return build_program(trace_aten(fn, *inputs), list(inputs), target)
+    """Compile ``fn`` (outputs flattened) for these inputs' shapes, strides and dtypes."""
+    return build_program(trace_aten(lambda *a: tuple(_flat(fn(*a))), *inputs), list(inputs), target)
 
 
 def assert_same_as_eager(fn: Callable[..., Any], *inputs: Any, target: str = "cpp",
                          rtol: float = 1e-5, atol: float = 1e-5) -> Program:
     """Compile ``fn``, run it, and check every output (values, shape, dtype) against eager."""
     program = compile_fn(fn, *inputs, target=target)
-    expected = fn(*inputs)
-    expected = list(expected) if isinstance(expected, list | tuple) else [expected]
+    expected = _flat(fn(*inputs))
     got = program(*inputs)
     assert len(got) == len(expected), f"{len(got)} outputs, eager has {len(expected)}"
     for i, (g, e) in enumerate(zip(got, expected)):
