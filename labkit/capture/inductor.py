@@ -17,6 +17,14 @@ from typing import Any
 from labkit.capture import aot
 from labkit.trace import FxNode, Kernel
 
+# The stages this module adds, once per compiled AOT graph.
+STAGES = (
+    "inductor.input",
+    "inductor.ir_pre_fusion",
+    "inductor.ir_post_fusion",
+    "inductor.fusion",
+    "inductor.output_code",
+)
 INDUCTOR_KINDS = (
     "inductor.pass",
     "inductor_post_grad_graph",
@@ -266,12 +274,6 @@ def build(trace: Any, rec: Any, labels: dict[str, str]) -> list[Run]:
             )
     if not runs:
         reason = "Inductor compiled no graph (Dynamo captured none, or the compile failed first)"
-        for kind in (
-            "inductor.input",
-            "inductor.ir_pre_fusion",
-            "inductor.ir_post_fusion",
-            "inductor.fusion",
-            "inductor.output_code",
-        ):
+        for kind in STAGES:
             trace.missing(kind, kind.split(".", 1)[1].replace("_", " "), reason)
     return runs
