@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +24,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("LABKIT_CHROMIUM", "/usr/bin/chromium")
+
+
+def _find_chromium() -> str:
+    """$LABKIT_CHROMIUM, else Debian's /usr/bin/chromium, else a chromium/chrome on PATH."""
+    if os.environ.get("LABKIT_CHROMIUM"):
+        return os.environ["LABKIT_CHROMIUM"]
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    found = (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
+    return next((f for f in found if f), "/usr/bin/chromium")
+
+
+CHROMIUM = _find_chromium()
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOT = ROOT / "figures" / "show_widget.png"
