@@ -42,7 +42,8 @@ def versions() -> dict[str, Any]:
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module = importlib.import_module(_LAZY[name])
-        value = module if module.__name__ == f"labkit.{name}" else getattr(module, name)
+        # labkit.explore is both a module and its main function: prefer the function.
+        value = getattr(module, name, module)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -18,7 +18,8 @@ import platform
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 FORMAT_VERSION = 1
 
@@ -216,7 +217,7 @@ class Trace:
         return text
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trace":
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
         """Rebuild a Trace from ``to_dict`` output."""
         d = dict(d)
         version = d.pop("format_version", FORMAT_VERSION)
@@ -238,7 +239,7 @@ class Trace:
         )
 
     @classmethod
-    def from_json(cls, source: str | os.PathLike[str]) -> "Trace":
+    def from_json(cls, source: str | os.PathLike[str]) -> Trace:
         """Load a Trace from a JSON file path (or from JSON text starting with '{')."""
         if isinstance(source, str) and source.lstrip().startswith("{"):
             return cls.from_dict(json.loads(source))
