@@ -26,6 +26,7 @@ _LAZY = {
     "triton_stages": "labkit.capture.triton",
     "compiler": "labkit.compiler",
     "bench": "labkit.bench",
+    "widgets": "labkit.widgets",
 }
 
 __all__ = [

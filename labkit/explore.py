@@ -247,9 +247,11 @@ def explore(
     """
     import torch
 
-    from labkit.bench import measure, pinned_threads
+    from labkit.bench import copy_bandwidth, io_bytes, measure, pinned_threads
     from labkit.capture import Recorder, RecordingBackend, build
 
+    if progress is None:
+        progress = _default_progress()
     fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # given torch.compile(f): explore f itself
     check_inputs(fn, inputs)
     for k, extra in enumerate(extra_inputs):
@@ -329,17 +331,30 @@ def explore(
         trace.timings += compile_timings(rec, device)
         if timing:
             rec.say("timing")
-            trace.timings.append(measure(fn, *inputs, label="eager", meta={"what": "forward"}))
+            moved = io_bytes(inputs, out)  # least traffic: read inputs, write outputs once
+            trace.timings.append(
+                measure(fn, *inputs, label="eager", meta={"what": "forward", "bytes": moved})
+            )
             trace.timings.append(
                 measure(
                     compiled,
                     *inputs,
                     label="compiled",
-                    meta={"what": "forward", "backend": backend},
+                    meta={"what": "forward", "backend": backend, "bytes": moved},
                 )
             )
+            trace.timings.append(copy_bandwidth("cuda" if on_gpu else "cpu"))
     rec.say("done")
     return trace
+
+
+def _default_progress() -> Callable[[str], None] | None:
+    """A notebook progress bar (silent in a terminal); None where ipywidgets is not installed."""
+    try:
+        from labkit.widgets.progress import progress_bar
+    except ImportError:  # e.g. a bare GPU machine: capture works without any view
+        return None
+    return progress_bar()
 
 
 class _CallableModule(types.ModuleType):

@@ -16,9 +16,9 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 FORMAT_VERSION = 1
