@@ -94,3 +94,21 @@ def test_gpu_training_step() -> None:
     lin.weight.grad = None
     F.layer_norm(lin(x).relu(), (8,)).sum().backward()
     torch.testing.assert_close(g, lin.weight.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_training_step_in_interpreter_matches_eager() -> None:
+    import copy
+
+    import labkit.compiler as lc
+
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                                torch.nn.Linear(16, 4))
+    mine = copy.deepcopy(eager)
+    torch._dynamo.reset()
+    compiled = torch.compile(mine, backend=lc.make_backend(target="triton"), dynamic=False)
+    x = torch.randn(5, 8)
+    F.log_softmax(compiled(x), -1).sum().backward()
+    F.log_softmax(eager(x), -1).sum().backward()
+    for a, b in zip(eager.parameters(), mine.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
