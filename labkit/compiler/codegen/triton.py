@@ -35,6 +35,9 @@ TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int6
 PERSISTENT_MAX = 16384  # longest row kept in registers as one block
 LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
+# Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
+# in registers without spilling (GPU tuning knob; the interpreter ignores it).
+ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
 
 HEADER = '''import triton
 import triton.language as tl
@@ -175,7 +178,7 @@ class TritonKernelWriter(KernelWriter):
         if self.space.rdims:
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
-            self.num_warps = 4 if self.block <= 1024 else 8 if self.block <= 4096 else 16
+            self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
         else:
             self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
