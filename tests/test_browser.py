@@ -13,12 +13,9 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,20 +72,6 @@ EXPLORE = all(importlib.util.find_spec(m) is not None
               for m in ("labkit.explore", "labkit.capture.examples"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
 def _kernel_name() -> str:
     """`make setup` registers the "labkit" kernel; without it, the venv's own python3 kernel."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -119,10 +102,10 @@ def lab(tmp_path_factory):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; `make setup` does it)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
     sys.path.insert(0, str(ROOT / "tools"))
-    from serve_lab import lab_command
+    from serve_lab import free_port, lab_command, wait_until_up
 
     nb_dir = tmp_path_factory.mktemp("notebooks")
-    port, token = _free_port(), secrets.token_urlsafe(16)
+    port, token = free_port(), secrets.token_urlsafe(16)
     argv, token = lab_command(notebook_dir=nb_dir, port=port, token=token)
     settings = nb_dir.parent / "lab-settings"
     news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
@@ -137,16 +120,8 @@ def lab(tmp_path_factory):
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=nb_dir, env=env)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    if _status(f"{base}/api/status?token={token}") == 200:
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + log_path.read_text()[-3000:])
-                time.sleep(0.5)
+            if not wait_until_up(proc, port, token):
+                pytest.fail("JupyterLab did not start:\n" + log_path.read_text()[-3000:])
             yield base, token, nb_dir
         finally:
             proc.terminate()

@@ -5,10 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -64,23 +61,11 @@ def test_setup_is_a_no_op_the_second_time():
     assert "pip install" not in out, out
 
 
-def _get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
 def test_lab_serves_on_localhost_with_token(tmp_path):
     sys.path.insert(0, str(ROOT / "tools"))
-    from serve_lab import lab_command
+    from serve_lab import free_port, http_status, lab_command, wait_until_up
 
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv, token = lab_command(port=port)
     assert "--ServerApp.ip=127.0.0.1" in argv and token
     assert not any("0.0.0.0" in a or "disable_check_xsrf=True" in a for a in argv)
@@ -88,20 +73,12 @@ def test_lab_serves_on_localhost_with_token(tmp_path):
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
-        while True:
-            try:
-                if _get(f"{base}/api/status?token={token}") == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-            time.sleep(0.5)
-        assert _get(f"{base}/lab?token={token}") == 200
-        assert _get(f"{base}/api/contents?token={token}") == 200
-        assert _get(f"{base}/api/contents") == 403  # no token, no access
-        assert _get(f"{base}/api/contents?token=wrong{token}") == 403
+        if not wait_until_up(proc, port, token, timeout=90):
+            pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+        assert http_status(f"{base}/lab?token={token}") == 200
+        assert http_status(f"{base}/api/contents?token={token}") == 200
+        assert http_status(f"{base}/api/contents") == 403  # no token, no access
+        assert http_status(f"{base}/api/contents?token=wrong{token}") == 403
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +42,35 @@ def lab_command(
     if hasattr(os, "getuid") and os.getuid() == 0:
         argv.append("--allow-root")  # jupyter refuses root without it (containers, CI)
     return argv, token
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_status(url: str) -> int:
+    """The HTTP status code of a GET (4xx/5xx included); raises OSError when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def wait_until_up(proc: subprocess.Popen, port: int, token: str, timeout: float = 120) -> bool:
+    """Poll the server's API until it answers (True), or it exits / the time runs out (False)."""
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline:
+        try:
+            if http_status(f"http://127.0.0.1:{port}/api/status?token={token}") == 200:
+                return True
+        except OSError:
+            pass  # not listening yet
+        time.sleep(0.5)
+    return False
 
 
 def main() -> None:
