@@ -68,9 +68,10 @@ def toy_example_fixed(a, b):                        # a no-op "compiler": eager 
     return toy_example(a, b)
 '''
 HANG = '''
+import time
 def toy_example_cond(a, b):
-    while True:
-        pass
+    while True:                                     # hangs (without burning a shared core)
+        time.sleep(0.5)
 '''
 CRASH = '''
 import os
@@ -144,7 +145,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     base = tmp_path_factory.mktemp("grading")
     subs = _submissions(base)
     before = _digest(subs)
-    rubric = dataclasses.replace(R.load().only(["3.1", "3.2"]), cell_timeout_s=25)
+    rubric = dataclasses.replace(R.load().only(["3.1", "3.2"]), cell_timeout_s=20)
     seed = G.seed_from_key(KEY)
     setup = G.prepare(ROOT, rubric, seed, base)
     reports = G.grade_all(setup, subs, base)
@@ -207,7 +208,7 @@ def test_graft_copies_only_sources_and_reports_missing_cells(tmp_path):
     result = nbs.graft(master, path, ["t3-1", "t3-2"])
     cells = {c.id: c for c in result.notebook.cells}
     assert cells["t3-1"].source == WRONG_3_1
-    assert "NotImplementedError" in cells["t3-2"].source and "torch.cond" not in cells["t3-2"].source
+    assert "NotImplementedError" in cells["t3-2"].source and "torch.cond(" not in cells["t3-2"].source
     assert "cell missing" in result.problems["t3-2"]
     assert result.notebook.metadata == master.metadata
     ours = {c.id: c for c in master.cells}
