@@ -69,9 +69,8 @@ def toy_example_fixed(a, b):                        # a no-op "compiler": eager 
 '''
 HANG = '''
 import time
-def toy_example_cond(a, b):
-    while True:                                     # hangs (without burning a shared core)
-        time.sleep(0.5)
+while True:                                         # an infinite loop (that spares the shared core)
+    time.sleep(0.5)
 '''
 CRASH = '''
 import os
