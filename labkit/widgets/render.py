@@ -234,7 +234,7 @@ def header_html(trace: Trace) -> str:
 # The static page of one show() stays under this many characters: a notebook with a few of them
 # stays well under 2 MB. Long texts are cut harder until it fits (the widget keeps max_lines).
 PAGE_BUDGET = 250_000
-_TIGHTER = ((200, True), (120, True), (120, False), (60, False), (30, False))  # (lines, colours)
+_TIGHTER = ((200, True), (120, True), (120, False), (60, False), (30, False), (15, False), (8, False))  # (lines, colours)
 
 
 def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAGE_BUDGET) -> str:
