@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+TIMEOUT_S = int(os.environ.get("LABKIT_NOTEBOOK_TIMEOUT", "300"))  # per notebook
 
 
 def sanitizers(path: Path) -> list[tuple[re.Pattern[str], str]]:
@@ -76,6 +77,7 @@ def _display_stub() -> None:
 
     disp.display, disp.HTML, disp.SVG, disp.Markdown = display, _Obj, _Obj, _Obj
     ipy.display = disp
+    ipy.get_ipython = lambda: None  # matplotlib asks whether it runs inside IPython
     sys.modules["IPython"], sys.modules["IPython.display"] = ipy, disp
 
 
@@ -127,8 +129,13 @@ def main() -> int:
     failed = 0
     for p in paths:
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--child", str(p)], env=env,
-                              capture_output=True, text=True)
+        try:
+            proc = subprocess.run([sys.executable, __file__, "--child", str(p)], env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            print(f"{p.stem}: TIMED OUT after {TIMEOUT_S} s\n{(e.stderr or b'')[-2000:]!r}", flush=True)
+            failed += 1
+            continue
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@REPORT@@")), None)
         if line is None:
             print(f"{p.stem}: CRASHED (rc={proc.returncode})\n{proc.stderr[-3000:]}")
@@ -144,9 +151,9 @@ def main() -> int:
         checked = sum(c["checked"] for c in cells)
         slowest = max(cells, key=lambda c: c["seconds"])
         print(f"{p.stem}: {len(cells)} cells, {checked} checked, {len(bad)} problem(s), "
-              f"{time.perf_counter() - start:.0f} s (slowest {slowest['id']} {slowest['seconds']} s)")
+              f"{time.perf_counter() - start:.0f} s (slowest {slowest['id']} {slowest['seconds']} s)", flush=True)
         for b in bad:
-            print(b)
+            print(b, flush=True)
         failed += bool(bad)
     return 1 if failed else 0
 

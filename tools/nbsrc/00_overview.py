@@ -36,8 +36,6 @@ import torch
 
 import labkit
 
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
-    labkit.explore = labkit.explore.explore
 random.seed(0)
 torch.manual_seed(0)
 torch.set_num_threads(1)  # Inductor bakes the thread count into its C++ kernels

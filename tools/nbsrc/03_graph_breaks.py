@@ -25,8 +25,6 @@ import torch
 
 import labkit
 
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
-    labkit.explore = labkit.explore.explore
 random.seed(0)
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -175,24 +173,30 @@ def toy_cond(a, b):
     b = torch.cond(b.sum() < 0, lambda b: b * -1, lambda b: b.clone(), (b,))
     return x * b
 
+# %%
+fixed = {fn.__name__: labkit.explore(fn, a, b, backend="eager", timing=False)  # "eager": Dynamo only
+         for fn in (toy_where, toy_cond)}
+
 # %% id=fixes
 # NBVAL_CHECK_OUTPUT
 for fn in (toy_where, toy_cond):
-    t = labkit.explore(fn, a, b, backend="eager", timing=False)  # "eager": Dynamo only, no Inductor
+    t = fixed[fn.__name__]
     c = torch.compile(fn, backend="eager")
     ok = all(torch.allclose(c(a, bb), toy_example(a, bb)) for bb in (b, -b))
     print(f"{fn.__name__:10s} graphs={len(t.stage('dynamo.graph'))}  breaks={len(t.graph_breaks)}  matches toy_example={ok}")
 
 # %%
-print(labkit.explore(toy_cond, a, b, backend="eager", timing=False).stage("dynamo.graph")[0].text)
+print(fixed["toy_cond"].stage("dynamo.graph")[0].text)
 
 # %% [markdown]
 # **(c) Refuse breaks.** `fullgraph=True` turns a graph break into an error at compile time, which is
 # what you want when a silent break would cost you the speed-up (or when exporting a model).
 
+# %%
+t = labkit.explore(toy_example, a, b, backend="eager", timing=False, fullgraph=True)
+
 # %% id=fullgraph
 # NBVAL_CHECK_OUTPUT
-t = labkit.explore(toy_example, a, b, backend="eager", timing=False, fullgraph=True)
 print("fullgraph=True refuses toy_example:", t.error is not None)
 print(t.error)
 

@@ -28,8 +28,6 @@ import torch
 
 import labkit
 
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
-    labkit.explore = labkit.explore.explore
 random.seed(0)
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -172,14 +170,17 @@ print("core ATen:", sorted({str(n.target) for n in core.graph.nodes if n.op == "
 # code for, such as `softmax`, into pointwise ops and reductions it will fuse (notebook 05). Compare
 # the `aot_eager` backend (AOTAutograd with the default tables, no Inductor) with `inductor`:
 
-# %% id=softmax
-# NBVAL_CHECK_OUTPUT
+# %%
 def softmax(x):
     return torch.softmax(x, dim=-1)
 
 
-for backend in ("aot_eager", "inductor"):
-    t = labkit.explore(softmax, torch.randn(4, 8), backend=backend, timing=False)
+softmax_traces = {b: labkit.explore(softmax, torch.randn(4, 8), backend=b, timing=False)
+                  for b in ("aot_eager", "inductor")}
+
+# %% id=softmax
+# NBVAL_CHECK_OUTPUT
+for backend, t in softmax_traces.items():
     print(f"{backend:10s}", short(t.stage("aot.inference")[0].meta["ops"]))
 
 # %% [markdown]

@@ -30,8 +30,6 @@ from IPython.display import HTML, display
 
 import labkit
 
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
-    labkit.explore = labkit.explore.explore
 random.seed(0)
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -223,14 +221,17 @@ labkit.show(t_lab)
 print(t_lab.stage("labkit.loop_ir")[0].text)
 print(t_lab.stage("labkit.schedule")[0].text)
 
-# %% id=side-by-side
-# NBVAL_CHECK_OUTPUT
+# %%
 rows = [("softmax", softmax, (xs,)), ("mm_relu", mm_relu, (torch.randn(32, 32), torch.randn(32, 32))),
         ("two_sums", two_sums, (torch.randn(32, 64),)), ("sincos", sincos, (x,))]
+both = {name: (labkit.explore(fn, *args, timing=False), labkit.explore(fn, *args, backend="labkit", timing=False))
+        for name, fn, args in rows}
+
+# %% id=side-by-side
+# NBVAL_CHECK_OUTPUT
 print(f"{'function':10s} {'inductor kernels':>17s} {'labkit kernels':>15s}  labkit matches eager")
 for name, fn, args in rows:
-    ti = labkit.explore(fn, *args, timing=False)
-    tl = labkit.explore(fn, *args, backend="labkit", timing=False)
+    ti, tl = both[name]
     compiled = torch.compile(fn, backend=labkit.compiler.backend)
     want, got = fn(*args), compiled(*args)
     ok = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*(

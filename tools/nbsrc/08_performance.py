@@ -33,8 +33,6 @@ from IPython.display import SVG, display
 import labkit
 from labkit.bench import achieved_bandwidth, copy_bandwidth, io_bytes, measure
 
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module; use its function
-    labkit.explore = labkit.explore.explore
 random.seed(0)
 torch.manual_seed(0)
 torch.set_num_threads(1)  # fair comparisons: one thread for everyone (Inductor bakes this in)
