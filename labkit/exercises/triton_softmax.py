@@ -5,7 +5,9 @@ The kernel is the exercise; :func:`softmax` launches it (one program per row) an
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import torch
 
@@ -36,5 +38,29 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"softmax expects a 2-D tensor, got shape {tuple(x.shape)}")
     out = torch.full_like(x, float("nan"))     # NaN where the kernel wrote nothing
     block = triton.next_power_of_2(x.shape[1])
-    softmax_kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
+    with _stdlib_runs_in_interpreter():
+        softmax_kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
     return out
+
+
+@contextlib.contextmanager
+def _stdlib_runs_in_interpreter() -> Iterator[None]:
+    """Let ``tl.max``/``tl.sum`` run in the interpreter even if triton was imported without it.
+
+    triton decides at import time whether its own jitted helpers (``tl.max``, ``tl.sum``, ...) are
+    interpreted. If something imported triton before ``TRITON_INTERPRET=1`` was set, calling them
+    from an interpreted kernel raises "Cannot call @triton.jit'd outside of the scope of a kernel".
+    During the launch we let such calls run their Python body, which is what the interpreter does.
+    """
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(softmax_kernel, JITFunction):  # an InterpretedFunction: we run on the CPU
+        saved = JITFunction.__call__
+        JITFunction.__call__ = lambda self, *args, **kwargs: self.fn(*args, **kwargs)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            JITFunction.__call__ = saved  # type: ignore[method-assign]
+    else:
+        yield
+
