@@ -11,7 +11,7 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-lib test-notebooks lint figures bench-capture bench-compiler \
-        bench-course record-gpu student check grade clean
+        bench-course record-gpu notebooks student check grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -31,6 +31,7 @@ lab: setup  ## start JupyterLab on notebooks/ (127.0.0.1, token auth on)
 	$(PY) tools/serve_lab.py
 
 test: setup  ## the whole suite: pytest over tests/ and nbval over notebooks/
+	$(PY) tools/build_notebooks.py --check
 	$(PY) -m pytest tests
 	$(if $(NOTEBOOKS),$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
 
@@ -42,6 +43,9 @@ test-notebooks: setup  ## nbval over the chapter only
 
 lint: setup  ## ruff over the library, tests and tools
 	$(VENV)/bin/ruff check labkit tests tools benchmarks
+
+notebooks: setup  ## rebuild notebooks/*.ipynb from tools/nbsrc/ (execute + normalise); edit the sources, not the .ipynb
+	$(PY) tools/build_notebooks.py
 
 figures: setup  ## regenerate figures/ from code (pipeline map, timing plots from benchmark JSON)
 	$(PY) tools/make_figures.py

@@ -82,9 +82,7 @@ def bandwidth(t: Timing) -> float | None:
 
 
 def _figure(ncols: int, width: float = 4.2, height: float = 2.6):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)  # no display needed; leaves an interactive backend alone
+    # A bare Figure (no pyplot) needs no backend: we never touch the notebook's inline plots.
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height), dpi=96, layout="constrained")
