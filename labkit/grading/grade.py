@@ -181,11 +181,12 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
     seconds_left = float(rubric.submission_timeout_s)
     if setup.references:
         run = run_pytest(["--noconftest", "--nbval-lax", "--nbval-current-env",
-                          f"--nbval-sanitize-with={SANITIZE}",
+                          f"--nbval-sanitize-with={ws / 'labkit' / 'grading' / SANITIZE.name}",
                           f"--nbval-cell-timeout={rubric.cell_timeout_s}",
                           "--nbval-kernel-startup-timeout=120",
                           *sorted(str(p) for p in (ws / "nb").glob("*.ipynb"))],
-                         ws, env, seconds_left, logs / "nb.xml", logs / "nb.jsonl")
+                         ws, env, seconds_left, logs / "nb.xml", logs / "nb.jsonl",
+                         hide=setup.root)
         runs.append(run)
         seconds_left = max(30.0, seconds_left - run.seconds)
         if run.timed_out:
@@ -193,7 +194,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
                             "cells that had not finished score 0")
     tested = [t for t in rubric.tasks if t.tests]
     if tested:
-        run = _run_tests(ws, tested, env, seconds_left, logs, "lib")
+        run = _run_tests(ws, tested, env, seconds_left, logs, "lib", hide=setup.root)
         runs.append(run)
         seconds_left = max(30.0, seconds_left - run.seconds)
         if run.timed_out:
@@ -215,13 +216,13 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
 
 
 def _run_tests(ws: Path, tasks: list[Task], env: dict[str, str], seconds: float, logs: Path,
-               tag: str) -> RunResult:
+               tag: str, hide: Path | None = None) -> RunResult:
     """The instructor's tests marked for ``tasks``, run in workspace ``ws``."""
     files = sorted({str(p.relative_to(ws)) for t in tasks for pattern in t.tests
                     for p in ws.glob(pattern)})
     markers = " or ".join(t.marker for t in tasks)
     return run_pytest(["-m", markers, "--timeout=120", *files], ws, env, seconds,
-                      logs / f"{tag}.xml", logs / f"{tag}.jsonl")
+                      logs / f"{tag}.xml", logs / f"{tag}.jsonl", hide=hide)
 
 
 def _isolated_reruns(setup: Setup, student: Path, tasks: list[Task], first: RunResult,
@@ -246,7 +247,8 @@ def _isolated_reruns(setup: Setup, student: Path, tasks: list[Task], first: RunR
         for rel in task.files:
             if rel not in overlay and (ws / rel).exists():
                 (ws / rel).write_text(stub_file(ws / rel, task.id))
-        run = _run_tests(ws, [task], {**env, "PYTHONPATH": str(ws)}, seconds, ws, "iso")
+        run = _run_tests(ws, [task], {**env, "PYTHONPATH": str(ws)}, seconds, ws, "iso",
+                         hide=setup.root)
         seconds = max(30.0, seconds - run.seconds)
         mine = [o for o in run.outcomes if task.marker in o.properties.get("task_marker", [])]
         if mine and all(o.outcome == "passed" for o in mine):

@@ -6,17 +6,22 @@ Inductor/Triton caches and a seed passed through ``LABKIT_GRADE_SEED``. Loaded i
 drops stderr from nbval's comparison (library warnings are noise), writes each item's cell id and
 task markers into the JUnit XML, logs every result as it happens (a run killed at its time limit
 still leaves a record), and in grading runs deletes the graded notebooks once nbval has read them,
-before any student code runs.
+before any student code runs. Where it can (root on Linux, with ``unshare``), a run also gets its
+own mount namespace in which the instructor's tree is an empty directory, so student code cannot
+read the master notebooks or the solutions in it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -95,13 +100,53 @@ def build_workspace(root: Path, dest: Path, stub: Rubric | None,
         shutil.copyfile(src, target)
 
 
+@functools.cache
+def can_hide_trees() -> bool:
+    """True when this process may give a child its own mount namespace (root + unshare)."""
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def hiding(cmd: list[str], hide: Path | None, scratch: Path) -> list[str]:
+    """Wrap ``cmd`` so that it sees ``hide`` as an empty directory (its Python env kept visible).
+
+    Without the rights for a mount namespace the command is returned as it is and a warning is
+    printed: the run then relies on the other defences (fresh seeds, graded copies deleted).
+    """
+    if hide is None:
+        return cmd
+    if not can_hide_trees():
+        print(f"warning: cannot hide {hide} from student code (needs root and unshare)",
+              file=sys.stderr)
+        return cmd
+    hide = hide.resolve()
+    keep = [p for p in {Path(sys.prefix).resolve()} if p.is_relative_to(hide)]  # a venv inside
+    spots = [Path(tempfile.mkdtemp(prefix="keep-", dir=scratch)) for _ in keep]
+    q = shlex.quote
+    lines = ["set -e"]
+    lines += [f"mount --bind {q(str(p))} {q(str(m))}" for p, m in zip(keep, spots)]
+    lines.append(f"mount -t tmpfs -o size=1m,mode=755 labkit-hidden {q(str(hide))}")
+    for p, m in zip(keep, spots):
+        lines += [f"mkdir -p {q(str(p))}", f"mount --bind {q(str(m))} {q(str(p))}"]
+    lines.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh",
+            *cmd]
+
+
 def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-               junit: Path, log: Path) -> RunResult:
-    """``python -m pytest ARGS`` under the grading plugin, killed (whole group) at ``timeout_s``."""
+               junit: Path, log: Path, hide: Path | None = None) -> RunResult:
+    """``python -m pytest ARGS`` under the grading plugin, killed (whole group) at ``timeout_s``.
+
+    ``hide``: a directory (the instructor's tree) the run must not be able to read.
+    """
     env = {**env, "LABKIT_GRADING_LOG": str(log)}
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.runner",
            "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
            f"--junitxml={junit}", "-q", *args]
+    cmd = hiding(cmd, hide, junit.parent)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, text=True)
