@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole course on a CUDA machine: full library test suites, then nbval over every notebook.
+# Usage (repo root; torch + triton installed; jupyter/nbval as wheels in .whl/ if missing):
+#     bash tools/gpu_course.sh OUTDIR [profile] [tests] [notebooks]
+# Writes OUTDIR/{env.txt,profile.txt,tests.log,nbval.log}. The parts run in the order given
+# (default: all three). `profile` times a cold first labkit.explore on the GPU under cProfile.
+set -uo pipefail
+out=${1:?give an output directory}; shift
+parts=${*:-profile tests notebooks}
+mkdir -p "$out"
+if [ -d .whl ] && ! python3 -c "import nbval" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+python3 -c "import sys, torch, triton; print(sys.version.split()[0], 'torch', torch.__version__,
+ 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$out/env.txt"
+pytest=(python3 -m pytest -p no:cacheprovider -o addopts="-ra" -q)
+for part in $parts; do
+    start=$(date +%s)
+    case $part in
+    profile)
+        LABKIT_PROFILE_OUT="$out/profile.txt" timeout 300 python3 - <<'EOF'
+import cProfile, io, os, pstats, tempfile, time
+run = tempfile.mkdtemp(prefix="labkit-profile-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(run, "inductor")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(run, "triton")
+t0 = time.perf_counter()
+import torch, labkit
+from labkit.capture.examples import toy_example
+a, b = torch.randn(10, device="cuda"), torch.randn(10, device="cuda")
+t1 = time.perf_counter()
+prof = cProfile.Profile()
+prof.enable()
+trace = labkit.explore(toy_example, a, b, progress=lambda step: print(f"  {time.perf_counter()-t1:6.1f} s  {step}"))
+prof.disable()
+t2 = time.perf_counter()
+labkit.explore(toy_example, a, b, progress=lambda step: None)
+t3 = time.perf_counter()
+s = io.StringIO()
+print(f"import {t1-t0:.1f} s, first explore {t2-t1:.1f} s, second explore {t3-t2:.1f} s", file=s)
+print("timings:", [(t.label, round(t.median_s, 4)) for t in trace.timings], file=s)
+st = pstats.Stats(prof, stream=s).sort_stats("cumulative"); st.print_stats(45)
+st.sort_stats("tottime"); st.print_stats(25)
+open(os.environ["LABKIT_PROFILE_OUT"], "w").write(s.getvalue())
+print(s.getvalue()[:400])
+EOF
+        ;;
+    tests)
+        "${pytest[@]}" -m "gpu or not gpu" --durations=15 \
+            tests/test_trace.py tests/test_capture.py tests/test_capture_gpu.py \
+            tests/test_compiler.py tests/test_compiler_backend.py tests/test_compiler_triton.py \
+            tests/test_compiler_exercises.py tests/test_widgets.py > "$out/tests.log" 2>&1
+        tail -25 "$out/tests.log"
+        ;;
+    notebooks)
+        "${pytest[@]}" --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
+            --durations=25 notebooks/[0-9][0-9]_*.ipynb > "$out/nbval.log" 2>&1
+        tail -40 "$out/nbval.log"
+        ;;
+    *) echo "unknown part $part"; exit 2 ;;
+    esac
+    echo "== $part: $(( $(date +%s) - start )) s"
+done
