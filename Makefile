@@ -11,7 +11,7 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-lib test-notebooks lint figures bench-capture bench-compiler \
-        bench-course record-gpu notebooks student check grade clean
+        bench-course record-gpu gpu-check notebooks student check grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -61,6 +61,9 @@ bench-course: setup  ## per-notebook wall time of the chapter, cold and warm cac
 
 record-gpu: setup  ## write Traces of the chapter's GPU examples to figures/recordings/ (needs CUDA)
 	$(PY) tools/record_gpu.py
+
+gpu-check:  ## on a CUDA machine: recordings, GPU bench, all suites, nbval over the chapter -> gpu-report/
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/gpu_course.sh gpu-report
 
 student: setup  ## build the solution-free release in dist/student/
 	$(PY) -m labkit.grading student

@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# The whole course on a CUDA machine: full library test suites, then nbval over every notebook.
-# Usage (repo root; torch + triton installed; jupyter/nbval as wheels in .whl/ if missing):
-#     bash tools/gpu_course.sh OUTDIR [profile] [tests] [notebooks]
-# Writes OUTDIR/{env.txt,profile.txt,tests.log,nbval.log}. The parts run in the order given
-# (default: all three). `profile` times a cold first labkit.explore on the GPU under cProfile.
+# The GPU half of the course on a CUDA machine (`make gpu-check`), in parts, run in the order given:
+#   record     Traces of the GPU examples          -> OUTDIR/recordings/*.json (copy to figures/recordings/)
+#   bench      labkit's compiler vs eager/Inductor -> OUTDIR/bench_compiler_gpu.{json,png}
+#   profile    a cold first labkit.explore on the GPU under cProfile -> OUTDIR/profile.txt
+#   tests      the library suites, GPU tests included                -> OUTDIR/tests.log
+#   notebooks  nbval over the ten notebooks, compared with the CPU-made outputs -> OUTDIR/nbval.log
+# Usage (repo root; torch + triton installed):  bash tools/gpu_course.sh OUTDIR [part ...]
+# Default: all parts. Jupyter/nbval/ipywidgets missing there? Put their wheels in .whl/ (see
+# docs/gpu.md); they are installed into /tmp/site. A run cut short still leaves the earlier parts.
 set -uo pipefail
 out=${1:?give an output directory}; shift
-parts=${*:-profile tests notebooks}
+parts=${*:-record bench profile tests notebooks}
 mkdir -p "$out"
 if [ -d .whl ] && ! python3 -c "import nbval" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+# PYTHONPYCACHEPREFIX: where site-packages is read-only, every process would recompile torch's
+# Python sources (7 s of a cold first explore measured on the H100 machine was builtins.compile).
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/pyc}
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], 'torch', torch.__version__,
- 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$out/env.txt"
+ 'triton', triton.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" | tee "$out/env.txt"
 pytest=(python3 -m pytest -p no:cacheprovider -o addopts="-ra" -q)
 for part in $parts; do
     start=$(date +%s)
     case $part in
+    record)
+        mkdir -p "$out/recordings"
+        timeout 200 python3 tools/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -8
+        ;;
+    bench)
+        timeout 150 python3 benchmarks/bench_compiler.py --gpu 2>&1 | tail -25
+        cp figures/bench_compiler_gpu.* "$out/" 2>/dev/null
+        ;;
     profile)
         LABKIT_PROFILE_OUT="$out/profile.txt" timeout 300 python3 - <<'EOF'
 import cProfile, io, os, pstats, tempfile, time
@@ -54,10 +68,14 @@ EOF
             tests/test_compiler_exercises.py tests/test_widgets.py > "$out/tests.log" 2>&1
         tail -25 "$out/tests.log"
         ;;
-    notebooks)
-        "${pytest[@]}" --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
-            --durations=25 notebooks/[0-9][0-9]_*.ipynb > "$out/nbval.log" 2>&1
-        tail -40 "$out/nbval.log"
+    notebooks)  # one pytest per notebook, LABKIT_GPU_JOBS at a time (each is one kernel + its compiles)
+        mkdir -p "$out/nb"
+        export NBVAL_ARGS="--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg"
+        ls ${NOTEBOOKS:-notebooks/[0-9][0-9]_*.ipynb} | xargs -P "${LABKIT_GPU_JOBS:-4}" -I{} sh -c \
+            'python3 -m pytest -p no:cacheprovider -o addopts=-ra -q $NBVAL_ARGS --durations=3 {} \
+             > "$0/nb/$(basename {} .ipynb).log" 2>&1; echo "$(basename {}): exit $?"' "$out"
+        for f in "$out"/nb/*.log; do echo "=== $f"; cat "$f"; done > "$out/nbval.log"; rm -r "$out/nb"
+        grep -E "^=== |passed|failed|error" "$out/nbval.log"
         ;;
     *) echo "unknown part $part"; exit 2 ;;
     esac
