@@ -314,7 +314,8 @@ class Pointwise(Loops):
     def make_loader(self) -> Callable[[Index], Any]:
         return self.inner_fn
 
-    def body(self, index: Index) -> Any:
+    def body(self, index: Index, rindex: Index | None = None) -> Any:
+        """The value at ``index`` (``rindex`` is ignored: a pointwise node has no reduction loop)."""
         return self.inner_fn(index)
 
 
@@ -337,25 +338,19 @@ def format_node(buf: ComputedBuffer) -> str:
     node = buf.data
     assert node is not None
     handler = PrintHandler()
-    index = node.index_vars("i")
+    index, rindex = node.index_vars("i"), []
+    args = ", ".join(map(str, index))
+    head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
+    if isinstance(node, Reduction):
+        rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
+        args += "; " + ", ".join(map(str, rindex))
+        head = (f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
+                f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})")
     with set_ops_handler(handler):
-        if isinstance(node, Reduction):
-            rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
-            result = node.body(index, rindex)
-            head = (
-                f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
-                f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})"
-            )
-            args = ", ".join(map(str, index)) + "; " + ", ".join(map(str, rindex))
-        else:
-            result = node.body(index)
-            head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
-            args = ", ".join(map(str, index))
-    lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]
-    lines.append(f"  def inner_fn({args}):")
-    lines += [f"      {ln}" for ln in handler.lines]
-    lines.append(f"      return {result}")
-    return "\n".join(lines)
+        result = node.body(index, rindex)
+    return "\n".join([head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}",
+                      f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines),
+                      f"      return {result}"])
 
 
 def format_extern(buf: ExternBuffer) -> str:

@@ -95,10 +95,7 @@ def reads_of(node: ComputedBuffer, space: Space) -> list[tuple[str, sympy.Expr]]
     index, rindex = loop_index(node, space, rows, rvars)
     handler = ReadsHandler()
     with set_ops_handler(handler):
-        if isinstance(node.data, Reduction):
-            node.data.body(index, rindex)
-        else:
-            node.data.body(index)
+        node.data.body(index, rindex)
     return handler.reads
 
 

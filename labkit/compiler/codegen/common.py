@@ -23,7 +23,6 @@ from labkit.compiler.ir import (
     ComputedBuffer,
     FloorDiv,
     ModularIndexing,
-    Reduction,
     set_ops_handler,
     squeeze,
     sym,
@@ -236,9 +235,7 @@ class KernelWriter:
         """Run the node's body at the current loop position; return the variable of its value."""
         index, rindex = loop_index(node, self.space, self.orig_rows, self.orig_rvars)
         with set_ops_handler(CodeHandler(self)):
-            if isinstance(node.data, Reduction):
-                return str(node.data.body(index, rindex))
-            return str(node.data.body(index))
+            return str(node.data.body(index, rindex))
 
     def per_element(self, node: ComputedBuffer) -> bool:
         """Whether the node is computed inside the reduction loop (else once per row)."""
@@ -246,8 +243,11 @@ class KernelWriter:
         return not node.is_reduction and bool(self.space.rdims) and \
             squeeze(node.data.ranges) != self.space.rows
 
-    def store_at(self, node: ComputedBuffer) -> str:
-        return self.index(store_index(node, self.space))
+    def compute(self, node: ComputedBuffer) -> None:
+        """Compute ``node`` here, keep its value for the nodes after it, and store it if needed."""
+        value = self.node_value(node)
+        self.locals[node.name] = value
+        self.store(node.name, value)
 
     # -- backend hooks ---------------------------------------------------------------------------
     def use_scratch(self, node: ComputedBuffer) -> bool:
@@ -258,5 +258,8 @@ class KernelWriter:
         raise NotImplementedError
 
     def load_expr(self, name: str, index: str) -> str:
+        raise NotImplementedError
+
+    def store(self, name: str, value: str) -> None:
         raise NotImplementedError
 

@@ -236,9 +236,7 @@ class TritonKernelWriter(KernelWriter):
         self.emit(f"xmask = xindex < {n}")
         self.unravel("xindex", self.rows, self.row_sizes)
         for node in self.kernel.nodes:
-            value = self.node_value(node)
-            self.locals[node.name] = value
-            self.store(node.name, value)
+            self.compute(node)
 
     def r_setup(self, offset: str) -> None:
         self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
@@ -267,11 +265,9 @@ class TritonKernelWriter(KernelWriter):
                     self.locals[node.name] = value
                 else:
                     self.pop()
-            else:
+            else:  # once per row: scalar loads and stores
                 saved, self.mask = self.mask, ""
-                value = self.node_value(node)
-                self.locals[node.name] = value
-                self.store(node.name, value)
+                self.compute(node)
                 self.mask = saved
 
     def open_loop(self) -> None:
@@ -299,9 +295,7 @@ class TritonKernelWriter(KernelWriter):
             self.pop()
             self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine})")
         self.locals[node.name] = acc
-        saved, self.mask = self.mask, ""
-        self.store(node.name, acc)
-        self.mask = saved
+        self.store(node.name, acc)  # one scalar per row: is_block() is False, so no mask
 
 
 class TritonKernelError(RuntimeError):
@@ -373,9 +367,8 @@ def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
              device: torch.device) -> tuple[str, list[str], dict[str, int]]:
     """Triton source of one kernel, its pointer arguments, and its launch parameters."""
     writer = TritonKernelWriter(kernel, dtypes)
-    src = writer.source()
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
-    return src, writer.reads + writer.writes, launch
+    return writer.source(), writer.reads + writer.writes, launch
 
 
 _PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
