@@ -34,23 +34,6 @@ Expr = sympy.Expr
 Index = list[sympy.Expr]
 
 
-class FloorDiv(sympy.Function):
-    """``base // divisor`` for non-negative integers (C's ``/``, Python's ``//``)."""
-
-    nargs = (2,)
-    is_integer = True
-
-    @classmethod
-    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:
-        if divisor == 1:
-            return base
-        if base == 0:
-            return sympy.Integer(0)
-        if base.is_Integer and divisor.is_Integer:
-            return sympy.Integer(int(base) // int(divisor))
-        return None
-
-
 class ModularIndexing(sympy.Function):
     """``(base // divisor) % modulus`` for non-negative integers: one digit of a flat index."""
 
@@ -91,6 +74,13 @@ def numel(size: Sequence[int]) -> int:
 def squeeze(size: Sequence[int]) -> tuple[int, ...]:
     """The size without its 1s: the dimensions a loop really has to walk."""
     return tuple(s for s in size if s != 1)
+
+
+def flatten(value: Any) -> list[Any]:
+    """The leaves of nested lists and tuples, in order (a non-sequence is its own only leaf)."""
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in flatten(v)]
+    return [value]
 
 
 def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:

@@ -21,7 +21,6 @@ from sympy.printing.str import StrPrinter
 
 from labkit.compiler.ir import (
     ComputedBuffer,
-    FloorDiv,
     ModularIndexing,
     set_ops_handler,
     squeeze,
@@ -36,9 +35,6 @@ class IndexPrinter(StrPrinter):
     def __init__(self, div: str) -> None:
         super().__init__()
         self.div = div
-
-    def _print_FloorDiv(self, e: FloorDiv) -> str:
-        return f"(({self._print(e.args[0])}) {self.div} {self._print(e.args[1])})"
 
     def _print_ModularIndexing(self, e: ModularIndexing) -> str:
         base, d, m = (self._print(a) for a in e.args)
@@ -87,7 +83,11 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
 
 
 class InfixOverrides:
-    """Ops spelled the same in C++ and Triton (Python): infix arithmetic and comparisons."""
+    """Ops spelled the same in C++ and Triton (Python): arithmetic operators and comparisons."""
+
+    @staticmethod
+    def neg(x: str) -> str:
+        return f"-{x}"
 
     @staticmethod
     def add(a: str, b: str) -> str:
@@ -164,7 +164,8 @@ class KernelWriter:
         self.scratch = {n.name for n in kernel.nodes
                         if n.name in kernel.row_local and self.use_scratch(n)}
         hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
-        exprs = [i for n in kernel.nodes for b, i in reads_of(n, self.space) if b not in hidden]
+        loads = [(b, i) for n in kernel.nodes for b, i in reads_of(n, self.space)]
+        exprs = [i for b, i in loads if b not in hidden]
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
         self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
@@ -172,11 +173,7 @@ class KernelWriter:
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}
         # Pointers: buffers read from outside, then buffers this kernel stores.
-        self.reads: list[str] = []
-        for n in kernel.nodes:
-            for name, _ in reads_of(n, self.space):
-                if name not in self.members and name not in self.reads:
-                    self.reads.append(name)
+        self.reads = list(dict.fromkeys(b for b, _ in loads if b not in self.members))
         self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})

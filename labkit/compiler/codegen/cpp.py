@@ -70,10 +70,6 @@ class CppOverrides(InfixOverrides):
         return f"static_cast<{CTYPES[dtype]}>({x})"
 
     @staticmethod
-    def neg(x: str) -> str:
-        return f"-{x}"
-
-    @staticmethod
     def abs(x: str) -> str:
         return f"std::abs({x})"
 
