@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -65,10 +66,7 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
 
 def numel(size: Sequence[int]) -> int:
     """Number of elements of a tensor of this size."""
-    n = 1
-    for s in size:
-        n *= s
-    return n
+    return math.prod(size)
 
 
 def squeeze(size: Sequence[int]) -> tuple[int, ...]:
@@ -135,11 +133,8 @@ class PrintHandler:
 
 
 def _fmt(arg: Any) -> str:
-    if isinstance(arg, torch.dtype):
-        return str(arg)
-    if isinstance(arg, str) and not arg.startswith("tmp"):
-        return repr(arg)
-    return str(arg)
+    """Buffer names quoted, everything else (tmp variables, indices, dtypes) as it prints."""
+    return repr(arg) if isinstance(arg, str) and not arg.startswith("tmp") else str(arg)
 
 
 class CountHandler:

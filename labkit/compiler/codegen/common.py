@@ -159,17 +159,16 @@ class KernelWriter:
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel, self.space, self.dtypes = kernel, kernel.space, dtypes
         self.printer = IndexPrinter(self.div)
-        rows, rvars = loop_vars(self.space)
-        self.orig_rows, self.orig_rvars = rows, rvars
+        self.orig_rows, self.orig_rvars = loop_vars(self.space)
         self.scratch = {n.name for n in kernel.nodes
                         if n.name in kernel.row_local and self.use_scratch(n)}
         hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
         loads = [(b, i) for n in kernel.nodes for b, i in reads_of(n, self.space)]
         exprs = [i for b, i in loads if b not in hidden]
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
-        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, rows, exprs, "x")
+        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, self.orig_rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
-        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, rvars, exprs, "r")
+        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, self.orig_rvars, exprs, "r")
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}
         # Pointers: buffers read from outside, then buffers this kernel stores.
