@@ -329,13 +329,15 @@ def format_node(buf: ComputedBuffer) -> str:
     if isinstance(node, Reduction):
         rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
         args += "; " + ", ".join(map(str, rindex))
-        head = (f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
-                f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})")
+        head = (
+            f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
+            f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})"
+        )
     with set_ops_handler(handler):
         result = node.body(index, rindex)
-    return "\n".join([head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}",
-                      f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines),
-                      f"      return {result}"])
+    lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]
+    lines += [f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines)]
+    return "\n".join([*lines, f"      return {result}"])
 
 
 def format_extern(buf: ExternBuffer) -> str:
