@@ -49,13 +49,6 @@ def _default_partition() -> Callable[..., Any]:
 
 
 # -- compiling one ATen graph -------------------------------------------------------------------------
-def _graph_text(gm: torch.fx.GraphModule) -> str:
-    try:
-        return gm.print_readable(print_output=False)
-    except TypeError:  # very old signature
-        return gm.code
-
-
 def _whole_graph_reason(example_inputs: list[Any], target: str) -> str:
     tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
     for t in example_inputs:
@@ -159,18 +152,18 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
         def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
             training[0] = True
             if trace is not None:
-                trace.add("aot.joint", "joint graph", _graph_text(joint), frame=frame)
+                trace.add("aot.joint", "joint graph", joint.print_readable(False), frame=frame)
             return _default_partition()(joint, joint_inputs, **kw)
 
         def fw_compiler(fw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
             kind = "forward" if training[0] else "inference"
             if trace is not None:
-                trace.add(f"aot.{kind}", f"{kind} graph", _graph_text(fw), frame=frame)
+                trace.add(f"aot.{kind}", f"{kind} graph", fw.print_readable(False), frame=frame)
             return compile_graph(fw, inputs, target, trace, "fwd" if training[0] else "", frame)
 
         def bw_compiler(bw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
             if trace is not None:
-                trace.add("aot.backward", "backward graph", _graph_text(bw), frame=frame)
+                trace.add("aot.backward", "backward graph", bw.print_readable(False), frame=frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
         return _aot_module_simplified()(gm, example_inputs, fw_compiler=fw_compiler,

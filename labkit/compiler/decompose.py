@@ -22,26 +22,21 @@ labkit_decompositions: dict[Any, Callable[..., Any]] = {}
 
 
 def register_decomposition(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: trace this function in place of these ATen ops."""
+    """Decorator: trace this function in place of these ATen ops (while it is an unsolved exercise,
+    raising NotImplementedError, the ops stay whole)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def decomposition(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except NotImplementedError:
+                return NotImplemented  # tells the tracer: this decomposition does not apply
+
         for op in ops:
-            labkit_decompositions[op] = _or_the_op_itself(fn, op)
+            labkit_decompositions[op] = decomposition
         return fn
 
     return deco
-
-
-def _or_the_op_itself(fn: Callable[..., Any], op: Any) -> Callable[..., Any]:
-    """Trace ``fn``; while it is an unsolved exercise (NotImplementedError), keep ``op`` whole."""
-
-    def decomposition(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except NotImplementedError:
-            return NotImplemented  # tells the tracer: this decomposition does not apply
-
-    return decomposition
 
 
 @register_decomposition(aten.gelu.default)
@@ -75,9 +70,7 @@ def log_softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
 def var(x: Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Tensor:
     """var(x) = sum((x - mean)^2) / (N - correction), two passes (mean first, for accuracy)."""
     dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
+    n = math.prod(x.shape[d] for d in dims)
     c = 1 if correction is None else correction
     centered = x - torch.mean(x, dims, keepdim=True)
     return torch.sum(centered * centered, dims, keepdim=keepdim) / max(n - c, 0)

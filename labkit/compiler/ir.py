@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,23 +33,6 @@ import torch
 
 Expr = sympy.Expr
 Index = list[sympy.Expr]
-
-
-class FloorDiv(sympy.Function):
-    """``base // divisor`` for non-negative integers (C's ``/``, Python's ``//``)."""
-
-    nargs = (2,)
-    is_integer = True
-
-    @classmethod
-    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:
-        if divisor == 1:
-            return base
-        if base == 0:
-            return sympy.Integer(0)
-        if base.is_Integer and divisor.is_Integer:
-            return sympy.Integer(int(base) // int(divisor))
-        return None
 
 
 class ModularIndexing(sympy.Function):
@@ -82,15 +66,19 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
 
 def numel(size: Sequence[int]) -> int:
     """Number of elements of a tensor of this size."""
-    n = 1
-    for s in size:
-        n *= s
-    return n
+    return math.prod(size)
 
 
 def squeeze(size: Sequence[int]) -> tuple[int, ...]:
     """The size without its 1s: the dimensions a loop really has to walk."""
     return tuple(s for s in size if s != 1)
+
+
+def flatten(value: Any) -> list[Any]:
+    """The leaves of nested lists and tuples, in order (a non-sequence is its own only leaf)."""
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in flatten(v)]
+    return [value]
 
 
 def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:
@@ -145,11 +133,8 @@ class PrintHandler:
 
 
 def _fmt(arg: Any) -> str:
-    if isinstance(arg, torch.dtype):
-        return str(arg)
-    if isinstance(arg, str) and not arg.startswith("tmp"):
-        return repr(arg)
-    return str(arg)
+    """Buffer names quoted, everything else (tmp variables, indices, dtypes) as it prints."""
+    return repr(arg) if isinstance(arg, str) and not arg.startswith("tmp") else str(arg)
 
 
 class CountHandler:
@@ -314,7 +299,8 @@ class Pointwise(Loops):
     def make_loader(self) -> Callable[[Index], Any]:
         return self.inner_fn
 
-    def body(self, index: Index) -> Any:
+    def body(self, index: Index, rindex: Index | None = None) -> Any:
+        """The value at ``index`` (``rindex`` is ignored: a pointwise node has no reduction loop)."""
         return self.inner_fn(index)
 
 
@@ -337,25 +323,21 @@ def format_node(buf: ComputedBuffer) -> str:
     node = buf.data
     assert node is not None
     handler = PrintHandler()
-    index = node.index_vars("i")
+    index, rindex = node.index_vars("i"), []
+    args = ", ".join(map(str, index))
+    head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
+    if isinstance(node, Reduction):
+        rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
+        args += "; " + ", ".join(map(str, rindex))
+        head = (
+            f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
+            f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})"
+        )
     with set_ops_handler(handler):
-        if isinstance(node, Reduction):
-            rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
-            result = node.body(index, rindex)
-            head = (
-                f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
-                f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})"
-            )
-            args = ", ".join(map(str, index)) + "; " + ", ".join(map(str, rindex))
-        else:
-            result = node.body(index)
-            head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
-            args = ", ".join(map(str, index))
+        result = node.body(index, rindex)
     lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]
-    lines.append(f"  def inner_fn({args}):")
-    lines += [f"      {ln}" for ln in handler.lines]
-    lines.append(f"      return {result}")
-    return "\n".join(lines)
+    lines += [f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines)]
+    return "\n".join([*lines, f"      return {result}"])
 
 
 def format_extern(buf: ExternBuffer) -> str:

@@ -144,7 +144,8 @@ def _unary(name: str) -> Callable[[Any], Pointwise]:
     return lower
 
 
-for _name in ("neg", "abs", "exp", "log", "sqrt", "reciprocal", "sin", "cos", "tanh", "relu", "erf"):
+for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
+              "relu", "erf"):
     register_lowering(getattr(aten, _name))(_unary(_name))
 
 
@@ -165,12 +166,6 @@ def sigmoid(x: Any) -> Pointwise:
     ### END SOLUTION
 
 
-@register_lowering(aten.rsqrt)
-def rsqrt(x: Any) -> Pointwise:
-    """rsqrt(x)[i] = 1 / sqrt(x[i])."""
-    return pointwise(lambda v: ops.rsqrt(v), x)
-
-
 # -- binary -----------------------------------------------------------------------------------------
 def _binary(name: str) -> Callable[..., Pointwise]:
     def lower(a: Any, b: Any, *, alpha: Any = 1) -> Pointwise:
@@ -182,7 +177,8 @@ def _binary(name: str) -> Callable[..., Pointwise]:
 
 
 for _name, _op in (("add", aten.add), ("sub", aten.sub), ("mul", aten.mul),
-                   ("maximum", aten.maximum), ("minimum", aten.minimum)):
+                   ("maximum", aten.maximum), ("minimum", aten.minimum),
+                   ("maximum", aten.clamp_min), ("minimum", aten.clamp_max)):  # clamp: one bound
     register_lowering(_op)(_binary(_name))
 
 
@@ -253,16 +249,6 @@ def where(cond: Any, a: Any, b: Any) -> Pointwise:
     return Pointwise(dtype, size, lambda i: ops.where(lc(i), la(i), lb(i)), origins_of(cond, a, b))
 
 
-@register_lowering(aten.clamp_min)
-def clamp_min(x: Any, lo: Any) -> Pointwise:
-    return pointwise(lambda v, m: ops.maximum(v, m), x, lo)
-
-
-@register_lowering(aten.clamp_max)
-def clamp_max(x: Any, hi: Any) -> Pointwise:
-    return pointwise(lambda v, m: ops.minimum(v, m), x, hi)
-
-
 @register_lowering(aten.clamp.default)
 def clamp(x: Any, lo: Any = None, hi: Any = None) -> Pointwise:
     """min(max(x, lo), hi) with either bound optional."""
@@ -321,12 +307,9 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str) -> Reduction:
     out_size = [1 if d in rdims else s for d, s in enumerate(size)] if keepdim else [size[d] for d in kept]
 
     def inner_fn(index: Index, rindex: Index) -> Any:
-        full_index: Index = []
         it_out = iter(index if not keepdim else [index[d] for d in kept])
         it_red = iter(rindex)
-        for d in range(len(size)):
-            full_index.append(next(it_red) if d in rdims else next(it_out))
-        return load(full_index)
+        return load([next(it_red) if d in rdims else next(it_out) for d in range(len(size))])
 
     return Reduction(dtype, out_size, inner_fn, origins_of(x),
                      reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
@@ -374,15 +357,10 @@ def permute(x: Any, dims: list[int]) -> Any:
     size, rank = x.get_size(), len(x.get_size())
     dims = [d % rank for d in dims]
     lay = _layout(x)
-
-    def reindex(index: Index) -> Index:
-        old: Index = [sympy.Integer(0)] * rank
-        for new_d, old_d in enumerate(dims):
-            old[old_d] = index[new_d]
-        return old
-
+    where = [dims.index(d) for d in range(rank)]  # old dim d is new dim where[d]
     stride = [lay.stride[d] for d in dims] if lay else None
-    return _view(x, [size[d] for d in dims], stride, lay.offset if lay else 0, reindex)
+    return _view(x, [size[d] for d in dims], stride, lay.offset if lay else 0,
+                 lambda index: [index[w] for w in where])
 
 
 @register_lowering(aten.transpose.int)
@@ -523,6 +501,3 @@ def matmul(*args: Any, **kwargs: Any) -> ExternBuffer:
     """mm / addmm / bmm run as ATen calls: a matmul kernel is a course of its own."""
     return V.graph.extern(V.node, "")
 
-
-__all__ = ["Unsupported", "fallback_counter", "find_lowering", "lowerings",
-           "register_lowering"]

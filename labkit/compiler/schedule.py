@@ -28,6 +28,7 @@ from labkit.compiler.ir import (
     Reduction,
     ReinterpretView,
     fill_index,
+    flatten,
     set_ops_handler,
     squeeze,
     sym,
@@ -95,10 +96,7 @@ def reads_of(node: ComputedBuffer, space: Space) -> list[tuple[str, sympy.Expr]]
     index, rindex = loop_index(node, space, rows, rvars)
     handler = ReadsHandler()
     with set_ops_handler(handler):
-        if isinstance(node.data, Reduction):
-            node.data.body(index, rindex)
-        else:
-            node.data.body(index)
+        node.data.body(index, rindex)
     return handler.reads
 
 
@@ -127,6 +125,21 @@ def fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
         return False, f"node_fits is not implemented yet ({e}), so nothing fuses"
 
 
+def joins(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> tuple[bool, str]:
+    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why."""
+    for member in [*members, node]:
+        ok, why = fits(space, member)
+        if not ok:
+            return False, why
+    mine = {n.name: n for n in members}
+    for name, _ in reads_of(node, space):
+        if name in mine:
+            ok, why = reads_aligned(mine[name], node, space)
+            if not ok:
+                return False, why
+    return True, fits(space, node)[1]
+
+
 def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
     """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
     for b in (producer, consumer):
@@ -134,12 +147,7 @@ def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
             return False, f"{b.name} is a call into ATen ({_op_name(b)}), which runs as its own kernel"
     assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
     space = space_of(consumer) if consumer.is_reduction else space_of(producer)
-    for node in (producer, consumer):
-        ok, why = fits(space, node)
-        if not ok:
-            return False, why
-    ok, why = reads_aligned(producer, consumer, space)
-    return (True, fits(space, consumer)[1]) if ok else (False, why)
+    return joins(space, [producer], consumer)
 
 
 @dataclass
@@ -165,19 +173,11 @@ class FusedKernel:
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
-        for member in [*self.nodes, node]:
-            ok, why = fits(space, member)
-            if not ok:
-                return False, why
-        mine = {n.name: n for n in self.nodes}
-        for name, _ in reads_of(node, space):
-            if name in mine:
-                ok, why = reads_aligned(mine[name], node, space)
-                if not ok:
-                    return False, why
-        self.nodes.append(node)
-        self.space = space
-        return True, fits(space, node)[1]
+        ok, why = joins(space, self.nodes, node)
+        if ok:
+            self.nodes.append(node)
+            self.space = space
+        return ok, why
 
 
 @dataclass
@@ -241,20 +241,13 @@ def _readers(graph: GraphLowering) -> dict[str, set[str]]:
             for name, _ in reads_of(buf, space_of(buf)):
                 readers.setdefault(name, set()).add(buf.name)
         elif isinstance(buf, ExternBuffer):
-            for a in _flat(buf.args) + _flat(list(buf.kwargs.values())):
+            for a in flatten([buf.args, list(buf.kwargs.values())]):
                 base = a.data if isinstance(a, ReinterpretView) else a
                 if isinstance(base, Buffer):
                     readers.setdefault(base.name, set()).add(buf.name)
         elif isinstance(buf, MultiOutput) and buf.parent is not None:
             readers.setdefault(buf.parent.name, set()).add(buf.name)
     return readers
-
-
-def _flat(xs: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for x in xs:
-        out += _flat(list(x)) if isinstance(x, list | tuple) else [x]
-    return out
 
 
 def _op_name(b: Buffer) -> str:

@@ -9,6 +9,7 @@ import torch
 
 from labkit.compiler.backend import build_program
 from labkit.compiler.decompose import decomposition_table
+from labkit.compiler.ir import flatten
 from labkit.compiler.wrapper import Program
 
 
@@ -19,22 +20,16 @@ def trace_aten(fn: Callable[..., Any], *inputs: Any) -> torch.fx.GraphModule:
     return make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*inputs)
 
 
-def _flat(value: Any) -> list[Any]:
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in _flat(v)]
-    return [value]
-
-
 def compile_fn(fn: Callable[..., Any], *inputs: Any, target: str = "cpp") -> Program:
     """Compile ``fn`` (outputs flattened) for these inputs' shapes, strides and dtypes."""
-    return build_program(trace_aten(lambda *a: tuple(_flat(fn(*a))), *inputs), list(inputs), target)
+    return build_program(trace_aten(lambda *a: tuple(flatten(fn(*a))), *inputs), list(inputs), target)
 
 
 def assert_same_as_eager(fn: Callable[..., Any], *inputs: Any, target: str = "cpp",
                          rtol: float = 1e-5, atol: float = 1e-5) -> Program:
     """Compile ``fn``, run it, and check every output (values, shape, dtype) against eager."""
     program = compile_fn(fn, *inputs, target=target)
-    expected = _flat(fn(*inputs))
+    expected = flatten(fn(*inputs))
     got = program(*inputs)
     assert len(got) == len(expected), f"{len(got)} outputs, eager has {len(expected)}"
     for i, (g, e) in enumerate(zip(got, expected)):

@@ -120,13 +120,9 @@ class Program:
                 note = f"  # fallback: {step.fallback_reason}" if step.fallback_reason else ""
                 lines.append(f"    {step.name} = {callee}({', '.join(args)}){note}")
                 if not step.multi:
-                    lay = step.layout
-                    lines.append(f"    {step.name} = ensure_layout({step.name}, "
-                                 f"{tuple(lay.size)}, {tuple(lay.stride)})")
+                    lines.append(_ensure(step, step.name))
             elif isinstance(step, MultiOutput) and step.parent is not None:
-                lay = step.layout
-                lines.append(f"    {step.name} = ensure_layout({step.parent.name}[{step.item}], "
-                             f"{tuple(lay.size)}, {tuple(lay.stride)})")
+                lines.append(_ensure(step, f"{step.parent.name}[{step.item}]"))
         outs = [self._arg(o) for o in g.outputs]
         lines.append(f"    return [{', '.join(outs)}]")
         return "\n".join(lines) + "\n"
@@ -142,6 +138,12 @@ def _same_layout(t: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> bool
 def _alloc(buf: ComputedBuffer) -> str:
     lay = buf.layout
     return f"empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, dtype={buf.dtype}, device=device)"
+
+
+def _ensure(buf: Buffer, value: str) -> str:
+    """The wrapper line that gives ``buf`` the layout the kernels were compiled for."""
+    lay = buf.layout
+    return f"    {buf.name} = ensure_layout({value}, {tuple(lay.size)}, {tuple(lay.stride)})"
 
 
 __all__ = ["Program", "reinterpret", "ensure_layout"]

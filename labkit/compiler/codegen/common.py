@@ -21,9 +21,7 @@ from sympy.printing.str import StrPrinter
 
 from labkit.compiler.ir import (
     ComputedBuffer,
-    FloorDiv,
     ModularIndexing,
-    Reduction,
     set_ops_handler,
     squeeze,
     sym,
@@ -37,9 +35,6 @@ class IndexPrinter(StrPrinter):
     def __init__(self, div: str) -> None:
         super().__init__()
         self.div = div
-
-    def _print_FloorDiv(self, e: FloorDiv) -> str:
-        return f"(({self._print(e.args[0])}) {self.div} {self._print(e.args[1])})"
 
     def _print_ModularIndexing(self, e: ModularIndexing) -> str:
         base, d, m = (self._print(a) for a in e.args)
@@ -88,7 +83,11 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
 
 
 class InfixOverrides:
-    """Ops spelled the same in C++ and Triton (Python): infix arithmetic and comparisons."""
+    """Ops spelled the same in C++ and Triton (Python): arithmetic operators and comparisons."""
+
+    @staticmethod
+    def neg(x: str) -> str:
+        return f"-{x}"
 
     @staticmethod
     def add(a: str, b: str) -> str:
@@ -160,24 +159,20 @@ class KernelWriter:
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel, self.space, self.dtypes = kernel, kernel.space, dtypes
         self.printer = IndexPrinter(self.div)
-        rows, rvars = loop_vars(self.space)
-        self.orig_rows, self.orig_rvars = rows, rvars
+        self.orig_rows, self.orig_rvars = loop_vars(self.space)
         self.scratch = {n.name for n in kernel.nodes
                         if n.name in kernel.row_local and self.use_scratch(n)}
         hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
-        exprs = [i for n in kernel.nodes for b, i in reads_of(n, self.space) if b not in hidden]
+        loads = [(b, i) for n in kernel.nodes for b, i in reads_of(n, self.space)]
+        exprs = [i for b, i in loads if b not in hidden]
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
-        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, rows, exprs, "x")
+        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, self.orig_rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
-        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, rvars, exprs, "r")
+        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, self.orig_rvars, exprs, "r")
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}
         # Pointers: buffers read from outside, then buffers this kernel stores.
-        self.reads: list[str] = []
-        for n in kernel.nodes:
-            for name, _ in reads_of(n, self.space):
-                if name not in self.members and name not in self.reads:
-                    self.reads.append(name)
+        self.reads = list(dict.fromkeys(b for b, _ in loads if b not in self.members))
         self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
@@ -236,9 +231,7 @@ class KernelWriter:
         """Run the node's body at the current loop position; return the variable of its value."""
         index, rindex = loop_index(node, self.space, self.orig_rows, self.orig_rvars)
         with set_ops_handler(CodeHandler(self)):
-            if isinstance(node.data, Reduction):
-                return str(node.data.body(index, rindex))
-            return str(node.data.body(index))
+            return str(node.data.body(index, rindex))
 
     def per_element(self, node: ComputedBuffer) -> bool:
         """Whether the node is computed inside the reduction loop (else once per row)."""
@@ -246,8 +239,11 @@ class KernelWriter:
         return not node.is_reduction and bool(self.space.rdims) and \
             squeeze(node.data.ranges) != self.space.rows
 
-    def store_at(self, node: ComputedBuffer) -> str:
-        return self.index(store_index(node, self.space))
+    def compute(self, node: ComputedBuffer) -> None:
+        """Compute ``node`` here, keep its value for the nodes after it, and store it if needed."""
+        value = self.node_value(node)
+        self.locals[node.name] = value
+        self.store(node.name, value)
 
     # -- backend hooks ---------------------------------------------------------------------------
     def use_scratch(self, node: ComputedBuffer) -> bool:
@@ -258,5 +254,8 @@ class KernelWriter:
         raise NotImplementedError
 
     def load_expr(self, name: str, index: str) -> str:
+        raise NotImplementedError
+
+    def store(self, name: str, value: str) -> None:
         raise NotImplementedError
 

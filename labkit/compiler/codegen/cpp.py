@@ -23,7 +23,7 @@ import torch
 
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
-from labkit.compiler.schedule import FusedKernel, reads_of
+from labkit.compiler.schedule import FusedKernel, reads_of, store_index
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
@@ -68,10 +68,6 @@ class CppOverrides(InfixOverrides):
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
         return f"static_cast<{CTYPES[dtype]}>({x})"
-
-    @staticmethod
-    def neg(x: str) -> str:
-        return f"-{x}"
 
     @staticmethod
     def abs(x: str) -> str:
@@ -153,12 +149,16 @@ class CppKernelWriter(KernelWriter):
     def load_expr(self, name: str, index: str) -> str:
         return f"{self.ptr[name]}[{index}]"
 
-    def loop(self, var: Any, size: int, pragma: str = "") -> None:
+    def open(self, head: str, pragma: str = "") -> None:
+        """Start a block (a ``for`` loop), with the pragma above it if any."""
         if pragma:
             self.emit(pragma)
-        self.emit(f"for (int64_t {var} = 0; {var} < {size}; ++{var})")
+        self.emit(head)
         self.emit("{")
         self.push()
+
+    def loop(self, var: Any, size: int, pragma: str = "") -> None:
+        self.open(f"for (int64_t {var} = 0; {var} < {size}; ++{var})", pragma)
 
     def close(self, n: int = 1) -> None:
         for _ in range(n):
@@ -186,15 +186,10 @@ class CppKernelWriter(KernelWriter):
         opened = 0
         if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
             n, x = sizes[0], rows[0]
-            self.emit(self.parallel(1))
-            self.emit(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {CHUNK})")
-            self.emit("{")
-            self.push()
+            self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {CHUNK})",
+                      self.parallel(1))
             self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {CHUNK}, {n});")
-            self.emit("#pragma omp simd")
-            self.emit(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})")
-            self.emit("{")
-            self.push()
+            self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
             opened = 2
         elif rows:
             for d, (x, n) in enumerate(zip(rows, sizes)):
@@ -203,9 +198,7 @@ class CppKernelWriter(KernelWriter):
                 self.loop(x, n, pragma)
             opened = len(rows)
         for node in self.kernel.nodes:
-            value = self.node_value(node)
-            self.locals[node.name] = value
-            self.store(node.name, value)
+            self.compute(node)
         self.close(opened)
 
     def use_scratch(self, node: Any) -> bool:
@@ -215,7 +208,8 @@ class CppKernelWriter(KernelWriter):
         if name in self.scratch:
             self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
         elif name in self.ptr:
-            self.emit(f"{self.ptr[name]}[{self.store_at(self.members[name])}] = {value};")
+            where = self.index(store_index(self.members[name], self.space))
+            self.emit(f"{self.ptr[name]}[{where}] = {value};")
 
     def reduction_body(self) -> None:
         for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
@@ -228,9 +222,7 @@ class CppKernelWriter(KernelWriter):
             if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
                 self.r_segment(segment)
                 segment = []
-                value = self.node_value(node)
-                self.locals[node.name] = value
-                self.store(node.name, value)
+                self.compute(node)
                 continue
             finished = {n.name for n in segment if n.is_reduction}
             if any(b in finished for b, _ in reads_of(node, self.space)):
@@ -348,11 +340,4 @@ class CppKernel:
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> tuple[str, list[str]]:
     """C++ source of one kernel and the buffer names of its pointer arguments, in order."""
     writer = CppKernelWriter(kernel, dtypes)
-    src = writer.source()
-    return src, writer.reads + writer.writes
-
-
-def unsupported_dtype(dtypes: list[torch.dtype]) -> str:
-    """A reason string when a dtype has no C type here, else ''."""
-    bad = [d for d in dtypes if d not in CTYPES]
-    return f"dtype {bad[0]} has no C++ type in labkit" if bad else ""
+    return writer.source(), writer.reads + writer.writes

@@ -89,10 +89,6 @@ class TritonOverrides(InfixOverrides):
         return f"{x}.to({TL_TYPES[dtype]})"
 
     @staticmethod
-    def neg(x: str) -> str:
-        return f"-{x}"
-
-    @staticmethod
     def abs(x: str) -> str:
         return f"tl.abs({x})"
 
@@ -236,9 +232,7 @@ class TritonKernelWriter(KernelWriter):
         self.emit(f"xmask = xindex < {n}")
         self.unravel("xindex", self.rows, self.row_sizes)
         for node in self.kernel.nodes:
-            value = self.node_value(node)
-            self.locals[node.name] = value
-            self.store(node.name, value)
+            self.compute(node)
 
     def r_setup(self, offset: str) -> None:
         self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
@@ -256,23 +250,16 @@ class TritonKernelWriter(KernelWriter):
         for node in self.kernel.nodes:
             if node.is_reduction:
                 self.reduction(node)
-            elif self.per_element(node):
-                if not self.persistent and node.name not in self.ptr:
-                    continue  # looped and never stored: computed where it is read
-                if not self.persistent:
-                    self.open_loop()
-                value = self.node_value(node)
-                self.store(node.name, value)
-                if self.persistent:
-                    self.locals[node.name] = value
-                else:
-                    self.pop()
-            else:
+            elif not self.per_element(node):  # once per row: scalar loads and stores
                 saved, self.mask = self.mask, ""
-                value = self.node_value(node)
-                self.locals[node.name] = value
-                self.store(node.name, value)
+                self.compute(node)
                 self.mask = saved
+            elif self.persistent:
+                self.compute(node)
+            elif node.name in self.ptr:  # looped: stored in a loop of its own; readers recompute it
+                self.open_loop()
+                self.store(node.name, self.node_value(node))
+                self.pop()
 
     def open_loop(self) -> None:
         self.emit(f"for roffset in range(0, {self.rnumel}, BLOCK):")
@@ -299,9 +286,7 @@ class TritonKernelWriter(KernelWriter):
             self.pop()
             self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine})")
         self.locals[node.name] = acc
-        saved, self.mask = self.mask, ""
-        self.store(node.name, acc)
-        self.mask = saved
+        self.store(node.name, acc)  # one scalar per row: is_block() is False, so no mask
 
 
 class TritonKernelError(RuntimeError):
@@ -331,11 +316,10 @@ def _load_module(source: str, interpret: bool) -> Any:
     try:
         spec.loader.exec_module(module)
     finally:
-        if interpret:
-            if old is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = old
+        if interpret and old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        elif interpret:
+            os.environ["TRITON_INTERPRET"] = old
     return module
 
 
@@ -353,29 +337,23 @@ class TritonKernel:
         except Exception as e:  # syntax errors and the like: show the code with the message
             raise TritonKernelError(f"could not load Triton kernel {name}: {e}", source) from e
         self.fn = getattr(module, name)
-        self.checked = False
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         grid, block, warps = self.launch["grid"], self.launch["block"], self.launch["num_warps"]
         if grid == 0:
             return
-        if self.checked:
-            self.fn[(grid,)](*tensors, BLOCK=block, num_warps=warps)
-            return
         try:
             self.fn[(grid,)](*tensors, BLOCK=block, num_warps=warps)
-        except Exception as e:
+        except Exception as e:  # show the generated code with the message
             raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
-        self.checked = True
 
 
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
              device: torch.device) -> tuple[str, list[str], dict[str, int]]:
     """Triton source of one kernel, its pointer arguments, and its launch parameters."""
     writer = TritonKernelWriter(kernel, dtypes)
-    src = writer.source()
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
-    return src, writer.reads + writer.writes, launch
+    return writer.source(), writer.reads + writer.writes, launch
 
 
 _PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
