@@ -7,6 +7,8 @@ Public API (names are loaded on first use, so ``import labkit`` stays fast)::
     labkit.compare(fn, *example_inputs, backends=("eager", "inductor", "labkit"))
     labkit.Trace.from_json("figures/recordings/toy_example.json")
     labkit.triton_stages(kernel_fn, signature, constexprs)
+    labkit.setup_notebook()      # top of every chapter notebook: one thread, quiet warnings, seeds
+    labkit.recording("sincos")   # a committed GPU recording; labkit.trace_label(t) says where from
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ _LAZY = {
     "compiler": "labkit.compiler",
     "bench": "labkit.bench",
     "widgets": "labkit.widgets",
+    "setup_notebook": "labkit.notebook",
+    "recording": "labkit.notebook",
+    "trace_label": "labkit.notebook",
 }
 
 __all__ = [
