@@ -26,19 +26,11 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
-import os
-import random
-import warnings
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")
-import torch
-
 import labkit
 
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)  # Inductor bakes the thread count into its C++ kernels
+labkit.setup_notebook()  # one thread (Inductor bakes the thread count into its C++ kernels), warnings off, seeds
+import torch
+
 print(labkit.versions()["torch"])
 
 # %% [markdown]

@@ -13,17 +13,13 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
-import os
-import random
 import warnings
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")  # stderr stays empty; warnings that ARE the lesson are caught explicitly
+import labkit
+
+labkit.setup_notebook()  # one thread, seeds, warnings off: stderr stays empty; warnings that ARE the lesson are caught explicitly
 import torch
 
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)
 print("torch", torch.__version__)
 
 # %% [markdown]

@@ -15,19 +15,10 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
-import os
-import random
-import warnings
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")
-import torch
-
 import labkit
 
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)
+labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+import torch
 
 # %% [markdown]
 # ## 1. The function

@@ -16,20 +16,12 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
-import os
-import random
-import warnings
+import labkit
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")
+labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
 import torch
 
-import labkit
 from labkit.bench import pinned_threads
-
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)
 
 # %% [markdown]
 # ## 1. The wrapper: `call(args)`

@@ -21,11 +21,10 @@
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import os
-import random
-import warnings
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")
+import labkit
+
+labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
 import torch
 
 GPU = torch.cuda.is_available()
@@ -35,11 +34,6 @@ import triton
 import triton.language as tl
 from IPython.display import display
 
-import labkit
-
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)
 device = "cuda" if GPU else "cpu"
 print("running Triton kernels", "on the GPU" if GPU else "in the interpreter (no GPU here)")
 
@@ -157,32 +151,20 @@ print(cache.name, "->", files[:12])
 # ## 3. Inductor's Triton kernel
 #
 # Given CUDA tensors, Inductor generates Triton instead of C++. Without a GPU we open a **recording**
-# made on one with `make record-gpu` (its label says where and when); with a GPU, the same cell
-# compiles live. The example is the seeds' sin² + cos² again.
+# made on one with `make record-gpu` (`labkit.recording`; its label says where and when); with a GPU,
+# the same cell compiles live. The example is the seeds' sin² + cos² again.
 
 # %%
 from labkit.capture.examples import EXAMPLES
 
-recording = Path("../figures/recordings/sincos.json")
 fn, make_inputs = EXAMPLES["sincos"]
-if GPU:
-    gpu_trace = labkit.explore(fn, *make_inputs("cuda"), timing=False)
-    print("LIVE on", gpu_trace.env.get("device"))
-elif recording.exists():
-    gpu_trace = labkit.Trace.from_json(recording)
-    env = gpu_trace.env
-    print(f"RECORDING made on {env.get('device')} with torch {env.get('torch')}, "
-          f"triton {env.get('triton')}, on {env.get('date')}")
-else:
-    gpu_trace = None
-    print(f"No GPU here, and no recording at {recording} yet: run `make record-gpu` on a CUDA machine "
-          "to create it. The rest of this section then shows Inductor's Triton kernel.")
+gpu_trace = labkit.explore(fn, *make_inputs("cuda"), timing=False) if GPU else labkit.recording("sincos")
+print(labkit.trace_label(gpu_trace))
 
 # %%
-if gpu_trace is not None:
-    kernel = next((k for k in gpu_trace.kernels if k.language == "triton"), None)
-    print(kernel.source if kernel else "no Triton kernel in this trace")
-    display(labkit.show(gpu_trace))
+kernel = next((k for k in gpu_trace.kernels if k.language == "triton"), None)
+print(kernel.source if kernel else "no Triton kernel in this trace")
+display(labkit.show(gpu_trace))
 
 # %% [markdown]
 # What to look for in an Inductor Triton kernel: `xnumel` (elements in total), `xoffset =

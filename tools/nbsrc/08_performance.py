@@ -18,24 +18,17 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
-import os
-import random
-import warnings
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-warnings.filterwarnings("ignore")
 from pathlib import Path
 
+import labkit
+
+labkit.setup_notebook()  # fair comparisons: one thread for everyone (Inductor bakes this in); warnings off, seeds
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import SVG, display
 
-import labkit
 from labkit.bench import achieved_bandwidth, copy_bandwidth, io_bytes, measure
 
-random.seed(0)
-torch.manual_seed(0)
-torch.set_num_threads(1)  # fair comparisons: one thread for everyone (Inductor bakes this in)
 GPU = torch.cuda.is_available()
 FIGURES = Path("../figures")
 
@@ -190,30 +183,19 @@ print("second compile hit the FX graph cache:", times["warm"][1] > 0)
 # ## 5. On a GPU: the seeds' MLP, and a hand-written Triton kernel
 #
 # The seeds' second example compiles a multi-layer perceptron on a GPU. With a GPU here, it runs
-# live; otherwise we open the recording made with `make record-gpu` (labelled with its device,
-# versions and date), if there is one.
+# live; otherwise `labkit.recording("mlp")` opens the one made with `make record-gpu`, and
+# `labkit.trace_label` says which it is (for a recording: its device, versions and date).
 
 # %%
 from labkit.capture.examples import EXAMPLES
 
 mlp, mlp_inputs = EXAMPLES["mlp"]
-recording = FIGURES / "recordings" / "mlp.json"
-if GPU:
-    mlp_trace = labkit.explore(mlp, *mlp_inputs("cuda"))
-    print("LIVE on", mlp_trace.env.get("device"))
-elif recording.exists():
-    mlp_trace = labkit.Trace.from_json(recording)
-    env = mlp_trace.env
-    print(f"RECORDING made on {env.get('device')} with torch {env.get('torch')}, "
-          f"triton {env.get('triton')}, on {env.get('date')}")
-else:
-    mlp_trace = None
-    print(f"No GPU here and no recording at {recording} yet (`make record-gpu` on a CUDA machine makes it).")
-if mlp_trace is not None:
-    for t in mlp_trace.timings:
-        print(f"  {t.label:22s} {t.median_s * 1e3:9.3f} ms  on {t.device}")
-    print(f"  {len(mlp_trace.kernels)} kernels:", sorted({k.language for k in mlp_trace.kernels}))
-    display(labkit.show(mlp_trace))
+mlp_trace = labkit.explore(mlp, *mlp_inputs("cuda")) if GPU else labkit.recording("mlp")
+print(labkit.trace_label(mlp_trace))
+for t in mlp_trace.timings:
+    print(f"  {t.label:22s} {t.median_s * 1e3:9.3f} ms  on {t.device}")
+print(f"  {len(mlp_trace.kernels)} kernels:", sorted({k.language for k in mlp_trace.kernels}))
+display(labkit.show(mlp_trace))
 
 # %% [markdown]
 # The same MLP on this machine's CPU, through the same comparison as section 1 (forward pass only):
