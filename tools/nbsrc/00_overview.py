@@ -28,7 +28,7 @@
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import labkit
 
-labkit.setup_notebook()  # one thread (Inductor bakes the thread count into its C++ kernels), warnings off, seeds
+labkit.setup_notebook()  # one thread (baked into Inductor's C++ kernels), seeds, warnings off
 import torch
 
 print(labkit.versions()["torch"])

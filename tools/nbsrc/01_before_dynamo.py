@@ -17,7 +17,9 @@ import warnings
 
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings off: stderr stays empty; warnings that ARE the lesson are caught explicitly
+# One thread, seeds, and warnings off so that stderr stays empty: the warnings that ARE the lesson
+# are caught explicitly. Call it before torch is imported.
+labkit.setup_notebook()
 import torch
 
 print("torch", torch.__version__)

@@ -158,7 +158,9 @@ print(cache.name, "->", files[:12])
 from labkit.capture.examples import EXAMPLES
 
 fn, make_inputs = EXAMPLES["sincos"]
-gpu_trace = labkit.explore(fn, *make_inputs("cuda"), timing=False) if GPU else labkit.recording("sincos")
+gpu_trace = (
+    labkit.explore(fn, *make_inputs("cuda"), timing=False) if GPU else labkit.recording("sincos")
+)
 print(labkit.trace_label(gpu_trace))
 
 # %%

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import labkit
 
-labkit.setup_notebook()  # fair comparisons: one thread for everyone (Inductor bakes this in); warnings off, seeds
+# Fair comparisons: one thread for everyone (Inductor bakes the count in); also seeds, warnings off.
+labkit.setup_notebook()
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import SVG, display
