@@ -1,11 +1,12 @@
 # %% [markdown]
 # # 02 · Dynamo: from bytecode to an FX graph
 #
-# Dynamo (named after DynamoRIO, a tool that rewrites x86 code as it runs) hooks CPython's frame
-# evaluation (PEP 523). When a compiled function is called, Dynamo gets its **bytecode** before
-# CPython does, *symbolically executes* it on fake tensors while recording every tensor operation
-# into an **FX graph**, hands the graph to a **backend** (Inductor by default), and writes **new
-# bytecode** that calls the compiled result, protected by **guards** that say when it is still valid.
+# Dynamo (probably named after DynamoRIO, a tool that rewrites x86 code as it runs) hooks
+# CPython's frame evaluation (PEP 523). When a compiled function is called, Dynamo gets its
+# **bytecode** before CPython does, *symbolically executes* it on fake tensors while recording
+# every tensor operation into an **FX graph**, hands the graph to a **backend** (Inductor by
+# default), and writes **new bytecode** that calls the compiled result, protected by **guards**
+# that say when it is still valid.
 #
 # **After this notebook you can**
 # - read the original and the rewritten bytecode of a compiled function;
@@ -33,8 +34,8 @@ def add(a, b):
     return a + b
 
 
-x = torch.FloatTensor([1, 2, 3])
-y = torch.FloatTensor([4, 5, 6])
+x = torch.tensor([0.5, 1.5, 2.5])
+y = torch.tensor([10.0, 20.0, 30.0])
 trace = labkit.explore(add, x, y, backend="eager", timing=False)
 labkit.show(trace)
 
