@@ -111,27 +111,24 @@ print("sin computed in the backward:", short(bwd.meta["ops"]).count("sin"), "tim
 # traces with a **decomposition table** that rewrites composite ops into simpler ones. The seeds'
 # `x + y` example shows the first step (Python operator → ATen op):
 # `l_a_ + l_b_` becomes `torch.ops.aten.add.Tensor(arg0_1, arg1_1)`. Bigger ops break further.
-# Take the seeds' two-layer network:
+# Take a small classifier like the two-layer network in the seeds: a hidden layer with a ReLU, then
+# a layer that turns the hidden features into class scores.
 
 # %%
-class NeuralNet(torch.nn.Module):
-    """Fully connected network with one hidden layer (as in the seeds)."""
+class TinyClassifier(torch.nn.Module):
+    """Features -> a ReLU hidden layer -> one score per class."""
 
-    def __init__(self, input_size, hidden_size, num_classes):
+    def __init__(self, n_features, n_hidden, n_classes):
         super().__init__()
-        self.fc1 = torch.nn.Linear(input_size, hidden_size)
-        self.relu = torch.nn.ReLU()
-        self.fc2 = torch.nn.Linear(hidden_size, num_classes)
+        self.hidden = torch.nn.Linear(n_features, n_hidden)
+        self.scores = torch.nn.Linear(n_hidden, n_classes)
 
     def forward(self, x):
-        out = self.fc1(x)
-        out = self.relu(out)
-        out = self.fc2(out)
-        return out
+        return self.scores(torch.relu(self.hidden(x)))
 
 
-model = NeuralNet(16, 32, 4)
-x = torch.randn(8, 16)
+model = TinyClassifier(12, 24, 3)
+x = torch.randn(6, 12)
 trace = labkit.explore(model, x, timing=False)
 print(trace.stage("aot.forward")[0].text)
 
@@ -155,6 +152,36 @@ exported = torch.export.export(model, (x,))
 core = exported.run_decompositions()
 print("exported:", sorted({str(n.target) for n in exported.graph.nodes if n.op == "call_function"}))
 print("core ATen:", sorted({str(n.target) for n in core.graph.nodes if n.op == "call_function"}))
+
+# %% [markdown]
+# ### One level lower: Prims
+#
+# The seeds list one more IR level under ATen: **Prims** (from the PrimTorch project). Prims are a
+# few dozen primitive ops with nothing implicit: even broadcasting is spelled out as
+# `broadcast_in_dim`. PyTorch's Python references (`torch._refs`) are written in them. Tracing under
+# `TorchRefsMode` swaps each torch call for its reference, so the graph comes out in prims. Neither
+# Inductor nor `torch.export` stops at this level (they consume core ATen plus their own
+# decompositions); it is a look at the floor of the stack.
+
+# %%
+def prims_graph(fn, *args):
+    """Trace fn with every torch call replaced by its Python reference, which is written in prims."""
+    from torch._prims.context import TorchRefsMode  # private: the only way into the refs
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def in_refs(*a):
+        with TorchRefsMode():
+            return fn(*a)
+
+    return make_fx(in_refs)(*args)
+
+
+softmax_prims = prims_graph(lambda x: torch.softmax(x, dim=-1), torch.randn(4, 8))
+print(softmax_prims.code)
+
+# %% id=softmax-prims
+# NBVAL_CHECK_OUTPUT
+print("softmax in prims:", sorted({str(n.target) for n in softmax_prims.graph.nodes if n.op == "call_function"}))
 
 # %% [markdown]
 # Inductor goes further than core ATen: its own table also decomposes ops it can generate better
@@ -201,7 +228,7 @@ print("backward ops:", sorted(set(short(t.stage("aot.backward")[0].meta["ops"]))
 #
 # **Try it**
 # 1. Explore `chain` with `backend="aot_eager"`. Is the partition different?
-# 2. Replace `torch.nn.ReLU()` by `torch.nn.GELU()` in `NeuralNet`. What does the forward save now?
+# 2. Replace `torch.relu` by `torch.nn.functional.gelu` in `TinyClassifier`. What does the forward save now?
 # 3. Explore `lambda x: x.add_(1).mul(2)` (an in-place op). What happened to `add_` in the graph?
 #
 # Graded exercises: [`exercises/ex04_aot.ipynb`](exercises/ex04_aot.ipynb).
