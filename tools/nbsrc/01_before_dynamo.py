@@ -88,29 +88,67 @@ print("same result:", torch.allclose(traced_f(a, b), scripted_f(a, b)))
 # by), then it optimises the graph for what it saw: inlining, dead-code elimination, constant
 # propagation, common-subexpression elimination, peephole rewrites, and on some builds fusion.
 # The interpreter then walks the optimised graph instruction by instruction, pushing inputs on a
-# stack and calling each operator from its table. You can look at the last optimised graph:
+# stack and calling each operator from its table.
+#
+# The profiling run is easy to catch. `scripted_f` has run already, and scripting `f` again would
+# hand back the same compiled function, so take a small function TorchScript has not seen, call it
+# **once**, and ask for the graph the executor just ran. Every value that flows into an op passes
+# through a `prim::profile` node, which notes the type it saw (`Float(3, strides=[1], ...)`):
+
+# %%
+def mul_add(a, b):
+    return a * b + a
+
+
+scripted_mul_add = torch.jit.script(mul_add)
+scripted_mul_add(a, b)  # the first call: the profiling run
+profiling_graph = torch.jit.last_executed_optimized_graph()
+print(profiling_graph)
+
+# %% id=profile-nodes
+# NBVAL_CHECK_OUTPUT
+def count_kind(graph, kind):
+    return sum(1 for n in graph.nodes() if n.kind() == kind)
+
+
+print("prim::profile nodes after the first call:", count_kind(profiling_graph, "prim::profile") > 0)
+
+# %% [markdown]
+# Back to `scripted_f`, whose profiling run happened in the check of section 1. After a few more
+# calls its executor has specialised the graph to the recorded types and run the optimisation
+# passes on it; the graph it runs now has no profiling nodes left:
 
 # %%
 for _ in range(3):
     scripted_f(a, b)
-print(torch.jit.last_executed_optimized_graph())
+optimized_graph = torch.jit.last_executed_optimized_graph()
+print(optimized_graph)
+
+# %% id=profile-gone
+# NBVAL_CHECK_OUTPUT
+print("prim::profile nodes after more calls:", count_kind(optimized_graph, "prim::profile") > 0)
 
 # %% [markdown]
 # > The seeds debug these passes with `PYTORCH_JIT_LOG_LEVEL='>>dead_code_elimination' python script.py`,
 # > which logs the graph each time that pass changes it. It is an environment variable read at startup,
 # > so it only works when set before Python starts.
 #
-# Tracing also sees through `nn.Module`s. Here is the seeds' `LinearMod`, which calls the low-level
-# `torch._C._nn.linear` directly: the trace reads the parameters with `prim::GetAttr` and records
-# a single `aten::linear`.
+# Tracing also sees through `nn.Module`s. Our `Projection` keeps its own weight and bias and calls
+# `torch.nn.functional.linear` on them: the trace reads each parameter with a `prim::GetAttr` and
+# records one `aten::linear`, shaped for the example batch.
 
 # %%
-class LinearMod(torch.nn.Linear):
-    def forward(self, input):
-        return torch._C._nn.linear(input, self.weight, self.bias)
+class Projection(torch.nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n_out, n_in))
+        self.b = torch.nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.w, self.b)
 
 
-print(torch.jit.trace(LinearMod(20, 20), torch.rand([20, 20])).graph)
+print(torch.jit.trace(Projection(6, 3), torch.ones(2, 6)).graph)
 
 # %% [markdown]
 # ## 2. Where tracing goes wrong: control flow
