@@ -16,6 +16,8 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import re
+
 import labkit
 
 labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
@@ -33,8 +35,8 @@ def add(a, b):
     return a + b
 
 
-x = torch.FloatTensor([1, 2, 3])
-y = torch.FloatTensor([4, 5, 6])
+x = torch.tensor([0.5, 1.5, 2.5])
+y = torch.tensor([10.0, 20.0, 30.0])
 trace = labkit.explore(add, x, y, timing=False)
 code = trace.stage("inductor.output_code")[0].text
 print(code[code.index("def call("):code.index("def get_args")].rstrip() if "def get_args" in code else code[code.index("def call("):])
@@ -133,6 +135,63 @@ else:
     print(f"{prefix} is not in this installation")
 
 # %% [markdown]
+# ### Random numbers inside a kernel
+#
+# `cpp_prefix.h` also carries a counter-based random number generator (Philox), with helpers such as
+# `normalized_rand_cpu` and `randn_cpu`. Inductor uses them to generate random numbers *inside* the
+# kernel, from a seed and an element offset, so each element gets its own number without a separate
+# random tensor in memory. Dropout in training mode is the simplest case:
+
+# %%
+def dropout(x):
+    return torch.nn.functional.dropout(x, p=0.5, training=True)
+
+
+t_drop = labkit.explore(dropout, torch.randn(64), timing=False)
+drop_src = t_drop.kernels[0].source
+drop_code = t_drop.stage("inductor.output_code")[0].text
+drop_call = drop_code[drop_code.index("def call("):]
+print(t_drop.kernels[0].name)
+print("\n".join(line.strip() for line in drop_src.splitlines() if "rand" in line))
+print("\n".join(line.strip() for line in drop_call.splitlines()[:12] if "randint" in line or "cpp_fused" in line))
+
+# %% id=dropout-rng
+# NBVAL_CHECK_OUTPUT
+print("random numbers made in the kernel:", "normalized_rand_cpu" in drop_src)
+print("seed drawn in call() and passed to the kernel:", "aten.randint" in drop_call)
+
+# %% [markdown]
+# The kernel does not own the random state. `call()` first draws one 64-bit **seed** with
+# `aten.randint` (from PyTorch's generator, so `torch.manual_seed` still makes runs repeatable), then
+# passes it to the kernel as an extra input; the kernel combines the seed with each element's index.
+#
+# ### An indirect load: embedding
+#
+# So far every load read `in_ptr[x0]`, an address computed from the loop index alone. An embedding
+# lookup (the seeds point at its decomposition and its Inductor lowering) reads a row whose number
+# is itself *loaded* from another tensor: an **indirect** load. Since that index is data, the kernel
+# also checks it is in range before using it:
+
+# %%
+def lookup(table, ids):
+    return torch.nn.functional.embedding(ids, table)
+
+
+t_emb = labkit.explore(lookup, torch.randn(10, 4), torch.tensor([1, 5, 2]), timing=False)
+emb_src = t_emb.kernels[0].source
+print("\n".join(line.strip() for line in emb_src.splitlines() if "in_ptr" in line or "TORCH_CHECK" in line))
+
+# %% id=embedding-kernel
+# NBVAL_CHECK_OUTPUT
+indirect = re.search(r"in_ptr1\s*(\+|\[)[^;]*\*\s*tmp\d", emb_src) is not None
+print("kernels:", len(t_emb.kernels), "| indirect load:", indirect, "| bounds check:", "index out of bounds" in emb_src)
+
+# %% [markdown]
+# `tmp0` is the id read from `in_ptr0` (the `ids`), and the row read from `in_ptr1` (the table) starts
+# at `4*tmp0`, four floats per row. For an id outside `0..9`, the `TORCH_CHECK` stops with an error
+# instead of reading stray memory.
+
+# %% [markdown]
 # ## 3. OpenMP: when kernels go parallel
 #
 # The course pins one thread (fair timings), and with one thread Inductor writes serial loops. Inductor
@@ -199,6 +258,14 @@ def mine(x):
 
 t = labkit.explore(mine, torch.randn(100), timing=False)
 print(t.kernels[0].source[:3000])
+
+# %% [markdown]
+# `x.std()` needs the mean and the variance; the kernel gets both in a single pass over the data with
+# a **Welford** accumulator, the `welford_combine` calls above (the `Welford` struct in `cpp_prefix.h`).
+
+# %% id=welford
+# NBVAL_CHECK_OUTPUT
+print("one-pass mean and variance (welford_combine):", "welford_combine" in t.kernels[0].source)
 
 # %% [markdown]
 # ## Summary
