@@ -22,7 +22,10 @@ What ``build`` does for each notebook:
    (so the stored outputs are what nbval will compare against);
 3. normalises it so that re-running does not churn the diff: notebook metadata reduced to the
    kernelspec and language name, cell metadata reduced to tags, widget state dropped, execution
-   counts renumbered 1..n, live-widget views dropped (their static HTML stays), the run's temporary directory replaced by ``<run-dir>``;
+   counts renumbered 1..n, live-widget views dropped (their static HTML stays), neighbouring stream
+   chunks joined, the run's temporary directory replaced by ``<run-dir>``, and what differs on every
+   run (object ids and addresses, kernel cell file names, Dynamo's graph-name suffixes, guard latency,
+   the timing section of ``labkit.show`` pages) replaced by a fixed text (see ``VOLATILE``);
 4. refuses to write a notebook over 2 MB or with base64 images inside markdown.
 
 This is our own small normaliser instead of ``nbstripout --keep-output``: nbstripout keeps
@@ -119,6 +122,7 @@ def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat
         if cell.outputs or cell.execution_count is not None:
             count += 1
             cell.execution_count = count
+        cell.outputs = _coalesce_streams(cell.outputs)
         for out in cell.outputs:
             # a live widget's model is not saved with the notebook: keep its static HTML/text only
             out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
@@ -130,18 +134,40 @@ def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat
 
 
 # Volatile text in stored outputs that would churn the diff on every rebuild (not compared by nbval
-# anyway, except through notebooks/sanitize.cfg): per-process cell file names and object addresses.
+# anyway, except through notebooks/sanitize.cfg): per-process cell file names (Dynamo cuts them to
+# "mp/ipykernel_..."), object addresses and ids, Dynamo's random graph-name suffixes, guard latency.
 VOLATILE = [
-    (re.compile(r"/tmp/ipykernel_\d+/\d+\.py"), "<cell>"),
+    (re.compile(r"\S*ipykernel_\d+/\d+\.py"), "<cell>"),
+    (re.compile(r"ipykernel_\d+"), "ipykernel_PID"),  # the kernel's directory, e.g. in LLIR debug info
     (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0xADDR"),
+    (re.compile(r"(___check_(?:type|obj)_id\([^,()]+, )\d+"), r"\1ID"),
+    (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}"), r"\1_UUID"),
+    (re.compile(r"Guard latency = [\d.]+ us"), "Guard latency = … us"),
 ]
+# A labkit.show page's timing section is a measurement, new on every run: the stored page says so
+# instead (notebook 08 prints its timings as text, on purpose).
+TIMING_SECTION = re.compile(r"(<details><summary>Timing \(\d+\)</summary>).*?</details>", re.S)
+TIMING_NOTE = r'\1<div class="lk-note">measured when the cell runs (not stored in the notebook)</div></details>'
+
+
+def _coalesce_streams(outputs: list) -> list:
+    """Join neighbouring stdout (or stderr) chunks: how a run splits them is timing, not content."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream" \
+                and prev.get("name") == out.get("name"):
+            prev["text"] = prev["text"] + out["text"]
+        else:
+            merged.append(out)
+    return merged
 
 
 def _clean(text: str, old: str, new: str) -> str:
     text = text.replace(old, new)
     for pattern, repl in VOLATILE:
         text = pattern.sub(repl, text)
-    return text
+    return TIMING_SECTION.sub(TIMING_NOTE, text)
 
 
 def _replace_in_output(out: dict, old: str, new: str) -> None:
