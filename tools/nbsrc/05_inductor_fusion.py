@@ -29,10 +29,70 @@ from IPython.display import HTML, display
 # %% [markdown]
 # ## 1. The loop IR: one element at a time
 #
-# The seeds follow `x + y` on two length-3 vectors into Inductor and find a `Pointwise` node whose
-# body is `inner_fn(index)`: load `arg0_1[i0]`, load `arg1_1[i0]`, add. labkit's compiler uses the
-# same idea, so we can hold the closure in our hands. Here is the seeds' other favourite,
-# sin² + cos², lowered by labkit:
+# The seeds follow `x + y` on two vectors of three floats into Inductor. We can do the same: explore
+# it and print two stages, the ATen graph that AOTAutograd hands over, and Inductor's IR just before
+# fusion.
+
+# %%
+def add(a, b):
+    return a + b
+
+
+t_add = labkit.explore(add, torch.tensor([0.5, 1.5, 2.5]), torch.tensor([10.0, 20.0, 30.0]), timing=False)
+print(t_add.stage("aot.inference")[0].text)
+print(t_add.stage("inductor.ir_pre_fusion")[0].text)
+
+# %% id=add-lowering
+# NBVAL_CHECK_OUTPUT
+import re
+
+pre_add = t_add.stage("inductor.ir_pre_fusion")[0].text
+print("ATen ops:", t_add.stage("aot.inference")[0].meta["ops"])
+print("IR nodes:", re.findall(r"^op\d+: (\w+\(\w+\))", pre_add, flags=re.M))
+print("loop body:", re.findall(r"ops\.(\w+)\(", pre_add))
+
+# %% [markdown]
+# The ATen graph has one node, `torch.ops.aten.add.Tensor(arg0_1, arg1_1)`. Lowering it produced a
+# **`ComputedBuffer`**: a buffer with a fixed memory layout (`FixedLayout('cpu', torch.float32,
+# size=[3], stride=[1])`) and a body that computes one element at index `p0`: load from each input,
+# add, store into `buf0`. While lowering runs, Inductor keeps such a buffer wrapped as
+# `TensorBox(StorageBox(ComputedBuffer(...)))`, and the body is a `Pointwise` node's
+# `inner_fn(index)`; the seeds print exactly that nesting. Here the scheduler has already wrapped the
+# buffer in a `SchedulerNode`, ready for fusion.
+#
+# Each stage comes from a step you can find in Inductor's source (the seeds put breakpoints on
+# these same functions):
+#
+# | trace stage | made by |
+# |---|---|
+# | `aot.inference` | AOTAutograd, which passes the graph to `compile_fx_inner`, Inductor's entry point |
+# | `inductor.input` | Inductor's FX passes on that graph (pattern matching, §4), just before lowering |
+# | `inductor.ir_pre_fusion` | `GraphLowering.run`: one ATen node after another becomes a buffer with a loop body |
+# | `inductor.fusion`, `inductor.ir_post_fusion` | the `Scheduler`: it groups buffers into kernels (§2) |
+# | `inductor.output_code` | `Scheduler.codegen` has the C++ or Triton backend write each kernel, the wrapper writes `call()`, and `compile_to_module` loads it all as a Python module |
+#
+# That module is an ordinary Python file. Saved to disk and run as a script, it makes up random
+# inputs of the right shapes, times `call()` on them and prints the time:
+
+# %%
+import os
+import subprocess
+import sys
+import tempfile
+
+with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+    script.write(t_add.stage("inductor.output_code")[0].text)
+run = subprocess.run([sys.executable, script.name], capture_output=True, text=True)
+os.unlink(script.name)
+print("seconds per call:", run.stdout.strip())
+
+# %% id=output-code-script
+# NBVAL_CHECK_OUTPUT
+print("the output code runs on its own:", run.returncode == 0, "| it printed a timing:", bool(run.stdout.strip()))
+
+# %% [markdown]
+# labkit's compiler builds the same kind of loop IR, so we can hold the closure in our hands. Here
+# is the seeds' other favourite, sin² + cos², lowered by labkit:
 
 # %%
 from labkit.compiler import build_program, set_ops_handler
@@ -97,10 +157,12 @@ else:
     print("graphviz's `dot` is not installed, so no diagrams (see the README's troubleshooting)")
 
 # %% [markdown]
-# > The debug flags still work and write the same artefacts to `torch_compile_debug/`:
-# > `fx_graph_readable.py`, `fx_graph_runnable.py` (after decomposition, before pattern matching),
-# > `fx_graph_transformed.py` (after pattern matching), `ir_pre_fusion.txt`, `ir_post_fusion.txt` and
-# > `output_code.py` (both runnable and editable). `labkit.explore` collects the same information in memory.
+# > Without labkit, `TORCH_COMPILE_DEBUG=1` saves these stages as files in `torch_compile_debug/`.
+# > You get the graph Inductor was handed (`fx_graph_readable.py`, plus `fx_graph_runnable.py`, a
+# > script that rebuilds it on its own), the graph once Inductor's FX rewrites are done
+# > (`fx_graph_transformed.py`), the scheduler's nodes before and after fusion (`ir_pre_fusion.txt`,
+# > `ir_post_fusion.txt`), and the generated module (`output_code.py`), which you can edit and run as
+# > we did in §1. `labkit.explore` keeps the same information in memory.
 #
 # ## 2. Before and after fusion
 #
