@@ -199,6 +199,13 @@ print(f"  {len(mlp_trace.kernels)} kernels:", sorted({k.language for k in mlp_tr
 display(labkit.show(mlp_trace))
 
 # %% [markdown]
+# Do not be surprised if the compiled forward is *slower* than eager here. This MLP is tiny: the GPU
+# finishes each kernel in a few microseconds, so the time is spent on the CPU, launching kernels and
+# running the compiled module's Python wrapper (its guards, `call()` and buffer allocation), and that
+# overhead is larger than eager's few direct library calls. Fusion only pays off once the kernels have
+# real work to do, or once CUDA graphs remove the launch cost (`mode="reduce-overhead"`, the figure at
+# the end of this section).
+#
 # The same MLP on this machine's CPU, through the same comparison as section 1 (forward pass only):
 
 # %%
