@@ -3,7 +3,7 @@
 Run on a CUDA machine: each example (toy example, sin/cos fusion, softmax, MLP forward+backward) is
 explored on the GPU with Inductor, so the Trace holds real Triton kernels with their TTIR, TTGIR,
 LLIR and PTX plus GPU timings. Students without a GPU open them with
-``labkit.show(labkit.Trace.from_json("figures/recordings/sincos.json"))``. Every Trace's env says
+``labkit.show(labkit.recording("sincos"))``. Every Trace's env says
 which device, torch, triton and date it was recorded with. Needs only torch (+ triton): no
 jupyter, ipywidgets, graphviz or depyf (bytecode stages then say depyf was missing).
 """
