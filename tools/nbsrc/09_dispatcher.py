@@ -75,11 +75,13 @@ for name, t in [("cpu tensor", x), ("meta tensor", torch.empty(3, device="meta")
 
 # %% id=add-table
 # NBVAL_CHECK_OUTPUT
-table = {
-    line.split(":")[0]: line
-    for line in torch._C._dispatch_dump_table("aten::add.Tensor").splitlines()
-    if ":" in line
-}
+def dispatch_rows(op):
+    """The computed dispatch table of `op`, as {dispatch key: its row}."""
+    rows = torch._C._dispatch_dump_table(op).splitlines()
+    return {line.split(":")[0]: line for line in rows if ":" in line}
+
+
+table = dispatch_rows("aten::add.Tensor")
 for key in ["AutocastCPU", "AutogradCPU", "ADInplaceOrView", "CPU"]:
     row = table[key]
     kind = row[row.rindex("[") + 1 : -1]
@@ -125,11 +127,7 @@ print(sorted(p.name for p in ops_dir.glob("feature_alpha_dropout*")))
 
 # %% id=fad-table
 # NBVAL_CHECK_OUTPUT
-fad_table = {
-    line.split(":")[0]: line
-    for line in torch._C._dispatch_dump_table("aten::feature_alpha_dropout").splitlines()
-    if ":" in line
-}
+fad_table = dispatch_rows("aten::feature_alpha_dropout")
 for key in ["AutogradCPU", "CPU", "CUDA", "Meta"]:
     row = fad_table[key]
     source = row.split("/")[-1].split("_")[0].split(".")[0]
