@@ -42,6 +42,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import configparser
 import os
 import re
 import sys
@@ -133,15 +134,25 @@ def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat
     return nb
 
 
-# Volatile text in stored outputs that would churn the diff on every rebuild (not compared by nbval
-# anyway, except through notebooks/sanitize.cfg): per-process cell file names (Dynamo cuts them to
-# "mp/ipykernel_..."), object addresses and ids, Dynamo's random graph-name suffixes, guard latency.
+SANITIZE = OUT / "sanitize.cfg"
+
+
+def sanitize_rules(path: Path = SANITIZE) -> list[tuple[re.Pattern[str], str]]:
+    """The (regex, replacement) rules of an nbval sanitizer file, in file order."""
+    cfg = configparser.ConfigParser()
+    cfg.read(path)
+    return [(re.compile(cfg[sec]["regex"]), cfg[sec]["replace"]) for sec in cfg.sections()]
+
+
+# Volatile text in stored outputs that would churn the diff on every rebuild: what nbval hides too
+# (notebooks/sanitize.cfg: addresses, run dirs, Dynamo's graph-name uuids), plus what only unchecked
+# cells show: per-process cell file names (Dynamo cuts them to "mp/ipykernel_..."), object ids,
+# guard latency.
 VOLATILE = [
+    *sanitize_rules(),
     (re.compile(r"\S*ipykernel_\d+/\d+\.py"), "<cell>"),
     (re.compile(r"ipykernel_\d+"), "ipykernel_PID"),  # the kernel's directory, e.g. in LLIR debug info
-    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0xADDR"),
     (re.compile(r"(___check_(?:type|obj)_id\([^,()]+, )\d+"), r"\1ID"),
-    (re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}"), r"\1_UUID"),
     (re.compile(r"Guard latency = [\d.]+ us"), "Guard latency = … us"),
 ]
 # A labkit.show page's timing section is a measurement, new on every run: the stored page says so
@@ -178,11 +189,22 @@ def _replace_in_output(out: dict, old: str, new: str) -> None:
             out["data"][mime] = _clean(val, old, new)
 
 
-def execute(nb: nbformat.NotebookNode, timeout: int) -> str:
-    """Run the notebook in the labkit kernel from notebooks/, with fresh caches; return the run dir."""
+PINS = {"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}  # as conftest.py: what nbval reproduces
+
+
+def pin_environment() -> None:
+    """Set the environment pins of conftest.py (unless already set) for the kernels started later."""
+    for key, value in PINS.items():
+        os.environ.setdefault(key, value)
+
+
+def execute(nb: nbformat.NotebookNode, timeout: int, run_dir: str | None = None,
+            record_timing: bool = False) -> str:
+    """Run the notebook in the labkit kernel from notebooks/, with the caches under ``run_dir``
+    (a fresh directory if None); return the run dir."""
     from nbclient import NotebookClient
 
-    run_dir = tempfile.mkdtemp(prefix="labkit-build-")
+    run_dir = run_dir or tempfile.mkdtemp(prefix="labkit-build-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(run_dir, "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(run_dir, "triton")
     os.environ["LABKIT_CACHE_DIR"] = os.path.join(run_dir, "labkit")
@@ -191,17 +213,22 @@ def execute(nb: nbformat.NotebookNode, timeout: int) -> str:
         kernel_name=KERNELSPEC["name"],
         timeout=timeout,
         resources={"metadata": {"path": str(OUT)}},
-        record_timing=False,
+        record_timing=record_timing,
     ).execute()
     return run_dir
 
 
+def named(paths: list[Path], names: list[str]) -> list[Path]:
+    """The paths whose stem is one of ``names`` or starts with "<name>_" (e.g. "05"); all if none."""
+    if not names:
+        return paths
+    return [p for p in paths if any(p.stem == n or p.stem.startswith(n + "_") for n in names)]
+
+
 def select(names: list[str]) -> list[Path]:
     sources = sorted(SRC.glob("[0-9][0-9]_*.py"))
-    if not names:
-        return sources
-    picked = [p for p in sources if any(p.stem == n or p.stem.startswith(n + "_") for n in names)]
-    missing = [n for n in names if not any(p.stem == n or p.stem.startswith(n + "_") for p in sources)]
+    picked = named(sources, names)
+    missing = [n for n in names if not named(sources, [n])]
     if missing:
         raise SystemExit(f"no source for {missing} in {SRC}")
     return picked
@@ -231,9 +258,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="verify notebooks match their sources")
     ap.add_argument("--timeout", type=int, default=300, help="per-cell timeout in seconds")
     args = ap.parse_args()
-    # the same pins as conftest.py, so stored outputs are what nbval reproduces
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("PYTHONHASHSEED", "0")
+    pin_environment()
     paths = select(args.names)
     if args.check:
         return check(paths)
