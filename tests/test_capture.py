@@ -92,6 +92,48 @@ def test_toy_bytecode_has_resume_function(toy):
         assert "depyf" in first.meta["decompile_note"]
 
 
+def test_toy_rewritten_frame_reads_as_python(toy):
+    """The frame Dynamo rewrote at the break reads back as Python: graph call, if, resume calls."""
+    import ast
+
+    transformed = ok_kinds(toy, "bytecode.transformed")
+    first = transformed[0]
+    python = first.meta["python"]
+    assert python, first.meta["python_note"]
+    ast.parse(python)  # it is Python, not a listing
+    assert "LOAD_" in first.meta["dis"] and "LOAD_" not in python  # dis stays one field away
+    assert re.search(r"graph_out_0 = __compiled_fn_\d+\(a, b\)", python)
+    cond = re.search(r"^    if graph_out_0\[(\d)\]:", python, re.M)
+    assert cond, python
+    # the jump tests the graph output that is the comparison b.sum() < 0
+    graph = ok_kinds(toy, "dynamo.graph")[0]
+    out = next(n for n in graph.nodes if n.op == "output")
+    tested = next(n for n in graph.nodes if n.name == out.inputs[int(cond.group(1))])
+    assert "lt" in tested.target
+    assert len(re.findall(r"return __resume_at_\d+\(", python)) == 2  # one per side of the jump
+    assert "else:" in python and "guards" in python
+    for resume in transformed[1:]:  # a resume function: call its graph, return its output
+        body = resume.meta["python"]
+        ast.parse(body)
+        assert re.search(r"graph_out_0 = __compiled_fn_\d+\(", body) and "return graph_out_0[0]" in body
+        assert "if " not in body.split("):", 1)[1]
+
+
+def test_readable_degrades_to_dis_with_reason():
+    """Code the reader does not know (a loop, arithmetic) gives None and a reason, never a crash."""
+    from labkit.capture.bytecode import readable, render
+
+    def loop(xs):
+        total = 0
+        for x in xs:
+            total += x
+        return total
+
+    source, note = readable(loop.__code__)
+    assert source is None and "dis only" in note and "could not read" in note
+    text, meta = render(loop.__code__, "transformed by Dynamo", rewritten=True)
+    assert meta["python"] == "" and "FOR_ITER" in meta["dis"] and note in text
+
 def test_toy_guards_and_nodes(toy):
     guards = ok_kinds(toy, "dynamo.guards")
     assert len(guards) == 2

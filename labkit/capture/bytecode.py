@@ -1,4 +1,4 @@
-"""Bytecode stages: each compiled frame's original and Dynamo-rewritten code (dis + decompiled source).
+"""Bytecode stages: each compiled frame's original and Dynamo-rewritten code (dis + readable Python).
 
 Dynamo works on bytecode, not on source: it replaces a frame's code object with one that calls the
 compiled graph(s) and, at a graph break, a generated "resume function" holding the rest of the
@@ -8,9 +8,12 @@ frame, which Dynamo then compiles as a frame of its own. The bytecode hook sees 
 
 from __future__ import annotations
 
+import copy
 import dis
 import re
+import sys
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from labkit.capture import _torch
@@ -57,14 +60,25 @@ def generated_names(code: types.CodeType) -> list[str]:
     return sorted({n for n in code.co_names if _GENERATED.match(n)})
 
 
-def render(code: types.CodeType, heading: str) -> tuple[str, dict[str, Any]]:
-    """Text (decompiled source, then dis) and meta for one code object."""
+def render(
+    code: types.CodeType, heading: str, rewritten: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """Text (readable Python, then dis) and meta for one code object.
+
+    For a frame Dynamo rewrote, labkit's own reading (``readable``) comes first; depyf's source, when
+    it decompiles at all, stays in ``meta["source"]``. The dis listing is always in ``meta["dis"]``.
+    """
     source, note = decompile(code)
+    python, python_note = readable(code) if rewritten else (None, "")
     listing = dis_text(code)
     parts = [f"# {heading}: {code.co_name}  ({code.co_filename}:{code.co_firstlineno})"]
-    if source is not None:
+    if python is not None:
+        parts += [_RULE, "# as Python (labkit's reading of the bytecode below)", _RULE, python.rstrip()]
+    elif source is not None:
         parts += [_RULE, "# decompiled source (depyf)", _RULE, source.rstrip()]
-    else:
+    if python is None and rewritten:
+        parts += [f"# {python_note}"]
+    if source is None and python is None:
         parts += [f"# {note}"]
     parts += [_RULE, "# bytecode (dis)", _RULE, listing.rstrip()]
     meta: dict[str, Any] = {
@@ -75,10 +89,278 @@ def render(code: types.CodeType, heading: str) -> tuple[str, dict[str, Any]]:
         "decompile_note": note,
         "source": source or "",
         "dis": listing,
+        "python": python or "",
+        "python_note": python_note,
         "resume": code.co_name.startswith(RESUME_PREFIX),
         "instructions": sum(1 for _ in dis.get_instructions(code)),
     }
     return "\n".join(parts) + "\n", meta
+
+
+# -- Dynamo's rewritten frame as readable Python ---------------------------------------------------
+# depyf cannot decompile most frames Dynamo rewrites at a graph break (on Python 3.11 it stops at the
+# SWAP/COPY shuffles that rebuild the interpreter stack for the resume call). The rewritten code only
+# ever does a few things: call a compiled graph, pick its outputs apart, jump on one of them, and call
+# a resume function. A tiny symbolic interpreter over exactly those opcodes recovers that as Python;
+# anything else raises Unrecognised and the caller keeps the dis listing, with the reason.
+
+
+class Unrecognised(Exception):
+    """The rewritten bytecode uses an instruction or a shape the readable rendering does not know."""
+
+
+class _Null:
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+_NULL = _Null()
+_BOOKKEEPING = re.compile(r"record_pregraph_bytecode_(enter|exit)")
+_IMPORT_ALIAS = re.compile(r"__import_(\w+)")
+
+
+@dataclass
+class _Const:
+    value: Any
+
+
+@dataclass
+class _Call:
+    text: str
+
+
+@dataclass
+class _List:
+    items: list[Any]
+    tuple_: bool = False
+
+
+def _show(v: Any) -> str:
+    """Python source for one symbolic value."""
+    if isinstance(v, _Const):
+        if isinstance(v.value, slice):
+            s = v.value
+            return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+        return repr(v.value)
+    if isinstance(v, _Call):
+        return v.text
+    if isinstance(v, _List):
+        inner = ", ".join(_show(x) for x in v.items)
+        return f"({inner}{',' if len(v.items) == 1 else ''})" if v.tuple_ else f"[{inner}]"
+    return str(v)
+
+
+def _name(raw: str) -> str:
+    """A global as the reader knows it: module aliases spelled out, run-specific suffixes dropped."""
+    raw = canonical(raw)
+    m = _IMPORT_ALIAS.fullmatch(raw)
+    return m.group(1).replace("_dot_", ".") if m else raw
+
+
+def _comment(line: str) -> str:
+    """Why a rendered line is there (the lesson of the rewritten frame)."""
+    if "__compiled_fn" in line:
+        return "  # the compiled graph runs here"
+    if "__resume_at" in line:
+        return "  # resume function: the rest of the frame"
+    if line.startswith("if "):
+        return "  # Python decides, on a graph output"
+    return ""
+
+
+class _Reader:
+    """Symbolic execution of a rewritten frame: stack of names/expressions, lines of Python out."""
+
+    def __init__(self, code: types.CodeType) -> None:
+        self.ins = list(dis.get_instructions(code))
+        self.at = {ins.offset: i for i, ins in enumerate(self.ins)}
+        self.kwnames: tuple[str, ...] = ()
+        self.steps = 0
+        self.bookkeeping = False
+
+    def run(self, i: int, stack: list[Any], depth: int) -> list[str]:
+        out: list[str] = []
+        pad = "    " * depth
+
+        def emit(text: str) -> None:
+            if _BOOKKEEPING.search(text):
+                self.bookkeeping = True
+                return
+            out.append(f"{pad}{text}{_comment(text)}")
+
+        while True:
+            self.steps += 1
+            if self.steps > 20_000 or i >= len(self.ins):
+                raise Unrecognised("ran off the end of the code")
+            ins = self.ins[i]
+            op, arg, val = ins.opname, ins.arg, ins.argval
+            i += 1
+            if op in ("RESUME", "NOP", "PRECALL", "CACHE", "COPY_FREE_VARS", "MAKE_CELL"):
+                continue
+            if op == "LOAD_GLOBAL":
+                null = sys.version_info >= (3, 11) and bool(arg & 1)
+                if null and sys.version_info < (3, 13):
+                    stack.append(_NULL)
+                stack.append(_name(val))
+                if null and sys.version_info >= (3, 13):
+                    stack.append(_NULL)
+            elif op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_BORROW"):
+                stack.append(val)
+            elif op in ("LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"):
+                stack.extend(val)
+            elif op == "LOAD_CONST":
+                stack.append(_Const(val))
+            elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+                attr = f"{_show(stack.pop())}.{val}"
+                method = op == "LOAD_METHOD" or (sys.version_info >= (3, 12) and bool(arg & 1))
+                stack.extend([_NULL, attr] if method else [attr])
+            elif op == "STORE_FAST":
+                v = stack.pop()
+                emit(f"{val} = {_show(v)}")
+            elif op == "DELETE_FAST":
+                continue
+            elif op == "COPY":
+                stack.append(stack[-arg])
+            elif op == "SWAP":
+                stack[-1], stack[-arg] = stack[-arg], stack[-1]
+            elif op == "POP_TOP":
+                v = stack.pop()
+                if isinstance(v, _Call):
+                    emit(v.text)
+            elif op == "PUSH_NULL":
+                stack.append(_NULL)
+            elif op in ("BUILD_LIST", "BUILD_TUPLE"):
+                items = stack[len(stack) - arg:] if arg else []
+                del stack[len(stack) - arg:]
+                stack.append(_List(list(items), op == "BUILD_TUPLE"))
+            elif op in ("LIST_EXTEND", "LIST_APPEND"):
+                v = stack.pop()
+                target = stack[-arg]
+                if not isinstance(target, _List):
+                    raise Unrecognised(f"{op} on a value that is not a list")
+                if op == "LIST_APPEND":
+                    target.items.append(v)
+                elif isinstance(v, _List):
+                    target.items.extend(v.items)
+                else:
+                    target.items.append(f"*{_show(v)}")
+            elif op == "BUILD_SLICE":
+                parts = [stack.pop() for _ in range(arg)][::-1]
+                if not all(isinstance(p, _Const) for p in parts):
+                    raise Unrecognised("a slice with computed bounds")
+                stack.append(_Const(slice(*(p.value for p in parts))))
+            elif op in ("BINARY_SUBSCR", "BINARY_SLICE") or (op == "BINARY_OP" and val == 26):
+                if op == "BINARY_SLICE":
+                    stop, start = stack.pop(), stack.pop()
+                    key = _Const(slice(_const(start), _const(stop)))
+                else:
+                    key = stack.pop()
+                stack.append(_subscript(stack.pop(), key))
+            elif op in ("STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR"):
+                if op == "STORE_SLICE":
+                    stop, start = stack.pop(), stack.pop()
+                    key = _Const(slice(_const(start), _const(stop)))
+                else:
+                    key = stack.pop()
+                obj = stack.pop()
+                value = None if op == "DELETE_SUBSCR" else stack.pop()
+                if not isinstance(obj, _List):
+                    emit(f"del {_show(obj)}[{_show(key)}]" if value is None
+                         else f"{_show(obj)}[{_show(key)}] = {_show(value)}")
+                else:
+                    idx = _const(key)
+                    if value is None:
+                        del obj.items[idx]
+                    else:
+                        obj.items[idx] = value.items if isinstance(idx, slice) else value
+            elif op == "KW_NAMES":
+                self.kwnames = val
+            elif op in ("CALL", "CALL_KW"):
+                if op == "CALL_KW":
+                    self.kwnames = _const(stack.pop())
+                args = stack[len(stack) - arg:] if arg else []
+                del stack[len(stack) - arg:]
+                stack.append(_Call(_call(stack, args, self.kwnames)))
+                self.kwnames = ()
+            elif op == "CALL_FUNCTION_EX":
+                kwargs = stack.pop() if arg & 1 else None
+                args = stack.pop()
+                items = args.items if isinstance(args, _List) else [f"*{_show(args)}"]
+                if kwargs is not None:
+                    items = [*items, f"**{_show(kwargs)}"]
+                stack.append(_Call(_call(stack, items, ())))
+            elif op == "CALL_INTRINSIC_1" and ins.argrepr == "INTRINSIC_LIST_TO_TUPLE":
+                v = stack.pop()
+                stack.append(_List(list(v.items), True) if isinstance(v, _List) else f"tuple({_show(v)})")
+            elif op in ("RETURN_VALUE", "RETURN_CONST"):
+                v = _Const(val) if op == "RETURN_CONST" else stack.pop()
+                emit(f"return {_show(v)}")
+                return out
+            elif op == "JUMP_FORWARD":
+                i = self.at[val]
+            elif op.startswith("POP_JUMP") and op.endswith(("IF_FALSE", "IF_TRUE")):
+                if "BACKWARD" in op or val <= ins.offset:
+                    raise Unrecognised("a backward jump (a loop)")
+                cond = _show(stack.pop())
+                if op.endswith("IF_FALSE"):
+                    emit(f"if {cond}:")
+                else:
+                    emit(f"if not ({cond}):")
+                out += self.run(i, copy.deepcopy(stack), depth + 1)
+                emit("else:")
+                out += self.run(self.at[val], copy.deepcopy(stack), depth + 1)
+                return out
+            else:
+                raise Unrecognised(f"instruction {op} at offset {ins.offset}")
+
+
+def _const(v: Any) -> Any:
+    if not isinstance(v, _Const):
+        raise Unrecognised("a computed index")
+    return v.value
+
+
+def _subscript(obj: Any, key: Any) -> Any:
+    if isinstance(obj, _List):
+        idx = _const(key)
+        picked = obj.items[idx]
+        return _List(list(picked), obj.tuple_) if isinstance(idx, slice) else picked
+    return f"{_show(obj)}[{_show(key)}]"
+
+
+def _call(stack: list[Any], args: list[Any], kwnames: tuple[str, ...]) -> str:
+    """Pop the callable (and NULL or self) under the arguments; return the call as source."""
+    b, a = stack.pop(), stack.pop()  # 3.11/3.12: [NULL, fn] or [fn, self]; 3.13: [fn, NULL|self]
+    if a is _NULL:
+        fn, self_ = b, None
+    elif b is _NULL:
+        fn, self_ = a, None
+    else:
+        fn, self_ = a, b
+    pos = args[: len(args) - len(kwnames)] if kwnames else args
+    parts = ([_show(self_)] if self_ is not None else []) + [_show(x) for x in pos]
+    parts += [f"{k}={_show(v)}" for k, v in zip(kwnames, args[len(pos):], strict=True)]
+    return f"{_show(fn)}({', '.join(parts)})"
+
+
+def readable(code: types.CodeType) -> tuple[str | None, str]:
+    """(source, note): Dynamo's rewritten frame as Python, or None with why it was not recognised."""
+    reader = _Reader(code)
+    try:
+        body = reader.run(0, [], 1)
+    except Unrecognised as e:
+        return None, f"labkit could not read this frame as Python ({e}); dis only"
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # a stack shape we did not expect
+        return None, f"labkit could not read this frame as Python ({type(e).__name__}); dis only"
+    args = ", ".join(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+    head = [
+        f"# {code.co_name} as Dynamo rewrote it, read back as Python by labkit.",
+        "# It runs only after this frame's guards pass (dynamo.guards); if one fails, Dynamo",
+        "# compiles the frame again instead.",
+    ]
+    if reader.bookkeeping:
+        head.append("# (Dynamo's profiling calls record_pregraph_bytecode_enter/exit are left out.)")
+    return "\n".join([*head, f"def {code.co_name}({args}):", *body]) + "\n", "read back as Python by labkit"
 
 
 def build(trace: Any, rec: Any, labels: dict[str, str]) -> None:
@@ -96,7 +378,7 @@ def build(trace: Any, rec: Any, labels: dict[str, str]) -> None:
         trace.add(
             "bytecode.original", f"{old.co_name}: original bytecode", text, frame=frame, meta=meta
         )
-        text, meta = render(new, "transformed by Dynamo")
+        text, meta = render(new, "transformed by Dynamo", rewritten=True)
         meta["calls"] = generated_names(new)
         meta["resume"] = old.co_name.startswith(RESUME_PREFIX)
         trace.add(
