@@ -28,7 +28,7 @@
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import labkit
 
-labkit.setup_notebook()  # one thread (baked into Inductor's C++ kernels), seeds, warnings off
+labkit.setup_notebook()  # one thread (baked into Inductor's C++ kernels), RNG seeds, warnings off
 import torch
 
 print(labkit.versions()["torch"])
@@ -92,11 +92,24 @@ print(f"the forward one computes {sorted(forward_kernel.origins)}")
 # The forward pass became a matrix multiply (a call into a library, not generated code) plus
 # **one** generated C++ kernel that does the bias add, the sigmoid and the multiply in a single loop:
 # that is *fusion*, the main thing Inductor buys you (notebook 05). The backward pass gets kernels of
-# its own. Here is the forward wrapper Inductor wrote, cut to the function that runs every call:
+# its own. Here is the forward wrapper Inductor wrote, cut to `call`, the function that runs on every
+# call (the file also holds the compiled kernel's source, and `get_args`/`benchmark_compiled_module`
+# helpers for running the file on its own, which we skip):
 
 # %%
-forward_code = next(s for s in trace.stage("inductor.output_code") if "forward" in s.title)
-print(forward_code.text[forward_code.text.index("def call("):][:1500])
+forward_code = next(s for s in trace.stage("inductor.output_code") if "forward" in s.title).text
+call_src = forward_code[forward_code.index("def call("):]
+print(call_src[: call_src.index("\n", call_src.index("return ("))])
+
+# %% [markdown]
+# Read it top to bottom: `assert_size_stride` checks that the inputs have the sizes and strides the
+# code was compiled for; `empty_strided_cpu` allocates the output buffers; `extern_kernels.mm` is the
+# matrix multiply handed to the ATen library kernel; `cpp_fused_add_mul_sigmoid_0` is the one
+# generated kernel for everything after it. The `# Topologically Sorted Source Nodes` and
+# `# [Provenance debug handles]` comments tie each line back to the graph nodes it came from. The
+# wrapper returns more than the layer's output: `primals_3`, `buf0` (the matmul result `x @ w`) and a
+# transposed *view* of `primals_1` (`x`, by `reinterpret_tensor`, no copy) are the tensors the
+# backward pass saved for later.
 
 # %% [markdown]
 # ## Try it on your own function

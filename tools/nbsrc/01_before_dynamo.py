@@ -1,9 +1,10 @@
 # %% [markdown]
 # # 01 · Before Dynamo: `torch.jit.trace` and `torch.jit.script`
 #
-# PyTorch had two ways to turn Python into a graph long before `torch.compile`. Both still ship
-# (deprecated since 2.9), and both fail in instructive ways. Seeing *how* they fail is the best
-# explanation of why Dynamo reads bytecode instead.
+# PyTorch had two ways to turn Python into a graph long before `torch.compile`. Both still ship,
+# deprecated (the next cell reads the notice in the installed docstrings), and both fail in
+# instructive ways. Seeing *how* they fail is the best explanation of why Dynamo reads bytecode
+# instead.
 #
 # **After this notebook you can**
 # - get the TorchScript graph of a function by tracing it and by scripting it, and read it;
@@ -17,18 +18,27 @@ import warnings
 
 import labkit
 
-# One thread, seeds, and warnings off so that stderr stays empty: the warnings that ARE the lesson
+# One thread, RNG seeds, and warnings off so that stderr stays empty: the warnings that ARE the lesson
 # are caught explicitly. Call it before torch is imported.
 labkit.setup_notebook()
 import torch
 
 print("torch", torch.__version__)
+notice = [line.strip() for line in torch.jit.interface.__doc__.splitlines() if "deprecat" in line]
+print(*notice, sep="\n")
 
 # %% [markdown]
+# The docstrings of the TorchScript API (`torch.jit.interface`, `annotate`, `freeze`, `fork`, ...)
+# carry this notice in torch 2.11 to 2.15: TorchScript is deprecated since **2.5**. For speed, the
+# replacement is `torch.compile` (this chapter). For TorchScript's other job, saving a whole model as
+# a graph that runs without your Python code, the replacement is **`torch.export`**, which captures
+# with Dynamo as well but refuses graph breaks (`torch.jit.script_method` warns "Please switch to
+# `torch.compile` or `torch.export`").
+#
 # ## 1. One function, two graphs
 #
-# Our first specimen is the small function from the TorchScript walkthrough in the seeds: an add,
-# two multiplies, a `tanh`, and two more adds. No control flow yet.
+# Our first specimen is a small function of the kind TorchScript tutorials start with: an add, two
+# multiplies, a `tanh`, and two more adds. No control flow yet.
 
 # %%
 def f(a, b):
@@ -51,7 +61,7 @@ print(traced_f.graph)
 
 # %% [markdown]
 # **Scripting** never runs `f`. It reads the *source code*, parses it with Python's `ast`, turns it
-# into TorchScript's own tree (below, the same S-expression the seeds show from `get_jit_def`),
+# into TorchScript's own tree (below, the S-expression that `torch.jit.frontend.get_jit_def` builds),
 # and compiles that tree to a graph. Types are generic (`Tensor`), because no input was ever seen.
 
 # %%
@@ -129,7 +139,7 @@ print(optimized_graph)
 print("prim::profile nodes after more calls:", count_kind(optimized_graph, "prim::profile") > 0)
 
 # %% [markdown]
-# > The seeds debug these passes with `PYTORCH_JIT_LOG_LEVEL='>>dead_code_elimination' python script.py`,
+# > To watch these passes, run `PYTORCH_JIT_LOG_LEVEL='>>dead_code_elimination' python script.py`,
 # > which logs the graph each time that pass changes it. It is an environment variable read at startup,
 # > so it only works when set before Python starts.
 #
@@ -229,28 +239,51 @@ print("torch.jit.script rejects h:", script_error is not None)
 print(type(script_error).__name__, str(script_error)[:300])
 
 # %% [markdown]
+# The message (torch 2.13 prints a `TypeError` about `numpy.ufunc`) is not even a TorchScript
+# diagnosis: the scripter tries to compile `np.tanh` as if it were TorchScript, and fails inside its
+# own machinery. Its exact text changes between releases; what does not change is that `h` must be
+# rewritten in torch ops before it can be scripted.
+
+# %% [markdown]
 # ## 4. A glimpse ahead: `torch.compile` on the same functions
 #
 # Dynamo (notebook 02) neither records one run nor parses source: it *symbolically executes the
 # bytecode* and guards on what it assumed. At `if x.sum() > 0` it cannot know the answer, so it
 # splits the function into two graphs with a **graph break** and lets Python decide the branch
-# (notebook 03). Result: correct on both inputs, and `h` (NumPy inside) compiles too.
+# (notebook 03). NumPy is a different story: Dynamo translates NumPy calls into the equivalent torch
+# ops (through its NumPy layer, `torch._numpy`) and traces them, so `h` needs no break at all. The cell counts the graphs each function
+# gave, with a backend that only records them.
 
 # %% id=compile-both
 # NBVAL_CHECK_OUTPUT
 torch._dynamo.reset()
-compiled_g = torch.compile(g, backend="eager")  # "eager": capture graphs, run them without Inductor
+graphs = []
+
+
+def recording(gm, example_inputs):  # a backend: keep the graph, run it as it is (no Inductor)
+    graphs.append(gm)
+    return gm.forward
+
+
+compiled_g = torch.compile(g, backend=recording)
 print("compiled g correct on positive:", torch.equal(compiled_g(positive), g(positive)),
-      " on negative:", torch.equal(compiled_g(negative), g(negative)))
-compiled_h = torch.compile(h, backend="eager")
-print("compiled h correct:", torch.allclose(compiled_h(positive), h(positive)))
+      " on negative:", torch.equal(compiled_g(negative), g(negative)), f"  graphs: {len(graphs)}")
+graphs.clear()
+compiled_h = torch.compile(h, backend=recording)
+print("compiled h correct:", torch.allclose(compiled_h(positive), h(positive)), f"  graphs: {len(graphs)}")
+
+# %% [markdown]
+# Three graphs for `g`: the part before the `if` (it computes `x.sum() > 0` and hands the boolean to
+# Python), then one graph per branch, each compiled the first time an input takes it. One graph for
+# `h`: `np.tanh` on `x.numpy()` was traced into the same graph as the `* 2`.
 
 # %% [markdown]
 # | | `torch.jit.trace` | `torch.jit.script` | `torch.compile` (Dynamo) |
 # |---|---|---|---|
 # | reads | one execution | Python source (AST) | Python bytecode, as it runs |
 # | data-dependent `if` | baked in (TracerWarning) | `prim::If` | graph break, Python decides |
-# | arbitrary Python | runs, not recorded | compile error | graph break, Python runs it |
+# | NumPy calls | run, result frozen as a constant | compile error | traced into the graph |
+# | other Python it can't trace (`print`, most C extensions) | runs, not recorded | compile error | graph break, Python runs it |
 # | shapes | fixed to the example | generic `Tensor` | guarded; recompiles or goes dynamic |
 #
 # ## Summary

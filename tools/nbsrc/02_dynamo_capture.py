@@ -19,13 +19,13 @@
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 
 # %% [markdown]
 # ## 1. Bytecode in, bytecode out
 #
-# The smallest possible example, from the seeds: add two tensors. We use `backend="eager"`, which
+# The smallest possible example: add two tensors. We use `backend="eager"`, which
 # runs Dynamo and then executes the FX graph as it is, without Inductor: everything in this notebook
 # is about the front end, and it compiles in a fraction of a second.
 
@@ -46,14 +46,22 @@ labkit.show(trace)
 print(trace.stage("bytecode.original")[0].meta["dis"])
 
 # %% [markdown]
-# What Dynamo installs instead (decompiled back to Python with `depyf`): a call to the compiled graph
-# `__compiled_fn_<n>_<id>` with the same arguments, then unpack its outputs and return. The seeds show
-# exactly this sequence on an older Python: `LOAD_GLOBAL __compiled_fn_0`, `LOAD_FAST a`,
-# `LOAD_FAST b`, `CALL_FUNCTION 2`, `UNPACK_SEQUENCE 1`, `RETURN_VALUE`. Newer releases add the
-# `record_pregraph_bytecode_enter/exit` bookkeeping around it.
+# What Dynamo installs instead: a call to the compiled graph `__compiled_fn_<n>` with the same
+# arguments, then the first element of its output tuple is returned. labkit reads the rewritten
+# bytecode back as Python for you (`meta["python"]`; the `dis` listing stays in `meta["dis"]`, and
+# both are in the widget's "transformed bytecode" tab):
 
 # %%
-print(trace.stage("bytecode.transformed")[0].meta["source"])
+print(trace.stage("bytecode.transformed")[0].meta["python"])
+
+# %% [markdown]
+# The real bytecode holds more than this, and a general decompiler such as `depyf` shows all of it.
+# Torch 2.13's Dynamo wraps the graph call in profiling calls
+# (`torch._dynamo.utils.record_pregraph_bytecode_enter/exit`), and it builds some empty lists
+# (`[]`, `__temp_… = []`, `.extend([])`) that it would hand to a *resume function* if the frame had
+# a graph break (notebook 03): the values of the frame that the rest of the function needs. `add`
+# has no break, so the lists stay empty and are thrown away at once. labkit's reading leaves both
+# out and says so in its header. The guards mentioned there are section 3 of this notebook.
 
 # %% id=add-calls
 # NBVAL_CHECK_OUTPUT
@@ -115,7 +123,35 @@ _ = torch.compile(scaled, backend=peek)(torch.randn(4), 3, cfg)
 
 # %%
 guards = trace.stage("dynamo.guards")[0].text
-print(guards[:3500])
+for line in guards.splitlines():  # each guard, without the source line Dynamo appends after "  #"
+    print(line.split("  #")[0].rstrip())
+
+# %% [markdown]
+# Read the tree from the top. `RootGuardManager` holds guards on the whole process, then one
+# `GuardManager` per input (`L['x']` is the local `x` of the frame):
+#
+# - **`GLOBAL_STATE`** compares the global torch state against what it was at compile time: grad mode,
+#   default dtype, autocast, deterministic algorithms, TF32/bf16 flags, the number of threads.
+#   Turning on `torch.no_grad()` or changing `torch.set_num_threads` invalidates the code.
+# - `LAMBDA_GUARD` (no saved-tensor hooks installed), `TORCH_FUNCTION_MODE_STACK` and
+#   `DEFAULT_DEVICE` guard other ambient state the graph was traced under.
+# - **`TENSOR_MATCH`** on `x` is one C++ check, `check_tensor(...)`, of everything the graph assumed
+#   about it: its Python type (`Tensor`), its dispatch key set (`CPU`, `AutogradCPU`, ...: which
+#   kernels the dispatcher would pick, notebook 09), dtype, device, `requires_grad`, and the exact
+#   `size` and `stride`.
+# - The five **`DIMENSION_DYNAMIC_MARKING_GUARD`**s check that `x` carries none of the attributes that
+#   `torch._dynamo.mark_dynamic`, `mark_static` and friends set (`_dynamo_dynamic_indices`, ...): had
+#   you marked a dimension, the graph would have been traced differently.
+# - `EQUALS_MATCH: L['n'] == 3` is the unrolled loop's count; `TYPE_MATCH` checks that `cfg` is still
+#   a `dict`, and `TRUE_MATCH`/`EQUALS_MATCH` on `L['cfg']['relu']` and `L['cfg']['scale']` are the two
+#   entries the function read, and only those.
+# - `G` is the function's globals. `ID_MATCH` checks *object identity*: `torch`, `torch.relu` and the
+#   builtin `range` (read from the builtins dict, `__builtins_dict___2`) must still be the very objects
+#   Dynamo traced, so monkey-patching `torch.relu` after compiling would fail this guard.
+#
+# Each `GuardManager` line also says how it reaches its value (`accessed_by=`, e.g. frame local
+# number 0, or a dict key) and its Python type. `Guard latency` is how long the whole tree took to
+# run once, a few microseconds, paid on every call.
 
 # %% id=guards
 # NBVAL_CHECK_OUTPUT
@@ -176,21 +212,23 @@ print(torch._dynamo.list_backends())
 print("inductor is registered:", "inductor" in torch._dynamo.list_backends())
 
 # %% [markdown]
-# The list depends on what is installed (the seeds, on an Intel XPU image, see
-# `['cudagraphs', 'inductor', 'onnxrt', 'openxla', 'openxla_eval', 'tvm']`), and
-# `list_backends(exclude_tags=())` also shows debug backends such as `eager` and `aot_eager`.
+# The list depends on the torch version and on what is installed (`onnxrt` appears when ONNX Runtime
+# is installed), and `list_backends(exclude_tags=())` also shows debug backends such as `eager` and
+# `aot_eager`.
 # `inductor` is the default: `torch.compile(fn)` means `torch.compile(fn, backend="inductor")`.
 #
-# Writing your own takes three lines. This one counts the graphs and ops it is given and then runs
-# the graph unchanged. (Notebook 05 plugs in a real one: `labkit.compiler.backend`, a readable
+# Writing your own takes three lines. This one counts the nodes of each kind in every graph it is
+# given and then runs the graph unchanged. (Notebook 05 plugs in a real one: `labkit.compiler.backend`, a readable
 # Inductor in miniature.)
 
 # %%
+from collections import Counter
+
 seen = []
 
 
 def my_backend(gm, example_inputs):
-    seen.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+    seen.append(Counter(n.op for n in gm.graph.nodes if n.op not in ("placeholder", "output")))
     return gm.forward
 
 
@@ -205,10 +243,15 @@ _ = torch.compile(model, backend=my_backend)(torch.randn(3, 3))
 
 # %% id=my-backend
 # NBVAL_CHECK_OUTPUT
-print(f"my_backend was called {len(seen)} times, with {[len(ops) for ops in seen]} ops")
+print(f"my_backend was called {len(seen)} times")
+for i, kinds in enumerate(seen, 1):
+    print(f"graph {i}: {dict(sorted(kinds.items()))}")
 
 # %% [markdown]
-# Two calls: the `print` split `model` into two graphs (notebook 03 is about exactly this). To
+# Two calls: the `print` split `model` into two graphs (notebook 03 is about exactly this). The first
+# holds three `call_function` nodes: `x.T` (a `getattr`), `@` (`operator.matmul`) and `torch.relu`.
+# The second holds `h.sum()`, and a method called on a tensor is a `call_method` node in FX, not a
+# `call_function`: a backend that counted only `call_function` nodes would report it as empty. To
 # register a backend under a name, decorate it with `@torch._dynamo.register_backend`; to wrap
 # Inductor rather than replace it, return `torch._dynamo.lookup_backend("inductor")(gm, example_inputs)`.
 #

@@ -1,8 +1,9 @@
 # %% [markdown]
 # # 04 · AOTAutograd: the joint graph, the partition, and core ATen
 #
-# Dynamo's graph is written in Python-level torch calls (`torch.mm`, `self.fc1(x)`, `+`), and it only
-# describes the **forward** pass. A training step also needs the backward. Eager PyTorch builds the
+# Dynamo's graph is written in Python-level torch calls (`torch.mm`, `torch.relu`, `+`; modules are
+# inlined, so an `nn.Linear` appears as a call of `linear` with its parameters as graph inputs, as
+# section 3 shows), and it only describes the **forward** pass. A training step also needs the backward. Eager PyTorch builds the
 # backward on the fly, op by op, through autograd. **AOTAutograd** ("ahead of time" autograd) instead
 # traces forward *and* backward together into one **joint graph** of ATen ops, then cuts it in two:
 # a forward graph that also returns the tensors the backward will need (*saved activations*), and a
@@ -12,7 +13,8 @@
 # **After this notebook you can**
 # - read a joint graph (`primals`, `tangents`) and find the gradient of each input in it;
 # - read the partition: which tensors the forward saves for the backward, and why some are recomputed;
-# - say what "decomposition to core ATen" does to `nn.Linear`, `softmax` and friends.
+# - say what "decomposition to core ATen" does to `nn.Linear`, `softmax` and friends;
+# - show what *functionalization* does to an in-place op.
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
@@ -20,7 +22,7 @@ from collections import Counter
 
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 
 
@@ -28,7 +30,7 @@ def short(ops):  # 'torch.ops.aten.mm.default' -> 'mm'
     return [op.replace("torch.ops.", "").removeprefix("aten.").split(".")[0] for op in ops]
 
 # %% [markdown]
-# ## 1. The seeds' example: one matrix multiply
+# ## 1. The smallest example with a backward: one matrix multiply
 #
 # `torch.mm(m1, m2)` on two 4×4 matrices that require grad. `explore` calls the compiled function and
 # then `.backward()` on its output, because AOTAutograd only compiles the backward when it is first needed.
@@ -47,7 +49,9 @@ labkit.show(trace)
 # The **joint graph** takes `primals` (the forward inputs) and `tangents` (the incoming gradient of
 # each output, here `tangents_1` = dL/d(mm)). It returns the forward output *and* the gradient of each
 # input: d(m1) = tangents · m2ᵀ and d(m2) = m1ᵀ · tangents, hence two `permute`s (transposes) and two
-# more `mm`s. Compare it with the seeds' `joint_helper` graph: it is the same graph, node for node.
+# more `mm`s. The `# PlainAOTInput`, `# GradAOTOutput(grad_of=...)` comments say what each input and
+# output is: the output list is the forward result `mm`, then the gradient of `m1` (`mm_2`), then the
+# gradient of `m2` (`mm_1`).
 
 # %%
 print(trace.stage("aot.joint")[0].text)
@@ -100,19 +104,20 @@ print("saved for backward:", fwd.meta["saved_activations"])
 print("sin computed in the backward:", short(bwd.meta["ops"]).count("sin"), "times")
 
 # %% [markdown]
-# The backward needs `sin(x)` and `sin(sin(x))` (for the chain rule), but the forward saves only the
-# input `x` (`primals_1`): one saved tensor instead of three, paid for with a few `sin`s that
-# Inductor will fuse into the backward kernel anyway. Reading memory is slower than recomputing a
-# `sin` on it.
+# The derivative of `cos(sin(sin(x)))` is `-sin(sin(sin(x))) · cos(sin(x)) · cos(x)`: the backward
+# needs `x`, `sin(x)` and `sin(sin(x))`. The forward saves only the input `x` (`primals_1`), one saved
+# tensor instead of three, and the backward recomputes the other two: that is `sin` and `sin_1` in the
+# graph above. The third `sin` (`sin_2`) is part of the derivative of `cos` itself. Inductor fuses all
+# of it into the backward kernel, and recomputing a `sin` from a value already loaded is cheaper than
+# writing two more tensors to memory and reading them back.
 #
 # ## 3. Decomposition into core ATen
 #
 # PyTorch has over two thousand operators. A backend cannot implement them all, so AOTAutograd
-# traces with a **decomposition table** that rewrites composite ops into simpler ones. The seeds'
-# `x + y` example shows the first step (Python operator → ATen op):
-# `l_a_ + l_b_` becomes `torch.ops.aten.add.Tensor(arg0_1, arg1_1)`. Bigger ops break further.
-# Take a small classifier like the two-layer network in the seeds: a hidden layer with a ReLU, then
-# a layer that turns the hidden features into class scores.
+# traces with a **decomposition table** that rewrites composite ops into simpler ones. The first step
+# is Python operator → ATen op: Dynamo's `l_a_ + l_b_` becomes `torch.ops.aten.add.Tensor(arg0_1,
+# arg1_1)`. Bigger ops break further. Take a small two-layer classifier: a hidden layer with a ReLU,
+# then a layer that turns the hidden features into class scores.
 
 # %%
 class TinyClassifier(torch.nn.Module):
@@ -130,6 +135,27 @@ class TinyClassifier(torch.nn.Module):
 model = TinyClassifier(12, 24, 3)
 x = torch.randn(6, 12)
 trace = labkit.explore(model, x, timing=False)
+print(trace.stage("dynamo.graph")[0].text)
+
+# %% [markdown]
+# First, what Dynamo made of it. There is no `self.hidden(x)` in the graph: Dynamo **inlines** the
+# modules' `forward` methods, so each `nn.Linear` became one call of `torch._C._nn.linear`, and its
+# weight and bias became graph inputs (placeholders) named after where they live
+# (`L_self_modules_hidden_parameters_weight_` is `self.hidden.weight`). Five inputs: four parameters
+# and `x`.
+
+# %% id=mlp-dynamo
+# NBVAL_CHECK_OUTPUT
+nodes = trace.stage("dynamo.graph")[0].nodes
+print("call_module nodes:", sum(n.op == "call_module" for n in nodes))
+print("placeholders:", sum(n.op == "placeholder" for n in nodes), " of which parameters:",
+      sum("parameters" in n.name for n in nodes if n.op == "placeholder"))
+print("calls:", [n.target.split(".")[-1] for n in nodes if n.op == "call_function"])
+
+# %% [markdown]
+# AOTAutograd's forward graph, in ATen:
+
+# %%
 print(trace.stage("aot.forward")[0].text)
 
 # %% id=mlp-ops
@@ -140,11 +166,14 @@ print("saved for backward:", trace.stage("aot.forward")[0].meta["saved_count"], 
 
 # %% [markdown]
 # `nn.Linear` became `permute` (the weight transposed) + `addmm` (bias + input · weightᵀ); the
-# backward is plain `mm`s, a `sum` for the bias gradient, and `le`/`where` for the ReLU mask.
+# backward is plain `mm`s, a `sum` for the bias gradient, and `le`/`where` for the ReLU mask. The
+# forward saves three tensors for it: `x` (`primals_3`, for the hidden weight's gradient), the second
+# weight (`primals_4`, to pass the gradient back through the scores layer) and `relu` (for the
+# scores weight's gradient and the ReLU mask).
 #
 # `torch.export` shows the same thing from the other side: its graph keeps `aten.linear`, and
-# `run_decompositions()` lowers it to the **core ATen** opset (about 180 ops that every backend is
-# expected to handle):
+# `run_decompositions()` lowers it to the **core ATen** opset, the ops tagged `torch.Tag.core` that
+# every backend is expected to handle (the next cell counts them in the installed torch):
 
 # %% id=export-core
 # NBVAL_CHECK_OUTPUT
@@ -153,15 +182,28 @@ core = exported.run_decompositions()
 print("exported:", sorted({str(n.target) for n in exported.graph.nodes if n.op == "call_function"}))
 print("core ATen:", sorted({str(n.target) for n in core.graph.nodes if n.op == "call_function"}))
 
+# %%
+core_ops = {name for name in dir(torch.ops.aten)
+            if isinstance(packet := getattr(torch.ops.aten, name), torch._ops.OpOverloadPacket)
+            and any(torch.Tag.core in getattr(packet, o).tags for o in packet.overloads())}
+print(f"torch {torch.__version__}: {len(core_ops)} ATen ops have a core overload")
+
 # %% [markdown]
 # ### One level lower: Prims
 #
-# The seeds list one more IR level under ATen: **Prims** (from the PrimTorch project). Prims are a
-# few dozen primitive ops with nothing implicit: even broadcasting is spelled out as
-# `broadcast_in_dim`. PyTorch's Python references (`torch._refs`) are written in them. Tracing under
+# There is one more IR level under ATen: **Prims** (from the PrimTorch project), primitive ops with
+# nothing implicit: even broadcasting is spelled out as `broadcast_in_dim`. The next cell counts them
+# in the installed torch. PyTorch's Python references (`torch._refs`) are written in them. Tracing under
 # `TorchRefsMode` swaps each torch call for its reference, so the graph comes out in prims. Neither
 # Inductor nor `torch.export` stops at this level (they consume core ATen plus their own
 # decompositions); it is a look at the floor of the stack.
+
+# %%
+import torch._prims
+
+prim_names = torch._prims.__all__
+prim_ops = [n for n in prim_names if isinstance(getattr(torch.ops.prims, n, None), torch._ops.OpOverloadPacket)]
+print(f"torch {torch.__version__}: torch._prims.__all__ has {len(prim_names)} names, {len(prim_ops)} of them ops")
 
 # %%
 def prims_graph(fn, *args):
@@ -205,6 +247,37 @@ for backend, t in softmax_traces.items():
 # No input requires grad here, so there is no joint graph at all: AOTAutograd produces a single
 # **inference** graph.
 #
+# ## 4. Functionalization: in-place ops leave the graph
+#
+# Inductor wants graphs without mutation: a value that is written in place cannot be freely fused,
+# reordered or recomputed. Before decomposing, AOTAutograd **functionalizes** the graph: every
+# in-place op (`add_`, `mul_`, `copy_` into a view, ...) becomes its out-of-place twin, later uses
+# read the new value, and if the mutated tensor is a graph *input* (so the caller can see the change)
+# one `copy_` at the very end writes the result back. Before (Dynamo) and after (AOTAutograd):
+
+# %%
+def bump(x):
+    x.add_(1)
+    return x.mul(2)
+
+
+t = labkit.explore(bump, torch.randn(4), timing=False)
+print(t.stage("dynamo.graph")[0].text)
+print(t.stage("aot.inference")[0].text)
+
+# %% id=functionalized
+# NBVAL_CHECK_OUTPUT
+before = [n.target.split(".")[-1] for n in t.stage("dynamo.graph")[0].nodes if n.op in ("call_function", "call_method")]
+print("Dynamo graph:     ", before)
+print("AOTAutograd graph:", short(t.stage("aot.inference")[0].meta["ops"]))
+
+# %% [markdown]
+# Dynamo recorded `add_` as it was written (a method call on `l_x_`). After functionalization `add_`
+# is `aten.add.Tensor`, a new tensor `add`; `mul` reads `add`, not the input; and the final
+# `aten.copy_.default(arg0_1, add)` puts the mutation back into the caller's tensor, once, after all
+# the math. Inductor turns that `copy_` into a store into the input buffer inside the same fused
+# kernel.
+#
 # ## Try it on your own model
 #
 # Swap in any small module or function whose inputs require grad, and read the three graphs. Which
@@ -225,10 +298,12 @@ print("backward ops:", sorted(set(short(t.stage("aot.backward")[0].meta["ops"]))
 #   and a backward graph. Inductor's min-cut partitioner recomputes cheap values instead of saving them.
 # - Composite ops are **decomposed** (`linear` → `permute` + `addmm`, `softmax` → `amax`, `sub`, `exp`,
 #   `sum`, `div`), so the backend sees a small, regular opset.
+# - **Functionalization** rewrites in-place ops as out-of-place ones, with one `copy_` at the end for
+#   each mutated input.
 #
 # **Try it**
 # 1. Explore `chain` with `backend="aot_eager"`. Is the partition different?
 # 2. Replace `torch.relu` by `torch.nn.functional.gelu` in `TinyClassifier`. What does the forward save now?
-# 3. Explore `lambda x: x.add_(1).mul(2)` (an in-place op). What happened to `add_` in the graph?
+# 3. In `bump`, mutate a *view*: `x[:2].add_(1)`. What does the functionalized graph hold now?
 #
 # Graded exercises: [`exercises/ex04_aot.ipynb`](exercises/ex04_aot.ipynb).

@@ -12,7 +12,7 @@
 # **After this notebook you can**
 # - read an `inner_fn` loop body and a scheduler node in Inductor's IR dump;
 # - compare the IR before and after fusion, and count the kernels that result;
-# - give the reason two nodes were *not* fused (a library call, a different loop shape);
+# - give the reason two nodes were *not* fused (a library call, a different loop shape, a node in between);
 # - recognise the attention pattern being replaced by `scaled_dot_product_attention`;
 # - run the same function through labkit's own small compiler and compare its decisions with Inductor's.
 
@@ -22,16 +22,15 @@ import math
 
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 from IPython.display import HTML, display
 
 # %% [markdown]
 # ## 1. The loop IR: one element at a time
 #
-# The seeds follow `x + y` on two vectors of three floats into Inductor. We can do the same: explore
-# it and print two stages, the ATen graph that AOTAutograd hands over, and Inductor's IR just before
-# fusion.
+# Follow `x + y` on two vectors of three floats into Inductor: explore it and print two stages, the
+# ATen graph that AOTAutograd hands over, and Inductor's IR just before fusion.
 
 # %%
 def add(a, b):
@@ -57,11 +56,15 @@ print("loop body:", re.findall(r"ops\.(\w+)\(", pre_add))
 # size=[3], stride=[1])`) and a body that computes one element at index `p0`: load from each input,
 # add, store into `buf0`. While lowering runs, Inductor keeps such a buffer wrapped as
 # `TensorBox(StorageBox(ComputedBuffer(...)))`, and the body is a `Pointwise` node's
-# `inner_fn(index)`; the seeds print exactly that nesting. Here the scheduler has already wrapped the
-# buffer in a `SchedulerNode`, ready for fusion.
+# `inner_fn(index)` (Inductor's error messages print that nesting when a lowering fails). Here the
+# scheduler has already wrapped the buffer in a `SchedulerNode`, ready for fusion, and listed what it
+# needs to know for that: `writes` and `met_dependencies` are the `MemoryDep`s the node writes and
+# reads, each with its index (`c0`, the loop variable, over `{c0: 3}`), so `buf0[c0]` is computed from
+# `arg0_1[c0]` and `arg1_1[c0]`; `group.iteration = ((3,), ())` is its loop shape, 3 pointwise
+# iterations and no reduction. Two nodes fuse when these shapes and dependencies agree (§2).
 #
-# Each stage comes from a step you can find in Inductor's source (the seeds put breakpoints on
-# these same functions):
+# Each stage comes from a step you can find in Inductor's source (put a breakpoint on one of these
+# functions to watch it happen):
 #
 # | trace stage | made by |
 # |---|---|
@@ -92,7 +95,7 @@ print("the output code runs on its own:", run.returncode == 0, "| it printed a t
 
 # %% [markdown]
 # labkit's compiler builds the same kind of loop IR, so we can hold the closure in our hands. Here
-# is the seeds' other favourite, sin² + cos², lowered by labkit:
+# is sin² + cos² (always 1, but the compiler does not know that), lowered by labkit:
 
 # %%
 from labkit.compiler import build_program, set_ops_handler
@@ -141,9 +144,9 @@ print(pre[pre.index("class op0_loop_body"):])
 print(f"{len(trace.kernels)} kernel computing {sorted(trace.kernels[0].origins)}")
 
 # %% [markdown]
-# The seeds show this with two pictures from `TORCH_COMPILE_DEBUG=1 INDUCTOR_ORIG_FX_SVG=1`: the
-# original FX graph, and the graph after fusion with the merged nodes. The same pair, drawn from the
-# trace (colour = the kernel that computes a node):
+# Inductor can draw this itself: run with `TORCH_COMPILE_DEBUG=1 INDUCTOR_ORIG_FX_SVG=1` and it saves
+# the original FX graph and the graph after fusion, with the merged nodes, as SVG files. The same
+# pair, drawn from the trace (colour = the kernel that computes a node):
 
 # %%
 from labkit.widgets.graph import fx_svg
@@ -178,9 +181,16 @@ xs = torch.randn(64, 128)
 trace = labkit.explore(softmax, xs, timing=False)
 labkit.show(trace)
 
+# %% [markdown]
+# The trace's "fusion decisions" stage starts with labkit's summary of Inductor's fusion log, then
+# keeps the log itself (the widget shows all of it; each round lists every candidate with its stack
+# trace). Here, the summary and the log's decision lines:
+
 # %%
 fusion = trace.stage("inductor.fusion")[0]
-print(fusion.text[:3000])
+summary, _, log = fusion.text.partition("# ---- Inductor fusion log ----")
+print(summary.strip())
+print(*(line for line in log.splitlines() if line.startswith(("cannot fuse", "fusing", "completed"))), sep="\n")
 
 # %% id=softmax-fusion
 # NBVAL_CHECK_OUTPUT
@@ -189,13 +199,19 @@ print("kernels after fusion:", len(trace.kernels))
 print("ops in the kernel:", sorted(trace.kernels[0].origins))
 
 # %% [markdown]
-# Four nodes, one kernel: for each row, one loop finds the max, one computes `exp(x - max)` and its
-# sum, one divides. The intermediate `exp` values never reach memory as a separate tensor.
+# Four nodes: `op0` the row max (`amax`), `op1` the pointwise `exp(x - max)`, `op2` the row sum of
+# that, `op3` the division. Fusion runs in rounds. In the first, `op1` + `op2` fuse (a pointwise node
+# into the reduction that consumes it), and `op1` + `op3` is refused: **"intermediate nodes between
+# node1 & node2"** means that `op3` needs a buffer made by a node (`op2`, the sum) that itself
+# depends on `op1`. Fused into one kernel, `op1` and `op3` would have to run both before and after
+# `op2`: a cycle. Once `op1_op2` exists, the second round can add the max in front and the division
+# behind. One kernel: for each row, one loop finds the max, one computes `exp(x - max)` and its sum,
+# one divides. The intermediate `exp` values never reach memory as a separate tensor.
 #
 # ## 3. Why some nodes do not fuse
 #
-# Two common reasons. **A library call**: a matrix multiply is not generated code, it is a call into
-# a BLAS library (an *extern kernel*), so the `relu` after it cannot live in the same loop.
+# Two common reasons. **A library call**: by default a matrix multiply is not generated code, it is a
+# call into a BLAS library (an *extern kernel*), so the `relu` after it cannot live in the same loop.
 # **Different loop shapes**: a sum over rows and a sum over columns iterate differently.
 
 # %%
@@ -209,7 +225,9 @@ def two_sums(x):
 
 t_mm = labkit.explore(mm_relu, torch.randn(32, 32), torch.randn(32, 32), timing=False)
 t_sums = labkit.explore(two_sums, torch.randn(32, 64), timing=False)
-print(t_mm.stage("inductor.output_code")[0].text.split("def call(")[1][:900])
+mm_code = t_mm.stage("inductor.output_code")[0].text
+call_src = mm_code[mm_code.index("def call("):]
+print(call_src[: call_src.index("\n", call_src.index("return ("))])
 
 # %% id=no-fusion
 # NBVAL_CHECK_OUTPUT
@@ -219,6 +237,19 @@ f = t_sums.stage("inductor.fusion")[0].meta
 print("two_sums: scheduler nodes", f["nodes_before"], "-> fused pairs", len(f["fused"]))
 
 # %% [markdown]
+# In the wrapper, `extern_kernels.mm(..., out=buf0)` is the library call, and `cpp_fused_add_relu_0`
+# the generated kernel for `relu(...) + 1`. Between them, `buf1 = buf0; del buf0  # reuse`: the
+# product `buf0` has no other use, so instead of allocating a new buffer for the result, Inductor
+# hands the kernel the same memory under a new name and the kernel overwrites it in place (it takes
+# one pointer, read and written).
+#
+# "A matmul can't fuse" holds for this default path only. With `torch.compile(mode="max-autotune")`
+# Inductor also tries GEMM **templates**, matrix multiplies it generates itself, and then fuses a
+# pointwise *epilogue* such as `relu(...) + 1` into the template's kernel (`config.epilogue_fusion`,
+# on by default). On a GPU those are Triton templates; on a CPU the C++ GEMM template is only used
+# when the weight is a constant (`use_cpp_gemm_template` asks for it, e.g. after
+# `torch._inductor.config.freezing`), which is not the case here.
+#
 # Inductor's own log gives its reason for each pair it considered and rejected (for `two_sums`: the
 # nodes share no data, so fusing would only save a kernel launch; on a CPU, Inductor still puts both
 # loops in the same C++ function, one after the other):
@@ -253,9 +284,10 @@ print("matches eager:", torch.allclose(torch.compile(attention)(q, k, v), attent
 
 # %% [markdown]
 # On the CPU the SDPA op itself is then a **fallback**: Inductor has no loop-IR lowering for it, so
-# `lowering.py` registers it with `make_fallback(...)`, which means "call ATen's own kernel" (the seeds
-# point at `make_fallback(aten._scaled_dot_product_flash_attention)`). A fallback, like `mm`, is an
-# extern call that nothing fuses with. labkit records each of its own fallbacks in the trace.
+# `lowering.py` registers it with `make_fallback(...)`, which means "call ATen's own kernel" (on the
+# CPU, `make_fallback(aten._scaled_dot_product_flash_attention_for_cpu.default, ...)` in torch 2.13).
+# A fallback, like `mm`, is an extern call that nothing fuses with. labkit records each of its own
+# fallbacks in the trace.
 #
 # The patterns live in `torch/_inductor/fx_passes/fuse_attention.py` (and pre-traced copies in
 # `serialized_patterns/_sfdp_pattern_*.py`, "sfdp" for *scaled fused dot product*). The same
@@ -323,7 +355,8 @@ for backend in ("inductor", "labkit"):
 # - **Lowering** turns ATen ops into `Pointwise`/`Reduction` nodes whose body `inner_fn(index)` computes
 #   one element through a swappable `ops` handler; pointwise ops inline into each other as closures.
 # - **Scheduling** fuses the stored nodes into kernels when they iterate compatibly; a library call
-#   (`mm`) or a different loop shape stops fusion, and Inductor's fusion log says why.
+#   (`mm`, unless a max-autotune template fuses its epilogue), a different loop shape or a node in
+#   between stops fusion, and Inductor's fusion log says why.
 # - **Pattern matching** runs first: hand-written attention becomes `scaled_dot_product_attention`.
 # - `labkit.compiler` makes the same decisions in a few hundred readable lines; plug it in with
 #   `backend="labkit"` or `torch.compile(fn, backend=labkit.compiler.backend)`.

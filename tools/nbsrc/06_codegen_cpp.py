@@ -16,11 +16,12 @@
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+import os
 import re
 
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 
 from labkit.bench import pinned_threads
@@ -28,7 +29,7 @@ from labkit.bench import pinned_threads
 # %% [markdown]
 # ## 1. The wrapper: `call(args)`
 #
-# The seeds' first example again: `x + y` on two vectors of 3 floats.
+# The smallest example again: `x + y` on two vectors of 3 floats.
 
 # %%
 def add(a, b):
@@ -64,13 +65,16 @@ print("buffers allocated in call():", code[code.index("def call("):].count("empt
 print("sizes checked:", "assert_size_stride" in code)
 
 # %% [markdown]
-# The seeds show this code from 2023 with `#pragma omp simd simdlen(4)` over 3 elements. Today's
-# Inductor instead writes an explicit vector loop with a masked tail (`loadu(ptr, count)`), even for 3
-# elements: the vector width is fixed by the machine, and the mask handles the remainder.
+# Inductor releases of 2023 wrote this kernel as a scalar loop under `#pragma omp simd simdlen(4)`.
+# Today's Inductor writes an explicit vector loop instead, even for 3 elements: it steps by a vector's
+# worth of floats (`x0 += 8` above), and since 3 < 8 the only iteration takes the masked path,
+# `loadu(ptr, 3)` and `store(ptr, 3)`, which touch just the 3 valid floats. The
+# `inductor_cpu_integer_div_error` lines around the loop are a flag that integer division kernels set
+# on a division by zero, so that the error is raised once, after the loop (unused here).
 #
 # ## 2. A real kernel: the `toy_example`'s first graph
 #
-# The seeds' `toy_example` (notebook 03) compiles its first graph into `cpp_fused_abs_add_div_lt_sum_0`:
+# The `toy_example` of notebook 03 compiles its first graph into `cpp_fused_abs_add_div_lt_sum_0`:
 # a sum reduction, a compare, and a pointwise loop, all in one C++ function.
 
 # %%
@@ -91,8 +95,9 @@ print(kernel.source)
 #   (unaligned), arithmetic on it compiles to one vector instruction (`tmp0.abs()`, `tmp1 + tmp3`, `tmp0 / tmp4`).
 # - The loop steps by the vector width (`x0 += 8` with AVX2, `16` with AVX-512): the number depends on
 #   your CPU, which is why `torch._inductor.config.cpp.simdlen` exists to pin it.
-# - The **tail**: 10 elements is one full vector of 8 and 2 left over; the `loadu(ptr, count)` and
-#   `store(ptr, count)` overloads mask the remainder.
+# - The **tail**: the `loadu(ptr, count)` and `store(ptr, count)` overloads handle the elements that
+#   do not fill a whole vector. With 8-float vectors (AVX2), 10 elements are one full vector and a
+#   masked one of 2; with 16-float vectors (AVX-512) all 10 go through the masked path.
 # - The **reduction**: `tmp_acc0_vec` accumulates whole vectors, then `vec_reduce_all` adds the lanes
 #   together at the end.
 # - One function for the three scheduler nodes: a loop for the sum, a single compare (no loop needed), and a
@@ -108,7 +113,7 @@ print("pointer arguments:", src[: src.index(")")].count("*"))
 
 # %% [markdown]
 # Checking generated code by searching for strings is how Inductor's own tests do it too, with
-# `FileCheck` (the seeds point at PyTorch's `HowToWriteTestsUsingFileCheck.md`): a sequence of patterns
+# `FileCheck` (PyTorch's `test/HowToWriteTestsUsingFileCheck.md` explains it): a sequence of patterns
 # that must appear in order. It makes a robust structural test, unlike comparing the whole text:
 
 # %% id=filecheck
@@ -120,17 +125,30 @@ print("FileCheck: vector sum, then the reduction, then abs, then the store of x,
 
 # %% [markdown]
 # All of that machinery comes from one header, `torch/csrc/inductor/cpp_prefix.h`, that every kernel
-# includes. The seeds print part of it: the `INDUCTOR_USE_VECTOR_TYPES()` switch, `Welford` (for
-# mean/variance in one pass), masked loads. Here is its top on your installation:
+# includes. Two pieces of it on your installation: the switch that turns the vector types on for the
+# CPU's instruction set (AVX2/AVX-512 on x86, NEON/SVE on ARM, ...), and the `Welford` accumulator
+# used for mean and variance (section "Try it" below):
 
 # %%
 from pathlib import Path
 
 prefix = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "inductor" / "cpp_prefix.h"
+
+
+def excerpt(text, start, end):
+    """The lines from the one containing start to the next one containing end."""
+    lines = text.splitlines()
+    i = next((n for n, line in enumerate(lines) if start in line), None)
+    if i is None:
+        return f"({start!r} is not in this version of cpp_prefix.h)"
+    j = next(n for n in range(i, len(lines)) if end in lines[n])
+    return "\n".join(lines[i:j + 1])
+
+
 if prefix.exists():
     text = prefix.read_text()
-    print("\n".join(text.splitlines()[:40]))
-    print("...", "struct Welford" in text and "has a Welford accumulator")
+    print(excerpt(text, "#if defined(CPU_CAPABILITY_AVX512)", "#endif"))
+    print(excerpt(text, "struct Welford {", "};"))
 else:
     print(f"{prefix} is not in this installation")
 
@@ -168,7 +186,7 @@ print("seed drawn in call() and passed to the kernel:", "aten.randint" in drop_c
 # ### An indirect load: embedding
 #
 # So far every load read `in_ptr[x0]`, an address computed from the loop index alone. An embedding
-# lookup (the seeds point at its decomposition and its Inductor lowering) reads a row whose number
+# lookup reads a row whose number
 # is itself *loaded* from another tensor: an **indirect** load. Since that index is data, the kernel
 # also checks it is in range before using it:
 
@@ -208,6 +226,7 @@ serial = labkit.explore(scale_shift, big, timing=False)
 with pinned_threads(2):
     parallel = labkit.explore(scale_shift, big, timing=False)
 print(parallel.kernels[0].source)
+print("CPUs on this machine:", os.cpu_count(), "| config.cpp.min_chunk_size:", torch._inductor.config.cpp.min_chunk_size)
 
 # %% id=openmp
 # NBVAL_CHECK_OUTPUT
@@ -216,10 +235,22 @@ for name, t in [("1 thread", serial), ("2 threads", parallel)]:
     print(f"{name:9s} omp parallel region: {'#pragma omp parallel' in s}")
 
 # %% [markdown]
-# With two threads the loop nest is wrapped in `#pragma omp parallel num_threads(2)` and the outer
-# loop becomes `#pragma omp for`: each thread takes a chunk of rows. For tiny tensors Inductor does
-# not bother (`config.cpp.min_chunk_size`, 4096 elements by default): starting threads costs more
-# than the work.
+# With two threads the loop is wrapped in an `#pragma omp parallel` region, and the loop itself gets
+# `#pragma omp for`, which hands each thread one contiguous share of the iterations. Which loop? The
+# 256 × 1024 tensor is contiguous and the work is pointwise, so Inductor has **flattened** the two
+# dimensions into a single loop over 262144 elements (`x0 < 262144`, one vector per step), and the
+# two threads split that.
+#
+# The region says `#pragma omp parallel`, with no thread count: in torch 2.13 Inductor writes
+# `num_threads(N)` only when N differs from the machine's CPU count, and otherwise lets the OpenMP
+# runtime decide (`cpp.py`, where it emits the pragma). With 2 threads on the 2-core course machine,
+# the count is left out; run this on a machine with more cores and you get
+# `#pragma omp parallel num_threads(2)`.
+#
+# For small tensors Inductor does not parallelise at all: a loop level is split only if each thread
+# still gets at least `config.cpp.min_chunk_size` elements (512 by default in torch 2.13; the test in
+# `decide_parallel_depth` is `elements // threads < min_chunk_size`), because starting threads costs
+# more than a little work.
 #
 # ## 4. labkit's C++
 #
@@ -257,11 +288,20 @@ def mine(x):
 
 
 t = labkit.explore(mine, torch.randn(100), timing=False)
-print(t.kernels[0].source[:3000])
+welford_src = t.kernels[0].source
+print(welford_src[: welford_src.index("\n", welford_src.index("out_ptr1["))])
 
 # %% [markdown]
-# `x.std()` needs the mean and the variance; the kernel gets both in a single pass over the data with
-# a **Welford** accumulator, the `welford_combine` calls above (the `Welford` struct in `cpp_prefix.h`).
+# `x.std()` needs the variance. The naive one-pass formula, mean of squares minus square of the mean,
+# subtracts two large, nearly equal numbers when the values sit far from zero, and in float32 the
+# difference can lose every significant digit (it can even come out negative). **Welford's**
+# algorithm keeps a running `mean` and `m2` (the sum of squared deviations from the current mean)
+# and updates both with each value, which stays accurate, still in one pass over the data. That is
+# the `Welford<...>` accumulators and `welford_combine` calls above; `out_ptr1` receives `m2`, from
+# which the loop after it (same kernel) computes the standard deviation and normalises `x`. The `WelfordHelper` objects add
+# a cascade (a tree of partial results over chunks of 4096 elements) for accuracy on long rows.
+# `tmp_acc0` beside it is a plain vector sum, for `x.mean()`. (The cell prints the kernel up to the
+# end of this reduction; the normalising loop follows.)
 
 # %% id=welford
 # NBVAL_CHECK_OUTPUT

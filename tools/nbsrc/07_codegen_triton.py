@@ -21,10 +21,11 @@
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import os
+import re
 
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 
 GPU = torch.cuda.is_available()
@@ -40,7 +41,8 @@ print("running Triton kernels", "on the GPU" if GPU else "in the interpreter (no
 # %% [markdown]
 # ## 1. Block programming: vector add
 #
-# The seeds' first Triton program (run there with `TRITON_DEBUG=1 TRITON_INTERPRET=1 python vector-add.py`).
+# Triton's first tutorial program (as a script, `TRITON_INTERPRET=1 python vector-add.py` runs it
+# without a GPU).
 # Each program instance adds one `BLOCK` of elements; the grid says how many instances to launch.
 # This is Triton's *SPMD on blocks* model: you never write per-thread code.
 
@@ -68,8 +70,7 @@ print(f"n={n}, BLOCK={BLOCK}: {grid[0]} program instances, the last one masks {g
 print("matches x + y:", torch.allclose(out, x + y))
 
 # %% [markdown]
-# Blocks can be two-dimensional, and reductions work on whole blocks (`tl.sum`, `tl.max`). The
-# seeds' sin² + cos², fused by hand: one load, all the math in registers, one store. This is the
+# Next, sin² + cos² fused by hand: one load, all the math in registers, one store. This is the
 # kernel notebook 08 races against Inductor and labkit.
 
 # %%
@@ -91,12 +92,39 @@ sincos_kernel[(triton.cdiv(xs.numel(), 1024),)](xs, res, xs.numel(), BLOCK=1024)
 print("sin^2 + cos^2 == 1 everywhere:", torch.allclose(res, torch.ones_like(res), atol=1e-5))
 
 # %% [markdown]
+# Blocks can be **two-dimensional**, and a reduction works on a whole block at once. A row sum: each
+# program instance takes `ROWS` rows; `[:, None]` and `[None, :]` turn two ranges into a column and a
+# row of indices, which broadcast to a `ROWS × COLS` block of offsets, and `tl.sum(block, axis=1)`
+# reduces each row of the block to one number. The mask now has two parts: rows past the end of the
+# matrix and columns past its width (COLS must be a power of two, so 100 columns take a block of 128).
+
+# %%
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, n_rows, n_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]  # ROWS x 1
+    cols = tl.arange(0, COLS)[None, :]  # 1 x COLS
+    mask = (rows < n_rows) & (cols < n_cols)  # ROWS x COLS
+    block = tl.load(x_ptr + rows * n_cols + cols, mask=mask, other=0.0)
+    sums = tl.sum(block, axis=1)  # one value per row: a block of ROWS
+    row_ids = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    tl.store(out_ptr + row_ids, sums, mask=row_ids < n_rows)
+
+
+m = torch.randn(50, 100, device=device)
+row_sums = torch.empty(50, device=device)
+row_sum_kernel[(triton.cdiv(50, 16),)](m, row_sums, 50, 100, ROWS=16, COLS=128)
+
+# %% id=row-sum
+# NBVAL_CHECK_OUTPUT
+print("4 program instances of 16 x 128; matches m.sum(1):", torch.allclose(row_sums, m.sum(1), atol=1e-4))
+
+# %% [markdown]
 # ## 2. From Python to PTX, without a GPU
 #
 # `@triton.jit` parses the function's Python AST into **TTIR** (Triton IR: tensor-level ops on
 # blocks, target-independent), then, stage by stage (`make_ttir`, `make_ttgir`, `make_llir`,
-# `make_ptx` in the NVIDIA backend; the seeds trace the same chain through Intel's XPU backend, which
-# ends in SPIR-V instead): **TTGIR** adds a *layout* saying which thread and warp holds which element;
+# `make_ptx` in the NVIDIA backend; Intel's XPU backend runs the same chain and ends in SPIR-V
+# instead): **TTGIR** adds a *layout* saying which thread and warp holds which element;
 # **LLVM IR** is scalar code per thread; **PTX** is NVIDIA's virtual assembly. `labkit.triton_stages`
 # runs that pipeline for a target GPU (an H100, `cuda:90`, by default) and returns a Trace:
 
@@ -112,14 +140,23 @@ print(stages.stage("triton.ttir")[0].text)
 # In TTIR every value is a whole block: `tt.make_range` is `tl.arange`, `tt.splat` broadcasts a scalar,
 # `tt.load` takes a `tensor<256x!tt.ptr<f32>>` of pointers and a mask. TTGIR is the same program with
 # an **encoding** attached: `#ttg.blocked<{sizePerThread = [..], threadsPerWarp = [32], warpsPerCTA = [4]}>`
-# spreads the 256 elements over 4 warps of 32 threads.
+# spreads the 256 elements over 4 warps of 32 threads. The cell prints the layout and the first TTGIR
+# lines that use it, then the PTX's target and its global loads and stores:
 
 # %%
 ttgir = stages.stage("triton.ttgir")[0].text
-print("\n".join(line for line in ttgir.splitlines() if "#blocked" in line and "=" in line)[:800])
+print(*[line for line in ttgir.splitlines() if "#blocked" in line and "=" in line][:5], sep="\n")
 ptx = stages.stage("triton.ptx")[0].text
 print("\n".join(line for line in ptx.splitlines() if "ld.global" in line or "st.global" in line or ".target" in line))
 
+# %% [markdown]
+# `sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4]` covers 128 elements; the block has
+# 256, so the layout repeats and each of the 128 threads holds **two** elements, 128 apart. That is
+# why the PTX has two loads of `x`, two of `y` and two stores: one per element, each a single 32-bit
+# load (`ld.global.b32`), each predicated by that element's mask bit (`@%p1`, `@%p2`: the `offs < n`
+# test, done per thread). A thread's two elements are not adjacent, so there is nothing to merge into
+# one wider vector load; Triton gives a thread adjacent elements (and `ld.global.v4` loads) when it can
+# prove the pointers are aligned, which is what Inductor's `tt.divisibility` hints are for (§3).
 # %% id=ir-stages
 # NBVAL_CHECK_OUTPUT
 print("stages:", [s.kind for s in stages.stages if s.ok])
@@ -137,8 +174,10 @@ print("AMD MI300 (gfx942) stages:", [s.kind for s in amd.stages if s.ok])
 print("last stage is AMDGCN:", "gfx942" in amd.stage("triton.ptx")[0].text)
 
 # %% [markdown]
-# Triton caches every stage on disk, which is where the seeds found them (`add_kernel.ttir`,
-# `.ttgir`, `.llir`, then `.ptx`/`.cubin` or `.spv`, plus a `.json` of metadata, in a directory named by hash):
+# Triton caches every stage on disk (`add_kernel.ttir`, `.ttgir`, `.llir`, then `.ptx`/`.cubin` for
+# NVIDIA, `.amdgcn`/`.hsaco` for AMD, plus a `.json` of metadata and the `.source`), one directory per
+# compiled kernel, named by a hash. We compiled `add_kernel` for two targets, so most names appear
+# twice:
 
 # %%
 from pathlib import Path
@@ -152,7 +191,7 @@ print(cache.name, "->", files[:12])
 #
 # Given CUDA tensors, Inductor generates Triton instead of C++. Without a GPU we open a **recording**
 # made on one with `make record-gpu` (`labkit.recording`; its label says where and when); with a GPU,
-# the same cell compiles live. The example is the seeds' sin² + cos² again.
+# the same cell compiles live. The example is sin² + cos² again, on 65536 floats.
 
 # %%
 from labkit.capture.examples import EXAMPLES
@@ -165,16 +204,59 @@ print(labkit.trace_label(gpu_trace))
 
 # %%
 kernel = next((k for k in gpu_trace.kernels if k.language == "triton"), None)
-print(kernel.source if kernel else "no Triton kernel in this trace")
+if kernel:
+    print(kernel.source[kernel.source.index("@triton.jit"):])
+else:
+    print("no Triton kernel in this trace")
 display(labkit.show(gpu_trace))
 
 # %% [markdown]
-# What to look for in an Inductor Triton kernel: `xnumel` (elements in total), `xoffset =
-# tl.program_id(0) * XBLOCK` and `xindex = xoffset + tl.arange(0, XBLOCK)` (exactly our `offs`),
-# `xmask`, loads with `eviction_policy`, `libdevice` math, and a header of `triton_meta` and
-# `inductor_meta` dictionaries that drive **autotuning** (Inductor tries several `XBLOCK`/`num_warps`
-# configurations on first call and keeps the fastest). Its comment lists the ATen nodes it fused.
-# In the wrapper, a launch looks like `triton_poi_fused_add_cos_pow_sin_0.run(arg0_1, buf0, 65536, stream=stream0)`.
+# The kernel, without its decorator: `xnumel` is the number of elements, `xoffset =
+# tl.program_id(0) * XBLOCK` and `xindex = xoffset + tl.arange(0, XBLOCK)` are exactly our `offs`, and
+# the math is `tl_math.sin`/`cos` on the loaded block. Two things differ from our `add_kernel`:
+#
+# - `xmask = tl.full([XBLOCK], True, tl.int1)`: a mask that is **all true**. `XBLOCK` is not fixed
+#   yet (see below), but it will be a power of two no larger than 65536, and every such block size
+#   divides 65536: no program instance ever runs past the end. Inductor proves that at code generation
+#   (its "constant mask" optimisation) and drops the mask.
+# - So the load and the store pass `None` where the mask would go: unmasked accesses, one less compare
+#   and no predication per element.
+#
+# `XBLOCK` is a `tl.constexpr` left open because the decorator above the kernel,
+# `@triton_heuristics.pointwise(...)`, **autotunes** it: on the first call Inductor compiles a few
+# `XBLOCK`/`num_warps` configurations, times them, and keeps the fastest. The decorator's arguments
+# are what that needs; the ones worth reading:
+
+# %%
+def value_of(header, key):
+    """The Python literal after `key=` or `'key':` in the decorator text (brackets balanced)."""
+    m = re.search(rf"\b{key}'?\s*[=:]\s*", header)
+    if not m:
+        return "(not in this torch version)"
+    depth, i = 0, m.end()
+    for j in range(i, len(header)):
+        if header[j] in "[{(":
+            depth += 1
+        elif header[j] in "]})":
+            depth -= 1
+        if depth < 0 or (depth == 0 and header[j] == ","):
+            return header[i:j]
+
+
+if kernel:
+    header = kernel.source[kernel.source.index("@triton_heuristics"):kernel.source.index("@triton.jit")]
+    for key in ("size_hints", "signature", "configs", "kernel_name", "num_load", "num_store"):
+        print(f"{key}: {value_of(header, key)}")
+
+# %% [markdown]
+# `size_hints` is the problem size the tuner plans for; `signature` the argument types (`*fp32` is a
+# float pointer, `XBLOCK` a compile-time constant); `configs` says that arguments 0, 1 and 2 are
+# divisible by 16 (`tt.divisibility`: aligned pointers, and an element count that is a multiple of 16),
+# which lets Triton use wide, unmasked vector loads; `num_load`/`num_store` count the kernel's memory
+# accesses. The rest of `triton_meta` describes the device, and the rest of `inductor_meta` is
+# Inductor's cache and tuning switches. In the wrapper, the launch is one line,
+# `triton_poi_fused_add_cos_pow_sin_0.run(arg0_1, buf0, 65536, stream=stream0)`; the kernel's name
+# says what it is: `poi` for pointwise, then the ATen ops it fused.
 #
 # ## 4. labkit's Triton
 #

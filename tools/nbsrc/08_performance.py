@@ -3,13 +3,16 @@
 #
 # Compiling is only worth it if the result runs faster. This notebook measures, fairly, what the
 # previous ones built: eager PyTorch against Inductor against labkit's compiler against a hand-written
-# Triton kernel. It explains the numbers with three ideas: most of these kernels are **memory-bound**
-# (judge them in bytes per second against what the machine can copy), small kernels are dominated by
-# **launch overhead** (which CUDA graphs remove), and **compile time** is paid once and then cached.
+# Triton kernel. It explains the numbers with a few ideas: a kernel is either **memory-bound** or
+# **compute-bound** (judge it in bytes per second against what the machine can copy), small calls are
+# dominated by **fixed overhead** (which a profiler shows, and CUDA graphs remove on a GPU), and
+# **compile time** is paid once and then cached.
 #
 # **After this notebook you can**
 # - time compiled code fairly (pinned threads, warm-up, median and spread) with `labkit.compare`;
-# - compute the bytes a function must move and compare achieved bandwidth with the measured copy bandwidth;
+# - compute the bytes a function must move, compare achieved bandwidth with the measured copy
+#   bandwidth, and tell memory-bound from compute-bound;
+# - read a `torch.profiler` table of a compiled call;
 # - explain why fusion wins on large tensors and why nothing wins on tiny ones;
 # - say what CUDA graphs, the FX graph cache and `TORCHINDUCTOR_CACHE_DIR` each save.
 #
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import labkit
 
-# Fair comparisons: one thread for everyone (Inductor bakes the count in); also seeds, warnings off.
+# Fair comparisons: one thread for everyone (Inductor bakes the count in); also RNG seeds, warnings off.
 labkit.setup_notebook()
 import matplotlib.pyplot as plt
 import torch
@@ -55,12 +58,15 @@ print("backends timed:", [t.label for t in result.runs()])
 print("all agree with eager:", not result.mismatched, "| unavailable:", sorted(result.unavailable))
 
 # %% [markdown]
-# ## 2. Bytes, not FLOPs
+# ## 2. Bytes or FLOPs?
 #
-# sin² + cos² does a handful of arithmetic operations per element; a core does billions per second.
-# What limits it is **memory**: each element must be read once and the result written once. So the
-# right yardstick is *bytes moved per second*, compared with how fast this machine can copy memory at
-# all (a large `copy_`, measured once):
+# A kernel's speed is limited either by **memory** (it cannot get the bytes in and out faster) or by
+# **compute** (the arithmetic per element takes longer than moving the element). To tell which, count
+# the bytes the function must move at the least, divide by the time, and compare that rate with how
+# fast this machine can copy memory at all. The yardstick is `copy_bandwidth()`: it times
+# `dst.copy_(src)` on a 64 MiB buffer (512 MiB on a GPU), far larger than the caches, and counts the
+# bytes read plus the bytes written. A kernel near that rate is memory-bound; one far below it is
+# compute-bound. First the bytes:
 
 # %% id=bytes
 # NBVAL_CHECK_OUTPUT
@@ -80,10 +86,80 @@ for t in result.runs():
           f"{achieved_bandwidth(t, fused_bytes) / 1e9:6.1f} GB/s of useful traffic")
 
 # %% [markdown]
-# Fused code moves 2 bytes for every 11 that eager moves, which is where most of Inductor's speed-up
-# on pointwise chains comes from. On a CPU, `sin` and `cos` are expensive enough (dozens of
-# instructions each) that the kernels may be compute-bound rather than at the copy line; on a GPU they
-# are cheap and the copy line is what you hit. The plot above (`result`) shows this comparison.
+# Fused code moves 2 bytes for every 11 that eager moves. Now read the rates. On this CPU, with one
+# thread, every backend stays far below the copy bandwidth: the fused kernels manage a few GB/s of
+# useful traffic where a copy reaches several times that. So here sin² + cos² is **compute-bound**:
+# `sin` and `cos` cost dozens of vector instructions per element, and the core cannot finish them as
+# fast as memory could deliver the data. Fusion still wins big against eager, but not because of the
+# bytes alone: eager also runs each of its five ops as a separate pass, and writing and reading back
+# each intermediate costs time on top of the math. On a GPU the same kernel is memory-bound (section 5):
+# thousands of cores make the math cheap, and the copy line is what the fused kernels hit. The plot
+# above (`result`) draws the same comparison.
+#
+# ### Why labkit is ahead of Inductor here
+#
+# If the kernel is compute-bound, the speed of `sin` and `cos` decides, and the two compilers do not
+# get them from the same place. Inductor's C++ writes `tmp0.sin()` on an `at::vec::Vectorized<float>`,
+# which ATen implements with the SLEEF library (`Sleef_sinf16_u35` on AVX-512, `Sleef_sinf8_u35` on
+# AVX2: 3.5-ULP accuracy), compiled into libtorch. labkit writes a plain loop calling `sinf` under
+# `#pragma omp simd`, compiled with `-O3 -march=native -fno-math-errno` and linked with `-lmvec`, so
+# that g++ replaces the call by glibc's vector math library, **libmvec**. The next cell compiles a
+# three-line loop with labkit's own flags and lists what the library imports:
+
+# %%
+import shutil
+import subprocess
+
+from labkit.compiler.codegen import cpp as lk_cpp
+
+print("labkit's flags:", " ".join(lk_cpp.FLAGS))
+lib = lk_cpp.compile_library(lk_cpp.PRELUDE + '''
+extern "C" void sin_loop(const float* x, float* y, long n) {
+    #pragma omp simd
+    for (long i = 0; i < n; ++i) y[i] = lk_sin(x[i]);
+}''')
+if shutil.which("nm"):  # binutils, installed with g++
+    imports = subprocess.run(["nm", "-D", "--undefined-only", lib._name], capture_output=True, text=True).stdout
+    print("sin in the loop becomes:", [line.split()[-1] for line in imports.splitlines() if "sin" in line])
+else:
+    print("`nm` (binutils) is not installed here, so the library's imports cannot be listed")
+inductor_src = labkit.explore(sincos, x, timing=False).kernels[0].source
+print("Inductor's kernel:", sorted({line.strip() for line in inductor_src.splitlines() if "sin()" in line or "cos()" in line}))
+
+# %% [markdown]
+# `_ZGVeN16v_sinf` is libmvec's 16-lane AVX-512 `sinf` (`_ZGVdN8v_sinf` is the 8-lane AVX2 one; the
+# letters are the x86 vector ABI's names for the ISA and the lane count). Different code, written
+# for a different accuracy target. To test that the gap is the math library and not the loops around
+# it, race a function with no transcendental at all, and `sin` alone: on `x * 2 + 1` both compilers
+# write one streaming vector loop and should be close; on `sin` the gap should come back. And both
+# must stay accurate, so the check compares each against float64:
+
+# %%
+def affine(x):
+    return x * 2.0 + 1.0
+
+
+def sin_only(x):
+    return torch.sin(x)
+
+
+races = {fn.__name__: labkit.compare(fn, x, backends=("eager", "inductor", "labkit"), min_run_time=0.2)
+         for fn in (affine, sin_only)}
+for name, r in races.items():
+    print(f"{name:8s}", "  ".join(f"{t.label} {t.median_s * 1e3:.2f} ms" for t in r.runs()))
+
+# %% id=math-accuracy
+# NBVAL_CHECK_OUTPUT
+exact = torch.sin(x.double())
+for backend, fn in (("inductor", torch.compile(sin_only)), ("labkit", torch.compile(sin_only, backend=labkit.compiler.backend))):
+    err = (fn(x).double() - exact).abs().max().item()
+    print(f"{backend:8s} sin within 1e-6 of float64: {err < 1e-6}")
+
+# %% [markdown]
+# Read the two lines of timings: where the compilers are close on `affine` and apart on `sin_only`,
+# the difference is the vector `sin`/`cos` implementation, SLEEF inside libtorch against glibc's
+# libmvec, not fusion or loop structure. Both are accurate: the check shows both well inside 1e-6
+# of the exact value. (On a loaded machine timings are noisy: run the cell again before you conclude.)
 #
 # ## 3. Launch overhead: when small is slow
 #
@@ -92,13 +168,18 @@ for t in result.runs():
 # **one** call. Time both across sizes:
 
 # %%
+from torch._dynamo.utils import counters
+
+torch._dynamo.reset()  # forget the compiles above, so the count below starts from zero
+graphs_before = counters["stats"]["unique_graphs"]
 compiled = torch.compile(sincos)
 sizes = [1, 2**8, 2**12, 2**16, 2**20]
 per_size = {"eager": [], "inductor": []}
 for n in sizes:
     v = torch.randn(n)
     per_size["eager"].append(measure(sincos, v, min_run_time=0.05).median_s)
-    per_size["inductor"].append(measure(compiled, v, min_run_time=0.05).median_s)  # recompiles per shape once
+    per_size["inductor"].append(measure(compiled, v, min_run_time=0.05).median_s)
+compiles_for_sizes = counters["stats"]["unique_graphs"] - graphs_before
 
 fig, ax = plt.subplots(figsize=(5.5, 3.2))
 for label, ts in per_size.items():
@@ -110,8 +191,19 @@ plt.close(fig)
 
 # %% [markdown]
 # At the left both curves are flat: the time is overhead, not work (eager pays it five times). At the
-# right they rise with size: the work dominates, and fusion's lower traffic shows. (Each new size also
-# triggered one recompile, with a dynamic shape from the second size on: notebook 02.)
+# right they rise with size: the work dominates, and fusion shows.
+#
+# How many compiles did five sizes cost? Not five:
+
+# %% id=sizes-compiles
+# NBVAL_CHECK_OUTPUT
+print(f"{len(sizes)} sizes, {compiles_for_sizes} compiles")
+
+# %% [markdown]
+# The first call, with 1 element, compiled a *static* graph: Dynamo always specialises sizes 0 and 1
+# (they change broadcasting), so that graph is only for length 1. The second size failed its size
+# guard, and **automatic dynamic shapes** (notebook 02) compiled a graph with a symbolic length
+# instead. That graph guards only on "length ≥ 2", so 4096, 65536 and 2²⁰ elements all reuse it.
 #
 # ### CUDA graphs
 #
@@ -181,9 +273,9 @@ print("second compile hit the FX graph cache:", times["warm"][1] > 0)
 # records: a cache hit skips the very stages it wants to show.) To carry caches to another machine,
 # `torch.compiler.save_cache_artifacts()` / `load_cache_artifacts()` package them ("mega-cache").
 #
-# ## 5. On a GPU: the seeds' MLP, and a hand-written Triton kernel
+# ## 5. On a GPU: a small MLP, and a hand-written Triton kernel
 #
-# The seeds' second example compiles a multi-layer perceptron on a GPU. With a GPU here, it runs
+# A three-layer perceptron (64 → 128 → 128 → 10, batch 32), compiled on a GPU. With a GPU here, it runs
 # live; otherwise `labkit.recording("mlp")` opens the one made with `make record-gpu`, and
 # `labkit.trace_label` says which it is (for a recording: its device, versions and date).
 
@@ -199,14 +291,15 @@ print(f"  {len(mlp_trace.kernels)} kernels:", sorted({k.language for k in mlp_tr
 display(labkit.show(mlp_trace))
 
 # %% [markdown]
-# Do not be surprised if the compiled forward is *slower* than eager here. This MLP is tiny: the GPU
-# finishes each kernel in a few microseconds, so the time is spent on the CPU, launching kernels and
-# running the compiled module's Python wrapper (its guards, `call()` and buffer allocation), and that
-# overhead is larger than eager's few direct library calls. Fusion only pays off once the kernels have
-# real work to do, or once CUDA graphs remove the launch cost (`mode="reduce-overhead"`, the figure at
-# the end of this section).
+# The timings: the compile stages of the first call (forward and backward), then `eager` and
+# `compiled`, the median time of one forward call, and `copy`: not part of the MLP, it is the
+# yardstick of section 2 measured on the same GPU, the time to copy a 512 MiB buffer (so about
+# 1 GiB moved in a third of a millisecond, roughly 3 TB/s).
 #
-# The same MLP on this machine's CPU, through the same comparison as section 1 (forward pass only):
+# On that recording the compiled forward is several times *slower* than eager. This MLP is tiny:
+# each GPU kernel finishes in microseconds, so what a call costs is decided on the CPU, not on the GPU.
+# Rather than guess which CPU work, measure it. The same MLP runs on this machine's CPU, through the
+# same comparison as section 1 (forward pass only), and then under `torch.profiler`:
 
 # %%
 cpu_mlp = labkit.compare(mlp, *mlp_inputs("cpu", requires_grad=False), backends=("eager", "inductor", "labkit"),
@@ -218,8 +311,46 @@ cpu_mlp
 print("MLP backends timed:", [t.label for t in cpu_mlp.runs()], "| all agree:", not cpu_mlp.mismatched)
 
 # %% [markdown]
-# An MLP is dominated by its matrix multiplies, which every backend hands to the same BLAS library;
-# only the bias-add + ReLU between them can be fused. Expect little difference on the CPU.
+# The compiled MLP is not faster on the CPU either. Every backend hands the matrix multiplies to the
+# same BLAS library (Inductor folds each bias into an `addmm`); only the ReLUs are left to fuse, and
+# they are tiny. `torch.profiler` records every ATen op and the compiler's own steps while the function
+# runs; the cell profiles 100 calls of each and prints the rows with the most *self* time (time spent
+# in the row itself, not in the rows below it), per call:
+
+# %%
+from torch.profiler import ProfilerActivity, profile
+
+mlp_args = mlp_inputs("cuda" if GPU else "cpu", requires_grad=False)
+activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if GPU else [])
+for label, fn in (("eager", mlp), ("inductor", torch.compile(mlp))):
+    for _ in range(20):  # warm up (the first compiled call compiles)
+        fn(*mlp_args)
+    with profile(activities=activities) as prof:
+        for _ in range(100):
+            fn(*mlp_args)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) / 100
+    print(f"{label}: {total:.0f} µs of CPU time per call")
+    for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:6]:
+        print(f"   {e.key[:44]:44s} {e.count // 100:2d} per call  {e.self_cpu_time_total / 100:7.1f} µs")
+
+# %% [markdown]
+# How to read the two tables:
+#
+# - `aten::mm` (eager) and `aten::addmm` (Inductor): the three matrix multiplies, in the same BLAS;
+#   they should cost about the same in both.
+# - `Torch-Compiled Region: 0/0` is the whole compiled call; its *self* time is everything in it that
+#   is not itself a profiled op: the Python wrapper `call()` and the generated C++ ReLU kernels (the
+#   profiler does not see inside those).
+# - `TorchDynamo Cache Lookup` is the guard check, `Pregraph bytecode` Dynamo's rewritten frame,
+#   `AOTDispatcher Runtime Wrapper Prologue` AOTAutograd's runtime wrapper, and
+#   `## Call CompiledFxGraph ...` Inductor's compiled module: fixed costs per call that eager does not
+#   have. Small `aten::copy_`/`aten::expand` rows are the bias broadcast into `addmm`'s output.
+#
+# So the compiled call pays its fixed costs on top of the same BLAS work, and for a function this
+# small they are not won back; for large inputs they vanish in the work. On a GPU the same rows
+# appear (with the CUDA kernels too, when this cell runs live there), and CUDA graphs
+# (`mode="reduce-overhead"`, the figure below) remove the launch part of them.
 #
 # Finally the race on a GPU: eager, Inductor (Triton), labkit (its Triton target), the hand-written
 # `sincos_kernel` from notebook 07, and two uses of **CUDA graphs** (eager's five kernels captured into
@@ -239,7 +370,8 @@ else:
 #
 # - **Right panel, large sizes**: every fused kernel (Inductor, labkit, hand-written) reaches about 90%
 #   of the copy bandwidth (the dashed line, about 3 TB/s); eager stays near a fifth of it, because it
-#   moves 5.5× the bytes. On a GPU sin and cos are cheap: this kernel is purely memory-bound.
+#   moves 5.5× the bytes. On a GPU sin and cos are cheap: this kernel is memory-bound there, unlike
+#   on the CPU of section 2.
 # - **Left panel, small sizes**: the time per call is flat, so it is overhead. Eager pays five trips
 #   through Python, the dispatcher and a kernel launch (~55 µs); a compiled function pays its guards and
 #   wrapper once (~40-50 µs); the bare hand-written launch costs ~17 µs; the same five eager kernels
@@ -266,10 +398,13 @@ labkit.compare(mine, torch.randn(1 << 18), min_run_time=0.1)
 #
 # - Time fairly: pin threads before compiling, warm up (the first call compiles), report median and
 #   spread, check results. `labkit.compare` does all of it.
-# - Pointwise chains are **memory-bound**: count the bytes a fused kernel must move and compare the
-#   achieved rate with the machine's **copy bandwidth**; fusion's gain is the traffic eager wastes.
-# - Small inputs are **overhead-bound**: guards, dispatch, launches. CUDA graphs
-#   (`mode="reduce-overhead"`) replay a whole GPU graph with one launch.
+# - Count the bytes a fused kernel must move and compare the achieved rate with the machine's **copy
+#   bandwidth**: near it, the kernel is memory-bound (sin² + cos² on a GPU) and fusion's gain is the
+#   traffic eager wastes; far below it, compute-bound (the same kernel on one CPU core), and the speed
+#   of the math library decides (SLEEF in Inductor, libmvec in labkit).
+# - Five sizes cost two compiles: a static one for length 1, then one dynamic graph for the rest.
+# - Small inputs are **overhead-bound**: guards, wrappers, dispatch, launches; `torch.profiler` shows
+#   them. CUDA graphs (`mode="reduce-overhead"`) replay a whole GPU graph with one launch.
 # - Compiling costs seconds once; the **FX graph cache** and the kernel caches on disk make the next
 #   process start fast.
 #

@@ -18,7 +18,7 @@
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import labkit
 
-labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
+labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported
 import torch
 
 # %% [markdown]
@@ -27,8 +27,8 @@ import torch
 # ![how torch.add reaches its CPU kernel](../figures/dispatch_path.svg)
 #
 # `torch.add(x, y)` enters C++ through a generated Python binding, calls `at::add`, which calls the
-# generated `at::_ops::add_Tensor::call`. That struct (the seeds show the same one for
-# `feature_alpha_dropout`: a `schema`, a `call` and a `redispatch`) looks up the operator handle once
+# generated `at::_ops::add_Tensor::call`. That struct (every operator has one, with a `schema`, a
+# `call` and a `redispatch`; section 1 finds `feature_alpha_dropout`'s) looks up the operator handle once
 # and hands the arguments to the dispatcher. Everything after that is table look-ups. Start with the
 # schema, the operator's contract:
 
@@ -97,16 +97,37 @@ for key in ["AutocastCPU", "AutogradCPU", "ADInplaceOrView", "CPU"]:
 #    in-place ops and views);
 # 4. **CPU**: the real kernel, `RegisterCPU.cpp` → `at::native::add` → a vectorised loop (`add_stub`).
 #
-# The full table has about a hundred rows (CUDA, Meta, Sparse, Functionalize, Python, vmap, ...):
+# The full table has a row for every dispatch key (CUDA, Meta, Sparse, Functionalize, Python, vmap,
+# ...). Rather than print it, count its rows by where their kernel comes from (the bracket at the end
+# of each row), with a few keys of each kind:
 
 # %%
-print("\n".join(row for row in table.values() if "[default backend kernel]" not in row))
+from collections import defaultdict
+
+by_kind = defaultdict(list)
+for key, row in table.items():
+    by_kind[("fallthrough " if "fallthrough" in row else "") + row[row.rindex("[") + 1 : -1]].append(key)
+print(f"{len(table)} rows")
+for kind, names in sorted(by_kind.items()):
+    print(f"{kind:29s} {len(names):3d}  e.g. {', '.join(names[:4])}")
 
 # %% [markdown]
-# ### The seeds' example: `feature_alpha_dropout`
+# - **kernel**: registered for this operator and this key: `CPU` (generated `RegisterCPU_0.cpp`),
+#   `Meta` (shapes only, from `torch/_meta_registrations.py`), the sparse and MKL-DNN layouts.
+# - **autograd kernel**: the generated `VariableType` kernel, one row per `Autograd<backend>` key.
+# - **default backend kernel**: one kernel registered for every backend that has none of its own
+#   (here from `RegisterCompositeExplicitAutogradNonFunctional_0.cpp`). On this CPU-only build of
+#   torch that includes `CUDA`; a CUDA build has a real CUDA kernel in that row, so the counts differ
+#   between builds.
+# - **backend fallback**: not specific to `add` at all: one kernel per key that handles *every*
+#   operator, such as `Python` (route the call to Python: FakeTensor, `TorchDispatchMode`) or
+#   `Functionalize`; **fallthrough** ones just pass the call on to the next key.
+
+# %% [markdown]
+# ### From YAML to C++: `feature_alpha_dropout`
 #
-# The seeds follow `torch.nn.functional.feature_alpha_dropout` from Python down to its kernel. Its
-# C++ side is not written by hand. Every operator has an entry in `native_functions.yaml` (schema,
+# Follow `torch.nn.functional.feature_alpha_dropout` from Python down to its kernel. Its C++ side is
+# not written by hand. Every operator has an entry in `native_functions.yaml` (schema,
 # kernels per backend, tags), and at build time **torchgen** turns that entry into code: the
 # `at::_ops` struct, the `at::` function, the declarations of the native kernels and the lines
 # that register them with the dispatcher. Some of those generated headers ship with every install:
@@ -180,7 +201,7 @@ print("backward:", " -> ".join(backward_log.ops))
 
 # %% [markdown]
 # The forward ops (`add`, `mul`, `sum`) come first; then the backward pass, which is itself just more
-# ATen calls made by the autograd engine (`ones_like` seeds the gradient, `expand` undoes the sum,
+# ATen calls made by the autograd engine (`ones_like` makes the starting gradient 1, `expand` undoes the sum,
 # `mul` by 2). This is what AOTAutograd records as the *joint graph* in notebook 04.
 #
 # The same mode shows what `feature_alpha_dropout`'s math kernel is made of: it draws a mask with
@@ -264,16 +285,34 @@ print(graphs[0].code)
 # custom op is called between them as an opaque extern kernel. `torch.library.opcheck` runs the
 # standard battery of tests (schema, fake kernel against the real one, autograd registration):
 
+# %%
+torch._dynamo.reset()
+inductor_ok = torch.allclose(torch.compile(model)(x), model(x))
+checks = torch.library.opcheck(softclip, (x, 2.0))
+
+# %% [markdown]
+# (The compile and the checks run in the cell above, which prints nothing; the checked cell below
+# reads the results. Some torch builds log a line on stderr when Inductor first loads its C++
+# tooling, such as "No CUDA runtime is found" for a CUDA build of torch 2.15 on a machine without a
+# GPU; it lands in the cell above, where it does no harm.) `opcheck` returns one entry per test:
+
 # %% id=inductor-and-opcheck
 # NBVAL_CHECK_OUTPUT
-torch._dynamo.reset()
-print("inductor matches eager:", torch.allclose(torch.compile(model)(x), model(x)))
-print(torch.library.opcheck(softclip, (x, 2.0)))
+print("inductor matches eager:", inductor_ok)
+print(checks)
+
+# %% [markdown]
+# `test_schema` checks that the op really does what its schema says (here: mutates nothing, returns a
+# new tensor); `test_autograd_registration` that its autograd row is consistent (with no backward
+# formula registered, `custom_op` installs one that raises "Trying to backward through
+# labkit_demo.softclip.default but no autograd formula was registered" if you ever backpropagate
+# through it, instead of silently returning no gradient); `test_faketensor` that the fake kernel agrees with the real one on shape and
+# dtype; `test_aot_dispatch_dynamic` that AOTAutograd can trace it, with dynamic shapes.
 
 # %% [markdown]
 # ### The C++ route
 #
-# The seeds also show the C++ way in, `torch.utils.cpp_extension.load_inline`: you hand it C++
+# There is also a C++ way in, `torch.utils.cpp_extension.load_inline`: you hand it C++
 # source that uses ATen, it compiles a Python extension module, and the functions you list become
 # Python functions. Our example clamps one tensor and scales it by the exponential of another:
 #
