@@ -195,7 +195,7 @@ class _Reader:
             ins = self.ins[i]
             op, arg, val = ins.opname, ins.arg, ins.argval
             i += 1
-            if op in ("RESUME", "NOP", "PRECALL", "CACHE", "COPY_FREE_VARS", "MAKE_CELL"):
+            if op in ("RESUME", "NOP", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS", "MAKE_CELL"):
                 continue
             if op == "LOAD_GLOBAL":
                 null = sys.version_info >= (3, 11) and bool(arg & 1)

@@ -270,13 +270,14 @@ print(t.stage("aot.inference")[0].text)
 before = [n.target.split(".")[-1] for n in t.stage("dynamo.graph")[0].nodes if n.op in ("call_function", "call_method")]
 print("Dynamo graph:     ", before)
 print("AOTAutograd graph:", short(t.stage("aot.inference")[0].meta["ops"]))
+print("Inductor kernels: ", [k.name for k in t.kernels])
 
 # %% [markdown]
 # Dynamo recorded `add_` as it was written (a method call on `l_x_`). After functionalization `add_`
 # is `aten.add.Tensor`, a new tensor `add`; `mul` reads `add`, not the input; and the final
 # `aten.copy_.default(arg0_1, add)` puts the mutation back into the caller's tensor, once, after all
-# the math. Inductor turns that `copy_` into a store into the input buffer inside the same fused
-# kernel.
+# the math. Inductor fuses all three into one kernel, `cpp_fused_add_copy__mul_0`: it reads `x`, stores
+# `2 * (x + 1)` into the output buffer and `x + 1` back into `x`'s own memory.
 #
 # ## Try it on your own model
 #
