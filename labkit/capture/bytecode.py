@@ -110,13 +110,19 @@ class Unrecognised(Exception):
 
 
 class _Null:
+    """The NULL CPython pushes beside a callable; one instance, kept by identity through copies."""
+
     def __repr__(self) -> str:
         return "NULL"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Null:
+        return self
 
 
 _NULL = _Null()
 _BOOKKEEPING = re.compile(r"record_pregraph_bytecode_(enter|exit)")
 _IMPORT_ALIAS = re.compile(r"__import_(\w+)")
+_TEMP = re.compile(r"^tmp_\d+$")
 
 
 @dataclass
@@ -177,8 +183,24 @@ class _Reader:
         self.kwnames: tuple[str, ...] = ()
         self.steps = 0
         self.bookkeeping = False
+        self.temps: dict[str, Any] = {}  # Dynamo's tmp_<n> locals: bookkeeping, read through
 
-    def run(self, i: int, stack: list[Any], depth: int) -> list[str]:
+    def join_point(self, then_i: int, else_i: int) -> int | None:
+        """Where the two arms of a conditional *expression* meet again, or None if they never do.
+
+        Newer Dynamo guards its profiling calls with ``x if profiler_enabled else None``: the first arm
+        ends in a JUMP_FORWARD past the second, and neither arm jumps anywhere else.
+        """
+        last = self.ins[else_i - 1]
+        if last.opname != "JUMP_FORWARD" or last.argval not in self.at:
+            return None
+        join = self.at[last.argval]
+        arms = self.ins[then_i : else_i - 1] + self.ins[else_i:join]
+        if join <= else_i or any("JUMP" in x.opname or x.opname.startswith("RETURN") for x in arms):
+            return None
+        return join
+
+    def run(self, i: int, stack: list[Any], depth: int, stop: int | None = None) -> list[str]:
         out: list[str] = []
         pad = "    " * depth
 
@@ -190,6 +212,8 @@ class _Reader:
 
         while True:
             self.steps += 1
+            if i == stop:
+                return out
             if self.steps > 20_000 or i >= len(self.ins):
                 raise Unrecognised("ran off the end of the code")
             ins = self.ins[i]
@@ -205,7 +229,10 @@ class _Reader:
                 if null and sys.version_info >= (3, 13):
                     stack.append(_NULL)
             elif op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_BORROW"):
-                stack.append(val)
+                stack.append(self.temps.get(val, val))
+            elif op == "IS_OP":
+                b, a = stack.pop(), stack.pop()
+                stack.append(f"{_show(a)} is {'not ' if arg else ''}{_show(b)}")
             elif op in ("LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"):
                 stack.extend(val)
             elif op == "LOAD_CONST":
@@ -216,7 +243,11 @@ class _Reader:
                 stack.extend([_NULL, attr] if method else [attr])
             elif op == "STORE_FAST":
                 v = stack.pop()
-                emit(f"{val} = {_show(v)}")
+                if _TEMP.match(val):  # Dynamo's own temporaries hold its bookkeeping: read through them
+                    self.temps[val] = v
+                    self.bookkeeping = True
+                else:
+                    emit(f"{val} = {_show(v)}")
             elif op == "DELETE_FAST":
                 continue
             elif op == "COPY":
@@ -302,6 +333,25 @@ class _Reader:
                 if "BACKWARD" in op or val <= ins.offset:
                     raise Unrecognised("a backward jump (a loop)")
                 cond = _show(stack.pop())
+                join = self.join_point(i, self.at[val])
+                if join is not None:  # if/else that meets again: run both arms, then go on
+                    then_stack, else_stack = copy.deepcopy(stack), copy.deepcopy(stack)
+                    then_lines = self.run(i, then_stack, depth + 1, stop=join)
+                    else_lines = self.run(self.at[val], else_stack, depth + 1, stop=join)
+                    if len(then_stack) != len(else_stack):
+                        raise Unrecognised("the two arms of a conditional leave different stacks")
+                    true_stack, false_stack = (
+                        (then_stack, else_stack) if op.endswith("IF_FALSE") else (else_stack, then_stack)
+                    )
+                    stack[:] = [t if _show(t) == _show(f) else f"({_show(t)} if {cond} else {_show(f)})"
+                                for t, f in zip(true_stack, false_stack, strict=True)]
+                    if then_lines or else_lines:
+                        emit(f"if {cond}:" if op.endswith("IF_FALSE") else f"if not ({cond}):")
+                        out += then_lines or [f"{pad}    pass"]
+                        emit("else:")
+                        out += else_lines or [f"{pad}    pass"]
+                    i = join
+                    continue
                 if op.endswith("IF_FALSE"):
                     emit(f"if {cond}:")
                 else:
