@@ -130,7 +130,7 @@ side_by_side(auto.stage("dynamo.graph")[0].text, auto.stage("dynamo.graph")[1].t
 
 # %% id=symint-graph
 # NBVAL_CHECK_OUTPUT
-for i, st in enumerate(auto.stage("dynamo.graph")):
+for st in auto.stage("dynamo.graph"):
     print(st.frame, signature(st))
 
 # %% [markdown]
