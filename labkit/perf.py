@@ -52,7 +52,9 @@ def reduction_inputs(device: str) -> list[Any]:
 
 
 def reduction_choice(outputs: int, reduced: int, num_sm: int) -> tuple[str, str]:
-    """(strategy, why) Inductor's Triton backend picks for `outputs` rows reduced over `reduced`.
+    """(strategy, why) Inductor's Triton backend picks to reduce `outputs` contiguous rows of `reduced`.
+
+    For a reduction over the last (contiguous) dimension, which Inductor hints as INNER.
 
     Restates torch._inductor (2.11-2.13): ir.Reduction.num_splits with
     choices.reduction_split_factor (split when fewer than 2 x SMs outputs and more than 8192 elements

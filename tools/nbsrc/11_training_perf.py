@@ -110,8 +110,8 @@ print("result and mutated input match eager:", same)
 # forward until the backward uses them. **Activation checkpointing** (`torch.utils.checkpoint`) says:
 # save only the *input* of a block, and recompute its inside during the backward. Here are two blocks
 # of `matmul → sin → relu → matmul`, plain and checkpointed. We compile them with `aot_eager`:
-AOTAutograd with the same min-cut partitioner Inductor uses, but without Inductor's code generation,
-so the partition is Inductor's and the compile takes a second instead of several.
+# AOTAutograd with the same min-cut partitioner Inductor uses, but without Inductor's code generation,
+# so the partition is Inductor's and the compile takes a second instead of several.
 
 # %%
 def block(x, w):
