@@ -198,8 +198,8 @@ for i, frame in enumerate(zero_one.frames()):
 # %% [markdown]
 # Four compiles for five calls: 8 (static), 9 (now dynamic, for every length ≥ 2), 1 (static, size
 # 1), 10 reuses the dynamic graph, and 0 (static, size 0). If a dimension really can be 1 and you want
-# one graph, `torch._dynamo.mark_unbacked(x, 0)` makes it an **unbacked** symbol (section 6), which
-# makes no 0/1 assumption, at the price of no guard-based shortcuts.
+# one graph, `torch._dynamo.decorators.mark_unbacked(x, 0)` makes it an **unbacked** symbol
+# (section 6), which makes no 0/1 assumption, at the price of no guard-based shortcuts.
 #
 # ## 4. Python numbers: an `int` and a `float` hyperparameter
 #
@@ -284,7 +284,7 @@ print("fixed loop matches:", all(torch.allclose(repeat_double_fixed(x, torch.ten
 #
 # Each compile adds an entry to the frame's cache, and every call checks the entries' guards in turn.
 # To stop a function from compiling forever, Dynamo caps the entries per code object:
-# `torch._dynamo.config.recompile_limit` (8 by default; called `cache_size_limit` before torch 2.6,
+# `torch._dynamo.config.recompile_limit` (8 by default; called `cache_size_limit` in older releases,
 # and that name still works as an alias). When the limit is hit, Dynamo logs a warning and runs the
 # function **eagerly** from then on: correct, but no longer compiled. Here with a limit of 3 and a
 # float that is forced static (`dynamic=False`):

@@ -342,6 +342,8 @@ for name, t in matmul.items():
     if t is None:
         continue
     print(f"{name}: {labkit.trace_label(t)}")
+    if t.error:
+        print("   error:", t.error)
     code = t.stage("inductor.output_code")[0].text
     print("   kernels:", [k.name for k in t.kernels],
           "| extern GEMM call:", bool(re.search(r"extern_kernels\.(addmm|mm)\(", code)))
@@ -475,7 +477,8 @@ mem = gpu_trace("checkpoint_memory")
 if mem is not None:
     print(labkit.trace_label(mem))
     mib = 2**20
-    for name, row in mem.meta["memory"].items():
+    for name in ("eager", "eager + checkpoint", "compiled", "compiled + checkpoint"):
+        row = mem.meta["memory"][name]
         extra = "".join(f"  {k.removesuffix('_bytes')}: {v / mib:7.1f} MiB" for k, v in row.items())
         print(f"{name:22s}{extra}")
     for tm in mem.timings:
