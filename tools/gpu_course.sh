@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU half of the course on a CUDA machine (`make gpu-check`), in parts, run in the order given:
-#   record     Traces of the GPU examples          -> OUTDIR/recordings/*.json (copy to figures/recordings/)
+#   record     Traces of the GPU examples (notebook 11's too) -> OUTDIR/recordings/*.json (copy to figures/recordings/)
 #   bench      labkit's compiler vs eager/Inductor -> OUTDIR/bench_compiler_gpu.{json,png}
 #   profile    a cold first labkit.explore on the GPU under cProfile -> OUTDIR/profile.txt
 #   tests      the library suites, GPU tests included                -> OUTDIR/tests.log
-#   notebooks  nbval over the ten notebooks, compared with the CPU-made outputs -> OUTDIR/nbval.log
+#   notebooks  nbval over the chapter's notebooks, compared with the CPU-made outputs -> OUTDIR/nbval.log
 # Usage (repo root; torch + triton installed):  bash tools/gpu_course.sh OUTDIR [part ...]
 # Default: all parts. Jupyter/nbval/ipywidgets missing there? Put their wheels in .whl/ (see
 # docs/gpu.md); they are installed into /tmp/site. A run cut short still leaves the earlier parts.
@@ -28,7 +28,7 @@ for part in $parts; do
     case $part in
     record)
         mkdir -p "$out/recordings"
-        timeout 200 python3 tools/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -8
+        timeout 560 python3 tools/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -12
         ;;
     bench)
         timeout 150 python3 benchmarks/bench_compiler.py --gpu 2>&1 | tail -25
@@ -65,7 +65,7 @@ EOF
         "${pytest[@]}" -m "gpu or not gpu" --durations=15 \
             tests/test_trace.py tests/test_capture.py tests/test_capture_gpu.py \
             tests/test_compiler.py tests/test_compiler_backend.py tests/test_compiler_triton.py \
-            tests/test_compiler_exercises.py tests/test_widgets.py > "$out/tests.log" 2>&1
+            tests/test_compiler_exercises.py tests/test_widgets.py tests/test_perf.py > "$out/tests.log" 2>&1
         tail -25 "$out/tests.log"
         ;;
     notebooks)  # one pytest per notebook, LABKIT_GPU_JOBS at a time (each is one kernel + its compiles)

@@ -2,7 +2,9 @@
 
 Run on a CUDA machine: each example (toy example, sin/cos fusion, softmax, MLP forward+backward) is
 explored on the GPU with Inductor, so the Trace holds real Triton kernels with their TTIR, TTGIR,
-LLIR and PTX plus GPU timings. Students without a GPU open them with
+LLIR and PTX plus GPU timings. Notebook 11's performance examples (``labkit.perf.RECORDERS``:
+reductions, matmul_default, matmul_autotune, cudagraphs, checkpoint_memory) are recorded the same
+way; ``python tools/record_gpu.py --perf`` records only those (about 3 minutes on an H100). Students without a GPU open them with
 ``labkit.show(labkit.recording("sincos"))``. Every Trace's env says
 which device, torch, triton and date it was recorded with. Needs only torch (+ triton): no
 jupyter, ipywidgets, graphviz or depyf (bytecode stages then say depyf was missing).
@@ -29,24 +31,38 @@ import torch  # noqa: E402
 
 from labkit.capture.examples import EXAMPLES  # noqa: E402
 from labkit.explore import explore  # noqa: E402
+from labkit.perf import RECORDERS  # noqa: E402
+
+ALL = [*EXAMPLES, *RECORDERS]
 
 
 def record(name: str, out_dir: Path, device: str, timing: bool) -> bool:
     """Explore one example on ``device`` and write its Trace; True when it recorded without error."""
-    fn, make_inputs = EXAMPLES[name]
     start = time.perf_counter()
 
     def progress(stage: str) -> None:
         print(f"  [{time.perf_counter() - start:6.1f}s] {name}: {stage}", file=sys.stderr)
 
-    trace = explore(fn, *make_inputs(device), timing=timing, progress=progress)
+    try:
+        if name in RECORDERS:  # notebook 11's performance examples build their own Trace
+            trace = RECORDERS[name](device)
+        else:
+            fn, make_inputs = EXAMPLES[name]
+            trace = explore(fn, *make_inputs(device), timing=timing, progress=progress)
+    except Exception as e:  # one failed example must not cost the others' recordings
+        import traceback
+
+        traceback.print_exc()
+        print(f"{name}: FAILED ({type(e).__name__}: {e}); nothing written")
+        return False
     trace.env.update({"example": name, "recorded_by": "tools/record_gpu.py"})
     path = out_dir / f"{name}.json"
     trace.to_json(path)
     triton_ok = sum(s.ok for s in trace.stage("triton.ptx"))
     print(
         f"{name}: {len(trace.kernels)} kernel(s), {triton_ok} with PTX, "
-        f"{len(trace.graph_breaks)} graph break(s), error={trace.error} -> {path}"
+        f"{len(trace.graph_breaks)} graph break(s), error={trace.error} "
+        f"({time.perf_counter() - start:.0f} s) -> {path}"
     )
     return trace.error is None
 
@@ -54,8 +70,10 @@ def record(name: str, out_dir: Path, device: str, timing: bool) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "names", nargs="*", help=f"examples to record (default: all of {list(EXAMPLES)})"
+        "names", nargs="*", help=f"examples to record (default: all of {ALL})"
     )
+    parser.add_argument("--perf", action="store_true",
+                        help=f"record only notebook 11's performance examples {list(RECORDERS)}")
     parser.add_argument("--out", type=Path, default=ROOT / "figures" / "recordings")
     parser.add_argument("--no-timing", action="store_true", help="skip eager-vs-compiled timing")
     parser.add_argument(
@@ -64,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         help="record on the CPU instead (to try the script; not for committing)",
     )
     args = parser.parse_args(argv)
-    names = args.names or list(EXAMPLES)
-    unknown = [n for n in names if n not in EXAMPLES]
+    names = args.names or (list(RECORDERS) if args.perf else ALL)
+    unknown = [n for n in names if n not in ALL]
     if unknown:
-        parser.error(f"unknown example(s) {unknown}; choose from {list(EXAMPLES)}")
+        parser.error(f"unknown example(s) {unknown}; choose from {ALL}")
     if not args.cpu and not torch.cuda.is_available():
         print(
             "record-gpu needs a CUDA GPU (torch.cuda.is_available() is False); "
@@ -78,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cpu" if args.cpu else "cuda"
     where = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
     print(f"recording {len(names)} example(s) on {where}, torch {torch.__version__}")
+    args.out.mkdir(parents=True, exist_ok=True)
     ok = [record(name, args.out, device, not args.no_timing) for name in names]
     return 0 if all(ok) else 1
 
