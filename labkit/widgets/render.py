@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from labkit.trace import Kernel, Stage, Trace
 from labkit.widgets import graph, plots
-from labkit.widgets.code import code_html, normalize, style_block
+from labkit.widgets.code import code_html, normalize, style_block, truncate
 from labkit.widgets.diff import side_by_side_html
 
 # Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
@@ -89,6 +89,8 @@ class Renderer:
         self.trace = trace
         self.max_lines = max_lines
         self.colour = True  # syntax colours in code views (the static page may turn them off)
+        self.max_chars: int | None = None  # the static page's cap on one text, when it must fit
+        self.not_drawn: dict[int, str] = {}  # id(stage) -> why the static page has no diagram
         self._svg: dict[tuple[int, int | None], str | None] = {}
         self._timing: str | None = None
 
@@ -123,7 +125,18 @@ class Renderer:
             self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs())
         return self._svg[key]
 
+    def code(self, text: str, language: str, plain: bool = False, title: str = "") -> str:
+        """A code block at this renderer's size limits (lines, and characters on the static page)."""
+        note = ""
+        if self.max_chars is not None:
+            text, note = truncate(normalize(text), max_lines=self.max_lines, max_chars=self.max_chars)
+        out = code_html(text, language, plain=plain, title=title, max_lines=self.max_lines,
+                        colour=self.colour)
+        return out + (f'<div class="lk-note">{html.escape(note)}</div>' if note else "")
+
     def diagram_html(self, stage: Stage, highlight: int | None = None) -> str:
+        if id(stage) in self.not_drawn:
+            return f'<div class="lk-note">{html.escape(self.not_drawn[id(stage)])}</div>'
         svg = self.svg(stage, highlight)
         if svg is None:
             return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
@@ -134,12 +147,10 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines,
-                           colour=self.colour)]
+        parts = [self.code(stage.text, stage.language, plain=plain)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
-            parts.append(code_html(decompiled, "python", plain=plain, title="decompiled source",
-                                   max_lines=self.max_lines, colour=self.colour))
+            parts.append(self.code(decompiled, "python", plain=plain, title="decompiled source"))
         if diagram and stage.nodes:
             parts.append(self.diagram_html(stage))
         return "".join(parts)
@@ -179,8 +190,7 @@ class Renderer:
             f"<div><b>computes nodes:</b> {html.escape(origins)}</div>"
             + (f'<div><b>from your code:</b><ul class="lk-hl">{src}</ul></div>' if src else "")
         )
-        parts = [info, code_html(kernel.source, kernel.language, plain=plain, max_lines=self.max_lines,
-                                 colour=self.colour)]
+        parts = [info, self.code(kernel.source, kernel.language, plain=plain)]
         if diagram and g is not None:
             parts.append(f'<div class="lk-title">its nodes in {html.escape(g.title)}</div>')
             parts.append(self.diagram_html(g, highlight=k))
@@ -232,37 +242,97 @@ def header_html(trace: Trace) -> str:
 
 
 # The static page of one show() stays under this many characters: a notebook with a few of them
-# stays well under 2 MB. Long texts are cut harder until it fits (the widget keeps max_lines).
+# stays well under 2 MB. It fits by design: diagrams get at most DIAGRAM_SHARE of it (drawn
+# compactly, the ones that add most first, a graph Inductor's input graph already draws is not drawn
+# twice), then texts get what is left, all of a short text, an equal share of a long one.
 PAGE_BUDGET = 250_000
-_TIGHTER = ((200, True), (120, True), (120, False), (60, False), (30, False), (15, False), (8, False))  # (lines, colours)
+DIAGRAM_SHARE = 0.3
+# (characters per text, syntax colours, side-by-side comparisons), tried in order until it fits.
+_LEVELS = ((None, True, True), (24_000, True, True), (12_000, True, False), (12_000, False, False),
+           (8_000, False, False), (6_000, False, False), (4_000, False, False), (3_000, False, False),
+           (2_500, False, False), (2_000, False, False))
+_LAST_RESORT = (30, 15, 8)  # lines: only for traces far bigger than any course trace (many PTX dumps)
+# Graph stages in the order their diagrams add most: the user's ops, then Inductor's input graph
+# coloured by kernel (fusion at a glance), then AOT graphs Inductor did not redraw.
+_DIAGRAM_ORDER = ("dynamo.graph", "inductor.input", "aot.inference", "aot.forward",
+                  "aot.backward", "aot.joint")
+_AOT_ROLE = {"aot.forward": "forward", "aot.backward": "backward", "aot.inference": "inference"}
+
+
+def plan_diagrams(trace: Trace, r: Renderer, budget: int) -> dict[int, str]:
+    """Which diagrams the static page leaves out (id(stage) -> why), so the drawn ones fit ``budget``."""
+    graphs = [s for s in r.graphs() if s.kind in _DIAGRAM_ORDER]
+    graphs.sort(key=lambda s: (_DIAGRAM_ORDER.index(s.kind), len(s.nodes)))
+    redrawn = {(s.frame, s.meta.get("graph")) for s in graphs if s.kind == "inductor.input"}
+    skip: dict[int, str] = {}
+    used = 0
+    live = "labkit.show(trace) in a running notebook draws it"
+    for st in graphs:
+        role = _AOT_ROLE.get(st.kind)
+        same = (st.kind == "aot.joint" and {(st.frame, "forward"), (st.frame, "backward")} <= redrawn)
+        if (role and (st.frame, role) in redrawn) or same:
+            skip[id(st)] = ("no diagram on this static page: Inductor's input graph of this frame "
+                            f"draws the same computation, coloured by kernel ({live})")
+            continue
+        svg = r.svg(st)
+        if svg is None:
+            continue
+        if used + len(svg) > budget:
+            skip[id(st)] = (f"no diagram on this static page: {len(st.nodes)} nodes would take "
+                            f"{len(svg) // 1000} KB, more than the page has left ({live})")
+            continue
+        used += len(svg)
+    return skip
 
 
 def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAGE_BUDGET) -> str:
     """The whole trace as one static page: every step and stage in collapsible ``<details>``.
 
-    When the page would pass ``budget`` characters, long texts are cut to fewer lines (with a note
-    on each, and one at the top), never whole stages dropped.
+    It fits ``budget`` characters by design: diagrams first get a share (``plan_diagrams``), then
+    texts are capped at the most characters each that still fits (short texts stay whole, long
+    ones are cut with a note), colours and the side-by-side comparisons (each side is on the page
+    anyway) go before texts get short. Nothing is dropped: every stage keeps its title and start.
     """
     r = renderer or Renderer(trace)
     full = r.max_lines
     try:
-        page = _page(trace, r, "")
-        for lines, colour in _TIGHTER:
+        r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
+        page = ""
+        for chars, colour, comparisons in _LEVELS:
+            r.max_chars, r.colour = chars, colour
+            page = _page(trace, r, _fit_note(r, comparisons), comparisons)
+            if len(page) <= budget:
+                return page
+        for lines in _LAST_RESORT:
+            r.max_lines, r.max_chars = min(lines, full), None
+            page = _page(trace, r, _fit_note(r, False), False)
             if len(page) <= budget:
                 break
-            r.max_lines, r.colour = min(lines, full), colour
-            note = (f'<div class="lk-note">long texts are cut to {r.max_lines} lines'
-                    f'{"" if colour else " and shown without syntax colours"} here, to keep the '
-                    "notebook small; the live widget and <code>trace.stages[i].text</code> have "
-                    "them whole</div>")
-            page = _page(trace, r, note)
+        return page
     finally:
-        r.max_lines, r.colour = full, True
-    return page
+        r.max_lines, r.colour, r.max_chars, r.not_drawn = full, True, None, {}
 
 
-def _page(trace: Trace, r: Renderer, note: str) -> str:
-    comps = r.comparisons()
+def _fit_note(r: Renderer, comparisons: bool) -> str:
+    """The line at the top of a static page that had to leave something to the live widget."""
+    said = []
+    if r.max_chars is not None or r.max_lines < 400:
+        size = (f"{r.max_chars // 1000} KB" if r.max_chars is not None else f"{r.max_lines} lines")
+        said.append(f"long texts are cut to about {size} each")
+    if not r.colour:
+        said.append("shown without syntax colours")
+    if not comparisons:
+        said.append("side-by-side comparisons are left out (both sides are on the page)")
+    if r.not_drawn:
+        said.append(f"{len(r.not_drawn)} diagram(s) are not drawn")
+    if not said:
+        return ""
+    return (f'<div class="lk-note">To keep the notebook small: {html.escape("; ".join(said))}. '
+            "The live widget and <code>trace.stages[i].text</code> have everything.</div>")
+
+
+def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str:
+    comps = r.comparisons() if comparisons else []
     out = [f'<div class="lk-root">{style_block()}', header_html(trace), note]
     for step, kinds in STEPS:
         parts: list[str] = []
