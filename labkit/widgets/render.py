@@ -233,12 +233,32 @@ def header_html(trace: Trace) -> str:
         f"{len(trace.graph_breaks)} graph break(s), {len(trace.kernels)} kernel(s)</div>"
     )
     if trace.error:
-        head += f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}</div>'
+        at = error_where(trace)
+        head += (f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}'
+                 + (f" — at {html.escape(at)}" if at else "") + "</div>")
     for gb in trace.graph_breaks:
-        where = f"{gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}"
-        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where)} '
+        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where(trace, gb.filename, gb.lineno))} '
                  f"<code>{html.escape(gb.code.strip())}</code> — {html.escape(normalize(gb.reason))}</div>")
+    for key, label in (("timing_skipped", "not timed"), ("timing_note", "timing"),
+                       ("dynamo_reset", "note")):
+        if trace.meta.get(key):
+            head += f'<div class="lk-note"><b>{label}:</b> {html.escape(str(trace.meta[key]))}</div>'
     return head
+
+
+def where(trace: Trace, filename: str, lineno: int) -> str:
+    """'cell In[5], line 3' for a notebook cell (recorded at capture), else 'file.py:3'."""
+    label = (trace.meta.get("source_labels") or {}).get(filename)
+    return f"{label}, line {lineno}" if label else f"{filename.rsplit('/', 1)[-1]}:{lineno}"
+
+
+def error_where(trace: Trace) -> str:
+    """Where in the student's code the error happened ('file.py:3  code'), or ''."""
+    at = trace.meta.get("error_at")
+    if not isinstance(at, dict):
+        return ""
+    code = f"  {at.get('code')}" if at.get("code") else ""
+    return where(trace, str(at.get("filename", "?")), int(at.get("lineno", 0))) + code
 
 
 # The static page of one show() stays under this many characters: a notebook with a few of them
@@ -367,9 +387,13 @@ def trace_text(trace: Trace) -> str:
         if sts:
             marks = ", ".join(f"{KIND_LABEL[s.kind]}{'' if s.ok else ' (missing)'}" for s in sts)
             lines.append(f"  {step}: {marks}")
+    if trace.error and error_where(trace):
+        lines.append(f"  error at {error_where(trace)}")
     for gb in trace.graph_breaks:
-        lines.append(f"  graph break at {gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}: "
+        lines.append(f"  graph break at {where(trace, gb.filename, gb.lineno)}: "
                      f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
+    if trace.meta.get("timing_skipped"):
+        lines.append("  not timed: " + str(trace.meta["timing_skipped"]).split(":")[0])
     for k in trace.kernels:
         lines.append(f"  kernel {k.name} ({k.language}): {len(k.origins)} nodes")
     return normalize("\n".join(lines))
