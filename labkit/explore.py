@@ -292,10 +292,21 @@ def explore(
 ) -> Trace:
     """Compile ``fn(*inputs)`` with torch.compile and return a Trace of every stage it went through.
 
+    What it does to the student's program (README "explore on your own model"): ``fn`` runs once
+    per input tuple (``trace.meta["calls"]``). Timing calls it thousands of times, so it runs only
+    when that one call changed nothing ``effects`` can see (input/parameter/buffer/.grad versions,
+    module attributes, optimizer state, closure variables and globals); otherwise
+    ``trace.meta["timing_skipped"]`` says what changed and points to ``labkit.compare``. Output of a
+    printing ``fn`` is hidden while timing; the random state is restored after it; explore's own
+    backward leaves no ``.grad``; meta-device inputs are not timed. ``torch.compiler.reset()`` runs
+    first; when it discards other compiled functions, a warning and ``trace.meta["dynamo_reset"]``
+    name them.
+
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
     ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
     such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done").
-    ``timing``: also time eager vs compiled (1 thread, median + IQR). ``target``: labkit backend only.
+    ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
+    harmless. ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """
     import torch
@@ -363,7 +374,7 @@ def explore(
                     calls += 1
                     out = compiled(*extra)
                     if grad:
-                        with effects.grads_kept(leaves):
+                        with effects.grads_kept(leaves + _tensors(list(extra))):
                             _run_backward(out)
         except Exception as e:  # the partial trace is still worth showing
             failure = e
