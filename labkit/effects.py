@@ -245,8 +245,8 @@ def _sentence(label: str, kind: str, keys: list[str]) -> str:
 
 
 # -- output ---------------------------------------------------------------------------------------------
-class _Tee(io.TextIOBase):
-    """Passes writes on to the real stream and remembers that something was written."""
+class _Tee:
+    """Passes writes on to the real stream and counts them; everything else is the real stream's."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
@@ -265,14 +265,17 @@ class _Tee(io.TextIOBase):
 
 @contextlib.contextmanager
 def watch_output() -> Iterator[list[int]]:
-    """Count characters written to stdout/stderr in the block (they still appear); yields [count]."""
-    out, err = _Tee(sys.stdout), _Tee(sys.stderr)
+    """Count characters written to stdout in the block (they still appear); yields [count].
+
+    Only stdout: torch's own warnings during the compile go to stderr and are not the function's.
+    """
+    out = _Tee(sys.stdout)
     count = [0]
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out):
             yield count
     finally:
-        count[0] = out.written + err.written
+        count[0] = out.written
 
 
 @contextlib.contextmanager

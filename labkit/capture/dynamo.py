@@ -41,8 +41,21 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 def is_user_file(filename: str) -> bool:
-    """False for files of torch and labkit (a graph break there belongs to the user line calling it)."""
-    return bool(filename) and not os.path.abspath(filename).startswith(_library_dirs())
+    """False for torch's files and labkit's machinery (a break there belongs to the line calling it).
+
+    labkit's example functions and exercises are the student's code to explore: they count as user
+    files.
+    """
+    if not filename:
+        return False
+    path = os.path.abspath(filename)
+    torch_dir, labkit_dir = _library_dirs()
+    if path.startswith(torch_dir):
+        return False
+    if path.startswith(labkit_dir):
+        rel = path[len(labkit_dir):]
+        return rel.startswith("exercises" + os.sep) or rel == os.path.join("capture", "examples.py")
+    return True
 
 
 def cell_label(filename: str) -> str | None:

@@ -91,7 +91,8 @@ class Renderer:
         self.colour = True  # syntax colours in code views (the static page may turn them off)
         self.max_chars: int | None = None  # the static page's cap on one text, when it must fit
         self.not_drawn: dict[int, str] = {}  # id(stage) -> why the static page has no diagram
-        self._svg: dict[tuple[int, int | None], str | None] = {}
+        self.collapsed: set[int] = set()  # id(stage): drawn with chains collapsed, to fit the page
+        self._svg: dict[tuple[int, int | None, bool], str | None] = {}
         self._timing: str | None = None
 
     # -- selections ----------------------------------------------------------------------------
@@ -119,10 +120,13 @@ class Renderer:
         return best
 
     # -- fragments ------------------------------------------------------------------------------
-    def svg(self, stage: Stage, highlight: int | None = None) -> str | None:
-        key = (id(stage), highlight)
+    def svg(self, stage: Stage, highlight: int | None = None, collapse: bool | None = None) -> str | None:
+        """The diagram; ``collapse`` (default: as the page plan says) draws chains as one box."""
+        collapse = id(stage) in self.collapsed if collapse is None else collapse
+        key = (id(stage), highlight, collapse)
         if key not in self._svg:
-            self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs())
+            self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs(),
+                                          collapse=collapse)
         return self._svg[key]
 
     def code(self, text: str, language: str, plain: bool = False, title: str = "") -> str:
@@ -141,6 +145,10 @@ class Renderer:
         if svg is None:
             return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
         legend = graph.legend_html(stage, self.trace.kernels, self.graphs())
+        if id(stage) in self.collapsed:
+            legend += ('<div class="lk-note">drawn compactly for this page: each chain of nodes in '
+                       "one kernel is one box (first … last node, its ops); hover a box for every "
+                       "node</div>")
         return f'<div class="lk-svg">{svg}</div>{legend}'
 
     def stage_html(self, stage: Stage, plain: bool = False, diagram: bool = True) -> str:
@@ -266,7 +274,8 @@ def error_where(trace: Trace) -> str:
 # compactly, the ones that add most first, a graph Inductor's input graph already draws is not drawn
 # twice), then texts get what is left, all of a short text, an equal share of a long one.
 PAGE_BUDGET = 250_000
-DIAGRAM_SHARE = 0.3
+DIAGRAM_SHARE = 0.35
+MIN_DIAGRAMS = 45_000  # room for the Dynamo graph and an Inductor graph of a small model
 # (characters per text, syntax colours, side-by-side comparisons), tried in order until it fits.
 _LEVELS = ((None, True, True), (24_000, True, True), (12_000, True, False), (12_000, False, False),
            (8_000, False, False), (6_000, False, False), (4_000, False, False), (3_000, False, False),
@@ -280,13 +289,19 @@ _AOT_ROLE = {"aot.forward": "forward", "aot.backward": "backward", "aot.inferenc
 
 
 def plan_diagrams(trace: Trace, r: Renderer, budget: int) -> dict[int, str]:
-    """Which diagrams the static page leaves out (id(stage) -> why), so the drawn ones fit ``budget``."""
+    """Which diagrams the static page leaves out (id(stage) -> why), so the drawn ones fit ``budget``.
+
+    Every graph not redrawn by a later stage is first given a compact drawing (``graph.chains``
+    collapsed, short op names), in ``_DIAGRAM_ORDER``, while they fit; then, in the same order,
+    each is drawn in full where the budget still allows. ``r.collapsed`` says which stay compact.
+    """
     graphs = [s for s in r.graphs() if s.kind in _DIAGRAM_ORDER]
     graphs.sort(key=lambda s: (_DIAGRAM_ORDER.index(s.kind), len(s.nodes)))
     redrawn = {(s.frame, s.meta.get("graph")) for s in graphs if s.kind == "inductor.input"}
     skip: dict[int, str] = {}
-    used = 0
     live = "labkit.show(trace) in a running notebook draws it"
+    chosen: list[tuple[Stage, str, str]] = []
+    used = 0
     for st in graphs:
         role = _AOT_ROLE.get(st.kind)
         same = (st.kind == "aot.joint" and {(st.frame, "forward"), (st.frame, "backward")} <= redrawn)
@@ -294,14 +309,21 @@ def plan_diagrams(trace: Trace, r: Renderer, budget: int) -> dict[int, str]:
             skip[id(st)] = ("no diagram on this static page: Inductor's input graph of this frame "
                             f"draws the same computation, coloured by kernel ({live})")
             continue
-        svg = r.svg(st)
-        if svg is None:
-            continue
-        if used + len(svg) > budget:
+        full, small = r.svg(st, collapse=False), r.svg(st, collapse=True)
+        if full is None or small is None:
+            continue  # too big for any diagram, or no dot: diagram_html says why
+        if used + len(small) > budget:
             skip[id(st)] = (f"no diagram on this static page: {len(st.nodes)} nodes would take "
-                            f"{len(svg) // 1000} KB, more than the page has left ({live})")
+                            f"{len(small) // 1000} KB even drawn compactly, more than the page has "
+                            f"left ({live})")
             continue
-        used += len(svg)
+        used += len(small)
+        chosen.append((st, full, small))
+    r.collapsed = {id(st) for st, _, _ in chosen}
+    for st, full, small in chosen:
+        if used - len(small) + len(full) <= budget:
+            used += len(full) - len(small)
+            r.collapsed.discard(id(st))
     return skip
 
 
@@ -316,13 +338,21 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
     r = renderer or Renderer(trace)
     full = r.max_lines
     try:
-        r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
         page = ""
-        for chars, colour, comparisons in _LEVELS:
-            r.max_chars, r.colour = chars, colour
+        for level, (chars, colour, comparisons) in enumerate(_LEVELS):
+            r.max_chars, r.colour, r.collapsed = chars, colour, set()
+            # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
+            # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
+            r.not_drawn = {id(s): "" for s in r.graphs()}
+            texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
+            room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
+            if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
+                continue
+            r.not_drawn = plan_diagrams(trace, r, max(room, 0))
             page = _page(trace, r, _fit_note(r, comparisons), comparisons)
             if len(page) <= budget:
                 return page
+        r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
         for lines in _LAST_RESORT:
             r.max_lines, r.max_chars = min(lines, full), None
             page = _page(trace, r, _fit_note(r, False), False)
@@ -330,7 +360,7 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
                 break
         return page
     finally:
-        r.max_lines, r.colour, r.max_chars, r.not_drawn = full, True, None, {}
+        r.max_lines, r.colour, r.max_chars, r.not_drawn, r.collapsed = full, True, None, {}, set()
 
 
 def _fit_note(r: Renderer, comparisons: bool) -> str:
