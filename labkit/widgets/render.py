@@ -10,6 +10,7 @@ those into the static fallback that executed notebooks keep.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -155,7 +156,7 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [self.code(stage.text, stage.language, plain=plain)]
+        parts = [self.code(_excerpt(stage, self.max_chars), stage.language, plain=plain)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
             parts.append(self.code(decompiled, "python", plain=plain, title="decompiled source"))
@@ -214,6 +215,26 @@ class Renderer:
             img = plots.svg_img(svg, "timing plot") if svg else ""
             self._timing = img + timing_table_html(ts)
         return self._timing
+
+
+_WRAPPER = re.compile(r"^class Runner\b|^def call\(", re.M)  # torch 2.13 puts call in a Runner
+
+
+def _excerpt(stage: Stage, max_chars: int | None) -> str:
+    """The text a cut static page shows first: for Inductor's output code, the wrapper ``call``.
+
+    Its kernels each have their own entry under Kernels, and its first lines are imports, so a cut
+    page starts where the lesson is (buffers allocated, kernels called) and says what it skipped.
+    """
+    text = stage.text
+    if stage.kind != "inductor.output_code" or max_chars is None or len(text) <= max_chars:
+        return text
+    m = _WRAPPER.search(text)
+    if not m:
+        return text
+    skipped = text.count("\n", 0, m.start())
+    return (f"# (lines 1-{skipped} left out on this page: imports, and the kernels, each shown "
+            "under Kernels)\n" + text[m.start():])
 
 
 def timing_table_html(timings: Sequence) -> str:
