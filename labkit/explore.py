@@ -472,7 +472,8 @@ def _reset_dynamo(trace: Trace) -> None:
 
     from labkit.capture import _torch
 
-    others = sorted({c.co_name for c in _torch.compiled_codes() if c not in _EXPLORED})
+    others = sorted({c.co_name for c in _torch.compiled_codes() if c not in _EXPLORED
+                     and not c.co_name.startswith("torch_dynamo_resume_in_")})  # Dynamo's own
     torch.compiler.reset()
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")

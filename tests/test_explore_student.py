@@ -302,7 +302,10 @@ def _page_fits(trace: Trace) -> str:
     page = labkit.show(trace, live=False).html
     assert len(page) <= render.PAGE_BUDGET
     assert "lines each" not in page  # never the line-count last resort
-    assert re.search(r"cut to about [3-9]\d* KB|cut to about \d\d+ KB", page) or "cut to" not in page
+    # texts keep at least 2 KB each (about 30 lines), never 8 lines
+    assert re.search(r"cut to about [2-9] KB|cut to about \d\d+ KB", page) or "cut to" not in page
+    kept = [len(m) for m in re.findall(r"<pre>([^<]*)</pre></td></tr>", page)]
+    assert max(kept) > 1_500
     for st in trace.stages:
         assert st.title in page or render.titled(st.title, st.frame) in page
     for k in trace.kernels:

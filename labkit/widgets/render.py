@@ -444,7 +444,8 @@ def trace_text(trace: Trace) -> str:
         lines.append(f"  graph break at {where(trace, gb.filename, gb.lineno)}: "
                      f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
     if trace.meta.get("timing_skipped"):
-        lines.append("  not timed: " + str(trace.meta["timing_skipped"]).split(":")[0])
+        why = str(trace.meta["timing_skipped"]).split(", and timing")[0].split(". ")[0]
+        lines.append(f"  not timed: {why}")
     for k in trace.kernels:
         lines.append(f"  kernel {k.name} ({k.language}): {len(k.origins)} nodes")
     return normalize("\n".join(lines))
