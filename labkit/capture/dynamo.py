@@ -137,7 +137,10 @@ def error_headline(err: BaseException) -> tuple[str, tuple[str, int] | None]:
     texts = [str(x) for x in chain]
     first = texts[0].strip().splitlines()[0] if texts[0].strip() else ""
     headline = f"{type(err).__name__}: {first}"
-    if first.startswith(_GENERIC) or not first:
+    lines = [ln.strip() for ln in texts[0].strip().splitlines() if ln.strip()]
+    if first.endswith("raised:") and len(lines) > 1:  # "backend='inductor' raised:" + the error
+        headline = lines[1]
+    elif first.startswith(_GENERIC) or not first:
         for x, text in zip(chain, texts):
             got = _GOT.search(text)
             if got:
