@@ -54,6 +54,9 @@ def test_adam_inside_fn_steps_once_and_timing_is_skipped():
     skipped = trace.meta["timing_skipped"]
     assert "labkit.compare" in skipped and "variable opt (Adam) stepped" in skipped
     assert not [t for t in trace.timings if t.label in ("eager", "compiled")]
+    view = labkit.show(trace, live=False)
+    assert "not timed: one call of train_step changed state you can see" in view.text
+    assert "<b>not timed:</b>" in view.html and "labkit.compare" in view.html
 
 
 def test_in_place_input_is_bumped_once_per_recorded_call():
