@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -47,6 +48,16 @@ def _code_names(code: types.CodeType) -> set[str]:
         if isinstance(const, types.CodeType):
             names |= _code_names(const)
     return names
+
+
+def _library_code(code: types.CodeType) -> bool:
+    """True for code of installed packages and the standard library (torch, numpy, functools...)."""
+    import sysconfig
+
+    path = os.path.abspath(code.co_filename)
+    stdlib = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+    return ("site-packages" in path or "dist-packages" in path or path.startswith(stdlib)
+            or code.co_filename.startswith("<frozen"))
 
 
 def reachable(fn: Any, inputs: tuple[Any, ...], depth: int = 2) -> list[tuple[str, Any]]:
@@ -78,8 +89,8 @@ def reachable(fn: Any, inputs: tuple[Any, ...], depth: int = 2) -> list[tuple[st
             add(label, value.__func__, level)
             add(f"{label}'s object", value.__self__, level)
         elif isinstance(value, types.FunctionType):
-            if level > depth:
-                return
+            if level > depth or _library_code(value.__code__):
+                return  # a library's own caches and registries are not the student's state
             for name, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
                 found.append((f"variable {name}", Slot(cell, None)))  # a rebinding (nonlocal n)
                 with contextlib.suppress(ValueError):  # an empty cell
