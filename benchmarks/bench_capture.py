@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings(
         "ignore", message=".*force_disable_caches"
     )  # we disable them on purpose
+    warnings.filterwarnings("ignore", message="explore reset Dynamo")  # plain's code, on purpose
     torch.set_num_threads(1)  # as explore(timing=True) does; steadier on a shared machine
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"torch {torch.__version__} on {args.device}, {args.repeats} interleaved repeats, "
-        "caches disabled for both sides"
+        f"caches disabled for both sides; load average {load} on {os.cpu_count()} CPUs"
     )
     warm_fn, warm_inputs = EXAMPLES["sincos"]
     plain_compile(warm_fn, warm_inputs(args.device))  # the first compile in a process costs seconds
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{ratio:5.2f}x{flag}"
         )
     overall = statistics.median(r[-1] for r in rows)
-    print(f"\nmedian ratio over functions: {overall:.2f}x (target <= 1.2x)")
+    print(f"\nmedian ratio over functions: {overall:.2f}x (target <= 1.2x); "
+          f"load average now {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(
             json.dumps({"device": args.device, "torch": torch.__version__, "times": raw}, indent=1)

@@ -16,13 +16,45 @@ import sys
 import time
 import traceback
 import types
+import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from labkit import effects
 from labkit.trace import Timing, Trace, environment
 
 BACKENDS = ("inductor", "labkit", "eager", "aot_eager")
 _TORCH_COMPILE_KWARGS = ("mode", "options", "dynamic", "fullgraph")
+
+
+def _check_keywords(fn: Any, compile_kwargs: dict[str, Any]) -> None:
+    """Keywords explore does not know: most often arguments meant for ``fn``; say how to pass them."""
+    unknown = sorted(set(compile_kwargs) - set(_TORCH_COMPILE_KWARGS))
+    if not unknown:
+        return
+    try:
+        import torch
+
+        target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        params = set(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        params = set()
+    name = getattr(fn, "__name__", type(fn).__name__)
+    name = name if name.isidentifier() else "fn"  # a lambda
+    ours = [k for k in unknown if k in params]
+    args = ", ".join(f"{k}=..." for k in unknown)
+    why = (f"{', '.join(map(repr, ours))} {'is a parameter' if len(ours) == 1 else 'are parameters'}"
+           f" of {name}, but explore's keywords are its own (backend, timing, extra_inputs, "
+           f"...) and torch.compile's {_TORCH_COMPILE_KWARGS}"
+           if ours else
+           f"explore takes backend, timing, progress, raise_errors, extra_inputs, target and "
+           f"torch.compile's {_TORCH_COMPILE_KWARGS}")
+    raise TypeError(
+        f"unexpected keyword(s) {unknown}: {why}. To call {name} with keyword arguments, bind "
+        f"them first: explore(functools.partial({name}, {args}), x) or "
+        f"explore(lambda x: {name}(x, {args}), x)"
+    )
 
 
 def _leaf_types() -> tuple[type, ...]:
@@ -76,6 +108,20 @@ def check_inputs(
             f"{type(fn).__name__} {fn!r:.60}"
         )
     import torch
+
+    plain = getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn
+    if inspect.isgeneratorfunction(plain) or inspect.isasyncgenfunction(plain):
+        raise TypeError(
+            f"{getattr(fn, '__name__', 'fn')} is a generator function (it uses `yield`): calling "
+            "it only creates a generator, none of its code runs, so torch.compile would have "
+            "nothing to compile and the Trace would stay empty. Explore a function that returns "
+            "the tensors, e.g. explore(lambda x: torch.stack(list(gen(x))), x)"
+        )
+    if inspect.iscoroutinefunction(plain):
+        raise TypeError(
+            f"{getattr(fn, '__name__', 'fn')} is an async function: calling it only creates a "
+            "coroutine, so there is nothing to compile. Explore a plain function instead"
+        )
 
     try:
         # An nn.Module's __call__ takes *args: the parameters that matter are forward's.
@@ -217,13 +263,20 @@ def _record_error(trace: Trace, rec: Any, err: BaseException) -> None:
     trace.add(
         kind, title, text, status="error", frame=frame, meta={"exception": type(err).__name__}
     )
+    from labkit.capture import dynamo
+
     if type(err).__name__ == "Unsupported" and not trace.graph_breaks:
         # fullgraph=True turns a graph break into this error: still show where and why.
-        from labkit.capture import dynamo
-
         trace.graph_breaks.append(dynamo.parse_graph_break(str(err), frame))
-    cause = err.__cause__ or err.__context__
-    trace.error = _first_line(err) + (f" (caused by {_first_line(cause)})" if cause else "")
+    # The headline names the student's code or values; the whole chain stays in the stage text.
+    headline, at = dynamo.error_headline(err)
+    trace.error = headline
+    if at is not None:
+        import linecache
+
+        trace.meta["error_at"] = {"filename": at[0], "lineno": at[1],
+                                  "code": linecache.getline(at[0], at[1]).strip()}
+    dynamo.source_labels(trace)
 
 
 def explore(
@@ -239,10 +292,21 @@ def explore(
 ) -> Trace:
     """Compile ``fn(*inputs)`` with torch.compile and return a Trace of every stage it went through.
 
+    What it does to the student's program (README "explore on your own model"): ``fn`` runs once
+    per input tuple (``trace.meta["calls"]``). Timing calls it thousands of times, so it runs only
+    when that one call changed nothing ``effects`` can see (input/parameter/buffer/.grad versions,
+    module attributes, optimizer state, closure variables and globals); otherwise
+    ``trace.meta["timing_skipped"]`` says what changed and points to ``labkit.compare``. Output of a
+    printing ``fn`` is hidden while timing; the random state is restored after it; explore's own
+    backward leaves no ``.grad``; meta-device inputs are not timed. ``torch.compiler.reset()`` runs
+    first; when it discards other compiled functions, a warning and ``trace.meta["dynamo_reset"]``
+    name them.
+
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
     ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
     such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done").
-    ``timing``: also time eager vs compiled (1 thread, median + IQR). ``target``: labkit backend only.
+    ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
+    harmless. ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """
     import torch
@@ -256,16 +320,13 @@ def explore(
     check_inputs(fn, inputs)
     for k, extra in enumerate(extra_inputs):
         check_inputs(fn, tuple(extra), what=f"extra_inputs[{k}]")
-    unknown = set(compile_kwargs) - set(_TORCH_COMPILE_KWARGS)
-    if unknown:
-        raise TypeError(
-            f"unexpected keyword(s) {sorted(unknown)}; explore passes only "
-            f"{_TORCH_COMPILE_KWARGS} on to torch.compile"
-        )
+    _check_keywords(fn, compile_kwargs)
     name = getattr(fn, "__name__", type(fn).__name__)
     trace = Trace(fn_name=name, backend=backend, env=environment())
     inner = _backend_for(backend, trace, target, compile_kwargs)
-    on_gpu = any(t.is_cuda for t in _tensors(list(inputs)) + _tensors(fn))
+    every_tensor = _tensors(list(inputs)) + _tensors(fn)
+    on_gpu = any(t.is_cuda for t in every_tensor)
+    on_meta = any(t.is_meta for t in every_tensor)
     device = "cuda" if on_gpu else "cpu"
     trace.meta.update(
         {
@@ -275,39 +336,55 @@ def explore(
         }
     )
     grad = _needs_backward(fn, inputs)
+    watched = effects.reachable(fn, inputs)
+    leaves = [t for _, obj in watched for t in _tensors(obj) if isinstance(obj, _grad_holders())]
 
     with contextlib.ExitStack() as stack:
         if timing:  # Inductor bakes the thread count into its C++: pin before compiling
             stack.enter_context(pinned_threads(1))
         trace.env["threads"] = torch.get_num_threads()
-        torch.compiler.reset()  # fresh Dynamo state: every frame really compiles again
+        _reset_dynamo(trace)  # fresh Dynamo state: every frame really compiles again
         rec = Recorder(progress, inductor=backend == "inductor")
         recording = RecordingBackend(rec, inner)
         compiled: Any = None
         failure: BaseException | None = None
+        calls, found, printed = 0, [], [0]
         try:
             with rec:
                 compiled = torch.compile(fn, backend=recording, **compile_kwargs)
+                before = effects.snapshot(watched)
                 start = time.perf_counter()
-                out = compiled(*inputs)
+                calls += 1
+                with effects.watch_output() as printed:
+                    out = compiled(*inputs)
                 if on_gpu:
                     torch.cuda.synchronize()
                 first_call = time.perf_counter() - start
+                found = effects.changes(before, effects.snapshot(watched))
                 first_backward = None
                 if grad:
                     rec.say("aot.backward")
                     start = time.perf_counter()
-                    _run_backward(out)  # AOTAutograd compiles the backward graph only now
+                    with effects.grads_kept(leaves):  # explore's own backward leaves no .grad
+                        _run_backward(out)  # AOTAutograd compiles the backward graph only now
                     if on_gpu:
                         torch.cuda.synchronize()
                     first_backward = time.perf_counter() - start
                 for extra in extra_inputs:
+                    calls += 1
                     out = compiled(*extra)
                     if grad:
-                        _run_backward(out)
+                        with effects.grads_kept(leaves + _tensors(list(extra))):
+                            _run_backward(out)
         except Exception as e:  # the partial trace is still worth showing
             failure = e
         recording.rec = None  # later calls of the cached code must not grow this trace
+        _EXPLORED.update(ev.payload[0] for ev in rec.of_kind("bytecode"))
+        trace.meta["calls"] = {"recorded": calls}
+        if found:
+            trace.meta["side_effects"] = found
+        if printed[0]:
+            trace.meta["printed_chars"] = printed[0]
         rec.say("building stages")
         try:
             build(trace, rec, backend, on_gpu)
@@ -329,23 +406,84 @@ def explore(
                 Timing("compile + first backward", first_backward, 0.0, device, dict(once))
             )
         trace.timings += compile_timings(rec, device)
-        if timing:
+        skip = _why_not_timed(found, on_meta, name) if timing else None
+        if skip:
+            trace.meta["timing_skipped"] = skip
+        elif timing:
             rec.say("timing")
             moved = io_bytes(inputs, out)  # least traffic: read inputs, write outputs once
-            trace.timings.append(
-                measure(fn, *inputs, label="eager", meta={"what": "forward", "bytes": moved})
-            )
-            trace.timings.append(
-                measure(
-                    compiled,
-                    *inputs,
-                    label="compiled",
-                    meta={"what": "forward", "backend": backend, "bytes": moved},
+            eager, eager_calls = effects.call_counter(fn)
+            fast, fast_calls = effects.call_counter(compiled)
+            settled = effects.snapshot(watched)
+            quiet = effects.quiet() if printed[0] else contextlib.nullcontext()
+            with quiet, effects.rng_kept(on_gpu):
+                trace.timings.append(
+                    measure(eager, *inputs, label="eager", meta={"what": "forward", "bytes": moved})
                 )
-            )
+                trace.timings.append(
+                    measure(
+                        fast,
+                        *inputs,
+                        label="compiled",
+                        meta={"what": "forward", "backend": backend, "bytes": moved},
+                    )
+                )
+            trace.meta["calls"]["timing"] = eager_calls[0] + fast_calls[0]
+            if printed[0]:
+                trace.meta["timing_note"] = f"{name} prints: its output was hidden while timing"
+            moved_on = effects.changes(settled, effects.snapshot(watched))
+            if moved_on:  # a change the first call did not show: say so, never hide it
+                trace.meta["side_effects"] = [f"while timing: {c}" for c in moved_on]
             trace.timings.append(copy_bandwidth("cuda" if on_gpu else "cpu"))
     rec.say("done")
     return trace
+
+
+def _grad_holders() -> tuple[type, ...]:
+    import torch
+
+    return torch.Tensor, torch.nn.Module
+
+
+def _why_not_timed(found: list[str], on_meta: bool, name: str) -> str | None:
+    """Why timing (thousands of calls) must not run, or None when repeating the call is harmless."""
+    if on_meta:
+        return (
+            "the inputs (or parameters) are on the meta device: they have shapes but no data, "
+            "nothing really runs, so there is nothing to time. Use real tensors to time it"
+        )
+    if found:
+        return (
+            f"one call of {name} changed state you can see ({'; '.join(found)}), and timing "
+            "calls it thousands of times. explore called it once, as the Trace says; to time it "
+            "anyway, on purpose, use labkit.compare(fn, *inputs) (it repeats those changes), or "
+            "time the part without side effects (e.g. the model's forward)"
+        )
+    return None
+
+
+# Code objects explore compiled: resetting them is no news to the student; others' are.
+_EXPLORED: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
+
+
+def _reset_dynamo(trace: Trace) -> None:
+    """torch.compiler.reset(), saying so in the Trace (and a warning) when it discards others' code."""
+    import torch
+
+    from labkit.capture import _torch
+
+    others = sorted({c.co_name for c in _torch.compiled_codes() if c not in _EXPLORED
+                     and not c.co_name.startswith("torch_dynamo_resume_in_")})  # Dynamo's own
+    torch.compiler.reset()
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        msg = (
+            "explore reset Dynamo (torch.compiler.reset()) so that every frame really compiles: "
+            f"the compiled code of {len(others)} other function(s) ({shown}) was discarded, and "
+            "they compile again on their next call"
+        )
+        trace.meta["dynamo_reset"] = msg
+        warnings.warn(msg, UserWarning, stacklevel=3)
 
 
 def _default_progress() -> Callable[[str], None] | None:

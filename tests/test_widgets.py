@@ -417,3 +417,36 @@ def test_triton_ir_tab_picks_one_kernel_at_a_time(trace):
     pick.value = "triton_poi_fused_mul_0"
     w.kernel_pick.value = len(t.kernels) - 1  # picking a kernel in the Kernels tab shows its IR
     assert pick.value == "second"
+
+
+def test_plot_of_a_trace_that_compiled_nothing_warns_nothing():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels" would fail here
+        svg = plots.timing_svg([Timing("compile + first call", 1e-3, 0.0, "cpu", {"runs": 1})])
+    assert svg and "first call (total)" in svg
+
+
+@needs_dot
+def test_compact_diagrams_collapse_chains_and_stay_well_formed(trace):
+    stage = trace.stage("aot.inference")[0]
+    full = graph.fx_svg(stage, trace.kernels)
+    small = graph.fx_svg(stage, trace.kernels, collapse=True)
+    ET.fromstring(small)
+    heads = graph.chains(stage, graph.kernel_of_nodes(stage, trace.kernels))
+    assert len(set(heads)) < len(stage.nodes)  # the toy's pointwise run is one chain
+    assert small.count("<text") < full.count("<text") and len(small) < len(full)
+    assert "ops:" in small and "font-family" not in small.split(">", 1)[1]  # fonts on the root only
+
+
+def test_static_page_plans_diagrams_within_their_share(trace):
+    big = Trace.from_dict(trace.to_dict())
+    r = render.Renderer(big)
+    sizes = {id(s): len(r.svg(s) or "") for s in r.graphs()}
+    skipped = render.plan_diagrams(big, r, budget=min(sizes.values()) + 10)  # room for one only
+    drawn = [s for s in r.graphs() if id(s) not in skipped and r.svg(s)]
+    assert len(drawn) >= 1 and skipped
+    assert all("no diagram on this static page" in why for why in skipped.values())
+    page = render.trace_html(big)
+    assert len(page) <= render.PAGE_BUDGET

@@ -188,3 +188,20 @@ def decompiler() -> Callable[[types.CodeType], str] | None:
     except ImportError:
         return None
     return depyf.decompile
+
+
+def compiled_codes() -> list[types.CodeType]:
+    """Code objects Dynamo has compiled that still hold compiled entries (what a reset discards)."""
+    try:
+        from torch._dynamo import convert_frame
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:
+        return []  # only used to warn before a reset; no warning beats a crash
+    out = []
+    for ref in list(getattr(getattr(convert_frame, "input_codes", None), "seen", [])):
+        code = ref()
+        if code is not None:
+            with contextlib.suppress(Exception):
+                if _debug_get_cache_entry_list(code):
+                    out.append(code)
+    return out

@@ -12,6 +12,7 @@ import json
 import linecache
 import os
 import re
+import sys
 from typing import Any
 
 from labkit.trace import FxNode, GraphBreak
@@ -21,6 +22,146 @@ _FILE_LINE = re.compile(
 )
 _BREAK_AT = re.compile(r"Graph break(?: \(\w+\))? in user code at (?P<file>.+):(?P<line>\d+)")
 _REASON = re.compile(r"Graph Break Reason: (?P<reason>[^\n]+)")
+# "... got RuntimeError('a and b must have same reduction dim, but got [3, 4] X [5, 6].')": the
+# real error inside Dynamo's "RuntimeError when making fake tensor call".
+_GOT = re.compile(r"got (?P<type>\w+(?:Error|Exception))\((?P<q>['\"])(?P<msg>.+?)(?P=q)\)(?:\s|$)")
+_EXPLANATION = re.compile(r"^\s*Explanation: (?P<text>[^\n]+)", re.M)
+# Headlines that only say "something went wrong in Dynamo"; the reason is further down the text.
+_GENERIC = ("Failed to handle graph break gracefully", "Encountered graph break when attempting",
+            "RuntimeError when making fake tensor call", "Unsupported", "Graph break")
+
+
+# -- where in the student's code ----------------------------------------------------------------------
+def _library_dirs() -> tuple[str, ...]:
+    import torch
+
+    import labkit
+
+    return tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (torch, labkit))
+
+
+def is_user_file(filename: str) -> bool:
+    """False for torch's files and labkit's machinery (a break there belongs to the line calling it).
+
+    labkit's example functions and exercises are the student's code to explore: they count as user
+    files.
+    """
+    if not filename:
+        return False
+    path = os.path.abspath(filename)
+    torch_dir, labkit_dir = _library_dirs()
+    if path.startswith(torch_dir):
+        return False
+    if path.startswith(labkit_dir):
+        rel = path[len(labkit_dir):]
+        return rel.startswith("exercises" + os.sep) or rel == os.path.join("capture", "examples.py")
+    return True
+
+
+def cell_label(filename: str) -> str | None:
+    """'cell In[5]' for the temporary file IPython compiled a notebook cell into, else None."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    shell = get() if get else None
+    fmt = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    try:
+        named = fmt(filename) if fmt else None
+    except Exception:  # an IPython without this API: fall back on the file name
+        return None
+    return f"cell {named[1]}" if named else None
+
+
+def where(filename: str, lineno: int, labels: dict[str, str] | None = None) -> str:
+    """'cell In[5], line 3' for a notebook cell (as IPython's tracebacks say), else 'file.py:3'."""
+    label = (labels or {}).get(filename) or cell_label(filename)
+    if label:
+        return f"{label}, line {lineno}"
+    return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _frames(text: str) -> list[tuple[str, int]]:
+    return [(m["file"], int(m["line"])) for m in _FILE_LINE.finditer(text)]
+
+
+def user_frame(text: str) -> tuple[str, int] | None:
+    """The innermost ``File "...", line N`` of a traceback text that is the student's code."""
+    for filename, line in reversed(_frames(text)):
+        if is_user_file(filename):
+            return filename, line
+    return None
+
+
+def _section(text: str, head: str) -> str:
+    at = text.find(head)
+    if at < 0:
+        return ""
+    rest = text[at + len(head):]
+    end = rest.find("\nTraceback (most recent call last)")
+    return rest if end < 0 else rest[:end]
+
+
+def specific_reason(text: str) -> str:
+    """The reason Dynamo gives for a break, with the inner one when its headline is generic.
+
+    "Failed to handle graph break gracefully..." -> "Attempted to wrap RNN, GRU, or LSTM: Dynamo
+    does not support RNN, GRU, or LSTM."; a specific headline ("Data-dependent branching") stays.
+    """
+    m = _REASON.search(text)
+    head = (m["reason"] if m else text.strip().splitlines()[0] if text.strip() else "").strip()
+    if not head.startswith(_GENERIC):
+        return head
+    got = _GOT.search(text)
+    if got:
+        return f"{got['type']}: {got['msg']}"
+    ex = _EXPLANATION.search(text)
+    if not ex:
+        return head
+    before = [ln.strip() for ln in text[: ex.start()].splitlines() if ln.strip()]
+    kind = before[-1] if before else ""
+    if kind and not kind.startswith(_GENERIC) and not kind.startswith("Graph Break Reason"):
+        return f"{kind}: {ex['text'].strip()}"
+    return ex["text"].strip()
+
+
+def error_headline(err: BaseException) -> tuple[str, tuple[str, int] | None]:
+    """(headline, (file, line) in the student's code or None) for an exception out of torch.compile.
+
+    The headline is the innermost message that names the student's code or values: the real error
+    inside "RuntimeError when making fake tensor call" (a shape mismatch, a missing fake kernel),
+    the explanation under a generic graph-break headline, or else the exception's first line.
+    """
+    chain, e = [], err
+    while e is not None and len(chain) < 10:
+        chain.append(e)
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    texts = [str(x) for x in chain]
+    first = texts[0].strip().splitlines()[0] if texts[0].strip() else ""
+    headline = f"{type(err).__name__}: {first}"
+    lines = [ln.strip() for ln in texts[0].strip().splitlines() if ln.strip()]
+    if first.endswith("raised:") and len(lines) > 1:  # "backend='inductor' raised:" + the error
+        headline = lines[1]
+    elif first.startswith(_GENERIC) or not first:
+        for x, text in zip(chain, texts):
+            got = _GOT.search(text)
+            if got:
+                headline = f"{got['type']}: {got['msg']}"
+                break
+            reason = specific_reason(text)
+            if reason and not reason.startswith(_GENERIC):
+                headline = f"{type(x).__name__}: {reason}"
+                break
+    at = None
+    for text in texts:
+        at = user_frame(_section(text, "from user code:"))
+        if at:
+            break
+    if at is None:  # fn itself raised: the innermost traceback frame in the student's code
+        import traceback
+
+        frames = traceback.extract_tb(chain[-1].__traceback__)
+        user = [(f.filename, f.lineno or 0) for f in frames if is_user_file(f.filename)]
+        at = user[-1] if user else None
+    return headline, at
 
 
 # -- FX graphs as data ------------------------------------------------------------------------------
@@ -53,14 +194,15 @@ def _value_info(value: Any) -> tuple[list[Any] | None, str | None]:
 
 
 def source_of(stack_trace: str | None) -> str | None:
-    """'file.py:12  code line' of the innermost user frame in a node's stack_trace, or None."""
+    """'file.py:12  code line' (or 'cell In[5], line 3  code') of a node's innermost user frame."""
     if not stack_trace:
         return None
     hits = list(_FILE_LINE.finditer(stack_trace))
     if not hits:
         return None
-    last = hits[-1]
-    return f"{os.path.basename(last['file'])}:{last['line']}  {last['code'].strip()}"
+    user = [h for h in hits if is_user_file(h["file"])]
+    last = (user or hits)[-1]
+    return f"{where(last['file'], int(last['line']))}  {last['code'].strip()}"
 
 
 def fx_nodes(graph: Any) -> list[FxNode]:
@@ -96,19 +238,44 @@ def readable(gm: Any) -> str:
 
 # -- graph breaks ----------------------------------------------------------------------------------
 def parse_graph_break(text: str, frame: str) -> GraphBreak:
-    """A GraphBreak from Dynamo's graph-break log text (file:line from its header or its traceback)."""
+    """A GraphBreak from Dynamo's graph-break log text (file:line from its header or its traceback).
+
+    A break inside torch's own code (a bare ``nn.LSTM``) is placed at the student's line that
+    called into torch (the innermost user frame of the "User code traceback"); where torch
+    stopped stays at the top of ``detail``.
+    """
     at = _BREAK_AT.search(text)
     if at:
         filename, lineno = at["file"], int(at["line"])
     else:  # fall back on the last frame of the "User code traceback"
         hits = list(_FILE_LINE.finditer(text))
         filename, lineno = (hits[-1]["file"], int(hits[-1]["line"])) if hits else ("?", 0)
-    reason_m = _REASON.search(text)
-    reason = reason_m["reason"].strip() if reason_m else text.strip().splitlines()[0]
+    detail = text.strip()
+    if filename != "?" and not is_user_file(filename):
+        user = user_frame(_section(text, "User code traceback:")) or user_frame(text)
+        if user:
+            detail = (f"Dynamo stopped inside torch, at {filename}:{lineno}; shown at your line "
+                      f"that called into torch.\n\n{detail}")
+            filename, lineno = user
+    reason = specific_reason(text)
     code = linecache.getline(filename, lineno).strip() if lineno else ""
     return GraphBreak(
-        reason=reason, filename=filename, lineno=lineno, code=code, frame=frame, detail=text.strip()
+        reason=reason, filename=filename, lineno=lineno, code=code, frame=frame, detail=detail
     )
+
+
+def source_labels(trace: Any) -> None:
+    """Record 'cell In[5]' for every notebook-cell file the trace names, for views in any process."""
+    labels = dict(trace.meta.get("source_labels") or {})
+    for gb in trace.graph_breaks:
+        label = cell_label(gb.filename)
+        if label:
+            labels[gb.filename] = label
+    at = trace.meta.get("error_at")
+    if at and cell_label(at["filename"]):
+        labels[at["filename"]] = cell_label(at["filename"])
+    if labels:
+        trace.meta["source_labels"] = labels
 
 
 def _graph_breaks(trace: Any, rec: Any, labels: dict[str, str]) -> None:
@@ -205,3 +372,4 @@ def build(trace: Any, rec: Any, labels: dict[str, str]) -> None:
     _guards(trace, rec, labels)
     _graphs(trace, rec, labels)
     _graph_breaks(trace, rec, labels)
+    source_labels(trace)

@@ -46,10 +46,18 @@ def short_dtype(dtype: str | None) -> str:
     return _DTYPE_SHORT.get(d, d)
 
 
-def node_label(n: FxNode, max_len: int = 40) -> str:
+def short_op(target: str) -> str:
+    """'aten.mul.Tensor' -> 'mul', 'torch.nn.functional.relu' -> 'relu': the op's own name."""
+    target = re.sub(r"^<built-in (?:method|function) (.*)>$", r"\1", target or "")
+    target = re.sub(r"\.(default|Tensor|Scalar|Tensor_Scalar|Tensor_Tensor|int|dim|dim_IntList)$", "",
+                    target.removeprefix("torch.ops."))
+    return target.rsplit(".", 1)[-1]
+
+
+def node_label(n: FxNode, max_len: int = 40, short: bool = False) -> str:
     """'name', 'op target', 'f32[4, 8]' on three lines (target shortened to ``max_len``)."""
     target = re.sub(r"^<built-in (?:method|function) (.*)>$", r"\1", n.target or "")
-    target = target.removeprefix("torch.ops.")
+    target = short_op(target) if short else target.removeprefix("torch.ops.")
     what = {"placeholder": "input", "output": "output", "get_attr": "attr"}.get(n.op, target)
     if len(what) > max_len:
         what = what[: max_len - 1] + "…"
@@ -132,44 +140,95 @@ def kernel_colors(kernels: Sequence[Kernel]) -> list[str]:
 
 
 # -- DOT and SVG -------------------------------------------------------------------------------
+def chains(stage: Stage, owner: dict[str, int]) -> list[int]:
+    """For each node, the index of the first node of its chain (itself when not collapsed).
+
+    A chain is a run of computed nodes each of which takes the previous one as its only computed
+    input and is its only user, all in the same kernel (or all in none): drawn as one box, the
+    picture keeps every branch, join and kernel colour with far fewer boxes.
+    """
+    names = {n.name: i for i, n in enumerate(stage.nodes)}
+    io = ("placeholder", "output", "get_attr")
+    users: dict[str, list[int]] = {}
+    for i, n in enumerate(stage.nodes):
+        for src in dict.fromkeys(n.inputs):
+            if src in names:
+                users.setdefault(src, []).append(i)
+    head = list(range(len(stage.nodes)))
+    for i, n in enumerate(stage.nodes):
+        if n.op in io:
+            continue
+        computed = {s for s in n.inputs if s in names and stage.nodes[names[s]].op not in io}
+        if len(computed) != 1:
+            continue
+        p = names[next(iter(computed))]
+        if users.get(stage.nodes[p].name) == [i] and owner.get(n.name) == owner.get(stage.nodes[p].name):
+            head[i] = head[p]
+    return head
+
+
+def _chain_label(members: Sequence[FxNode]) -> str:
+    """'mul_1 … add_3', '4 ops: mul, add, relu', and the last node's dtype and shape."""
+    ops = list(dict.fromkeys(short_op(m.target) for m in members))
+    what = f"{len(members)} ops: {', '.join(ops)}"
+    if len(what) > 44:
+        what = what[:43] + "…"
+    last = members[-1]
+    shape = "" if last.shape is None else "[" + ", ".join(str(s) for s in last.shape) + "]"
+    lines = [f"{members[0].name} … {last.name}", what]
+    if shape or last.dtype:
+        lines.append(f"{short_dtype(last.dtype)}{shape}")
+    return "\n".join(lines)
+
+
 def fx_dot(stage: Stage, kernels: Sequence[Kernel] = (), highlight: int | None = None,
-           context: Iterable[Stage] = ()) -> str:
+           context: Iterable[Stage] = (), collapse: bool = False) -> str:
     """DOT source for the FX graph of ``stage``; ``highlight`` = index of a kernel to emphasise.
 
     ``context``: the trace's other graphs, for matching nodes to kernels through source lines.
+    ``collapse``: draw each chain of nodes (``chains``) as one box, for a picture that fits a page.
     """
     owner = kernel_of_nodes(stage, kernels, context)
     colors = kernel_colors(kernels)
     known = {n.name for n in stage.nodes}
+    head = chains(stage, owner) if collapse else list(range(len(stage.nodes)))
+    members: dict[int, list[FxNode]] = {}
+    for i, n in enumerate(stage.nodes):
+        members.setdefault(head[i], []).append(n)
     out = [
         "digraph G {",
         '  graph [rankdir=TB, nodesep=0.25, ranksep=0.3, bgcolor="transparent"];',
-        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, '
+        '  node [shape=box, style="filled", fontname="Helvetica", fontsize=10, '
         'margin="0.08,0.03", height=0.3];',
         '  edge [color="#666666", arrowsize=0.6];',
     ]
     chosen = {name for name, k in owner.items() if k == highlight}
     if highlight is not None:
         chosen |= set(kernels[highlight].origins)
-    for i, n in enumerate(stage.nodes):
+    for i, group in members.items():
+        n = group[0]
         k = owner.get(n.name)
         fill = colors[k] if k is not None else (IO_FILL if n.op in ("placeholder", "output") else PLAIN_FILL)
-        attrs = [f"label={dot_quote(node_label(n))}", f'fillcolor="{fill}"']
+        label = node_label(n, short=collapse) if len(group) == 1 else _chain_label(group)
+        attrs = [f"label={dot_quote(label)}", f'fillcolor="{fill}"']
         if n.op in ("placeholder", "output"):
             attrs.append('shape=ellipse')
         if highlight is not None:
-            if n.name in chosen:
+            if any(m.name in chosen for m in group):
                 attrs.append('penwidth=2.5, color="#c00000"')
             else:
                 attrs.append('fontcolor="#999999", color="#bbbbbb"')
-        tip = f"{n.name}: {n.target}" + (f"\n{n.source}" if n.source else "")
+        tip = "\n".join(f"{m.name}: {m.target}" + (f"  {m.source}" if m.source and not collapse else "")
+                        for m in group[:12])
         attrs.append(f"tooltip={dot_quote(tip)}")
         out.append(f"  n{i} [{', '.join(attrs)}];")
     index = {n.name: i for i, n in enumerate(stage.nodes)}
+    edges: dict[tuple[int, int], None] = {}
     for i, n in enumerate(stage.nodes):
         for src in dict.fromkeys(n.inputs):
-            if src in known:
-                out.append(f"  n{index[src]} -> n{i};")
+            if src in known and head[index[src]] != head[i]:
+                edges[(head[index[src]], head[i])] = None
+    out += [f"  n{a} -> n{b};" for a, b in edges]
     out.append("}")
     return "\n".join(out)
 
@@ -187,15 +246,40 @@ def dot_to_svg(dot: str, timeout: float = 30) -> str:
     svg = res.stdout.decode()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)  # graphviz version and node-name comments
-    return svg.strip()
+    return compact_svg(svg.strip())
+
+
+_FONT = ' font-family="Helvetica,sans-Serif" font-size="10.00"'
+_NUMBER = re.compile(r"(?<![\d#.])(-?\d+)\.(\d+)")
+
+
+def compact_svg(svg: str) -> str:
+    """The same picture in about half the bytes: what a page of several diagrams needs.
+
+    dot repeats the font on every ``<text>``, writes two decimals per coordinate, and wraps each
+    node in ids and a ``<title>`` that only name DOT's own n0, n1... Fonts move to the root
+    (inherited in SVG), coordinates are rounded to whole points (1/72 inch: invisible), and the
+    DOT names go; the tooltip (``xlink:title``: node, target, source line) stays.
+    """
+    if _FONT in svg:
+        svg = svg.replace(_FONT, "")
+        svg = svg.replace("<svg ", '<svg font-family="Helvetica,sans-Serif" font-size="10" ', 1)
+    svg = svg.replace(' text-anchor="middle"', "")
+    svg = re.sub(r'(<g id="graph0" class="graph")', r'\1 text-anchor="middle"', svg, count=1)
+    svg = re.sub(r"<title>[^<]*</title>\n?", "", svg)
+    svg = re.sub(r'<g id="(?:node|edge|a_node|a_edge)\d+"(?: class="(?:node|edge)")?>\n?', "<g>", svg)
+    svg = re.sub(r"<g>\n?(<a [^>]*>)", r"\1", svg)  # the a_node wrapper group
+    svg = re.sub(r"(</a>)\n?</g>", r"\1", svg)
+    svg = _NUMBER.sub(lambda m: str(round(float(f"{m[1]}.{m[2]}"))), svg)
+    return svg
 
 
 def fx_svg(stage: Stage, kernels: Sequence[Kernel] = (), highlight: int | None = None,
-           context: Iterable[Stage] = ()) -> str | None:
+           context: Iterable[Stage] = (), collapse: bool = False) -> str | None:
     """The diagram as inline SVG, or None (with no error) when it cannot or should not be drawn."""
     if not stage.nodes or len(stage.nodes) > MAX_NODES or not dot_available():
         return None
-    return dot_to_svg(fx_dot(stage, kernels, highlight, context))
+    return dot_to_svg(fx_dot(stage, kernels, highlight, context, collapse))
 
 
 def why_no_diagram(stage: Stage) -> str:

@@ -123,9 +123,10 @@ def _compile_panel(ax, compiles: Sequence[Timing]) -> None:
                 color = STAGE_COLORS.get(stage, OTHER_STAGE_COLORS[s_i % len(OTHER_STAGE_COLORS)])
                 if row == "first call (total)":
                     color = "#bbbbbb"
-                ax.barh(r_i, total, left=left, color=color, height=0.6,
-                        label=None if stage in labelled or row == "first call (total)" else stage)
-                labelled.add(stage)
+                named = stage not in labelled and row != "first call (total)"
+                ax.barh(r_i, total, left=left, color=color, height=0.6, label=stage if named else None)
+                if named:  # only named bars make a legend (else matplotlib warns "No artists")
+                    labelled.add(stage)
                 left += total
         ax.text(left, r_i, "  " + fmt_seconds(left), va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), rows)

@@ -10,12 +10,13 @@ those into the static fallback that executed notebooks keep.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from labkit.trace import Kernel, Stage, Trace
 from labkit.widgets import graph, plots
-from labkit.widgets.code import code_html, normalize, style_block
+from labkit.widgets.code import code_html, normalize, style_block, truncate
 from labkit.widgets.diff import side_by_side_html
 
 # Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
@@ -89,7 +90,10 @@ class Renderer:
         self.trace = trace
         self.max_lines = max_lines
         self.colour = True  # syntax colours in code views (the static page may turn them off)
-        self._svg: dict[tuple[int, int | None], str | None] = {}
+        self.max_chars: int | None = None  # the static page's cap on one text, when it must fit
+        self.not_drawn: dict[int, str] = {}  # id(stage) -> why the static page has no diagram
+        self.collapsed: set[int] = set()  # id(stage): drawn with chains collapsed, to fit the page
+        self._svg: dict[tuple[int, int | None, bool], str | None] = {}
         self._timing: str | None = None
 
     # -- selections ----------------------------------------------------------------------------
@@ -117,29 +121,45 @@ class Renderer:
         return best
 
     # -- fragments ------------------------------------------------------------------------------
-    def svg(self, stage: Stage, highlight: int | None = None) -> str | None:
-        key = (id(stage), highlight)
+    def svg(self, stage: Stage, highlight: int | None = None, collapse: bool | None = None) -> str | None:
+        """The diagram; ``collapse`` (default: as the page plan says) draws chains as one box."""
+        collapse = id(stage) in self.collapsed if collapse is None else collapse
+        key = (id(stage), highlight, collapse)
         if key not in self._svg:
-            self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs())
+            self._svg[key] = graph.fx_svg(stage, self.trace.kernels, highlight, self.graphs(),
+                                          collapse=collapse)
         return self._svg[key]
 
+    def code(self, text: str, language: str, plain: bool = False, title: str = "") -> str:
+        """A code block at this renderer's size limits (lines, and characters on the static page)."""
+        note = ""
+        if self.max_chars is not None:
+            text, note = truncate(normalize(text), max_lines=self.max_lines, max_chars=self.max_chars)
+        out = code_html(text, language, plain=plain, title=title, max_lines=self.max_lines,
+                        colour=self.colour)
+        return out + (f'<div class="lk-note">{html.escape(note)}</div>' if note else "")
+
     def diagram_html(self, stage: Stage, highlight: int | None = None) -> str:
+        if id(stage) in self.not_drawn:
+            return f'<div class="lk-note">{html.escape(self.not_drawn[id(stage)])}</div>'
         svg = self.svg(stage, highlight)
         if svg is None:
             return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
         legend = graph.legend_html(stage, self.trace.kernels, self.graphs())
+        if id(stage) in self.collapsed:
+            legend += ('<div class="lk-note">drawn compactly for this page: each chain of nodes in '
+                       "one kernel is one box (first … last node, its ops); hover a box for every "
+                       "node</div>")
         return f'<div class="lk-svg">{svg}</div>{legend}'
 
     def stage_html(self, stage: Stage, plain: bool = False, diagram: bool = True) -> str:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [code_html(stage.text, stage.language, plain=plain, max_lines=self.max_lines,
-                           colour=self.colour)]
+        parts = [self.code(_excerpt(stage, self.max_chars), stage.language, plain=plain)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
-            parts.append(code_html(decompiled, "python", plain=plain, title="decompiled source",
-                                   max_lines=self.max_lines, colour=self.colour))
+            parts.append(self.code(decompiled, "python", plain=plain, title="decompiled source"))
         if diagram and stage.nodes:
             parts.append(self.diagram_html(stage))
         return "".join(parts)
@@ -179,8 +199,7 @@ class Renderer:
             f"<div><b>computes nodes:</b> {html.escape(origins)}</div>"
             + (f'<div><b>from your code:</b><ul class="lk-hl">{src}</ul></div>' if src else "")
         )
-        parts = [info, code_html(kernel.source, kernel.language, plain=plain, max_lines=self.max_lines,
-                                 colour=self.colour)]
+        parts = [info, self.code(kernel.source, kernel.language, plain=plain)]
         if diagram and g is not None:
             parts.append(f'<div class="lk-title">its nodes in {html.escape(g.title)}</div>')
             parts.append(self.diagram_html(g, highlight=k))
@@ -196,6 +215,26 @@ class Renderer:
             img = plots.svg_img(svg, "timing plot") if svg else ""
             self._timing = img + timing_table_html(ts)
         return self._timing
+
+
+_WRAPPER = re.compile(r"^class Runner\b|^def call\(", re.M)  # torch 2.13 puts call in a Runner
+
+
+def _excerpt(stage: Stage, max_chars: int | None) -> str:
+    """The text a cut static page shows first: for Inductor's output code, the wrapper ``call``.
+
+    Its kernels each have their own entry under Kernels, and its first lines are imports, so a cut
+    page starts where the lesson is (buffers allocated, kernels called) and says what it skipped.
+    """
+    text = stage.text
+    if stage.kind != "inductor.output_code" or max_chars is None or len(text) <= max_chars:
+        return text
+    m = _WRAPPER.search(text)
+    if not m:
+        return text
+    skipped = text.count("\n", 0, m.start())
+    return (f"# (lines 1-{skipped} left out on this page: imports, and the kernels, each shown "
+            "under Kernels)\n" + text[m.start():])
 
 
 def timing_table_html(timings: Sequence) -> str:
@@ -223,46 +262,148 @@ def header_html(trace: Trace) -> str:
         f"{len(trace.graph_breaks)} graph break(s), {len(trace.kernels)} kernel(s)</div>"
     )
     if trace.error:
-        head += f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}</div>'
+        at = error_where(trace)
+        head += (f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}'
+                 + (f" — at {html.escape(at)}" if at else "") + "</div>")
     for gb in trace.graph_breaks:
-        where = f"{gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}"
-        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where)} '
+        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where(trace, gb.filename, gb.lineno))} '
                  f"<code>{html.escape(gb.code.strip())}</code> — {html.escape(normalize(gb.reason))}</div>")
+    for key, label in (("timing_skipped", "not timed"), ("timing_note", "timing"),
+                       ("dynamo_reset", "note")):
+        if trace.meta.get(key):
+            head += f'<div class="lk-note"><b>{label}:</b> {html.escape(str(trace.meta[key]))}</div>'
     return head
 
 
+def where(trace: Trace, filename: str, lineno: int) -> str:
+    """'cell In[5], line 3' for a notebook cell (recorded at capture), else 'file.py:3'."""
+    label = (trace.meta.get("source_labels") or {}).get(filename)
+    return f"{label}, line {lineno}" if label else f"{filename.rsplit('/', 1)[-1]}:{lineno}"
+
+
+def error_where(trace: Trace) -> str:
+    """Where in the student's code the error happened ('file.py:3  code'), or ''."""
+    at = trace.meta.get("error_at")
+    if not isinstance(at, dict):
+        return ""
+    code = f"  {at.get('code')}" if at.get("code") else ""
+    return where(trace, str(at.get("filename", "?")), int(at.get("lineno", 0))) + code
+
+
 # The static page of one show() stays under this many characters: a notebook with a few of them
-# stays well under 2 MB. Long texts are cut harder until it fits (the widget keeps max_lines).
+# stays well under 2 MB. It fits by design: diagrams get at most DIAGRAM_SHARE of it (drawn
+# compactly, the ones that add most first, a graph Inductor's input graph already draws is not drawn
+# twice), then texts get what is left, all of a short text, an equal share of a long one.
 PAGE_BUDGET = 250_000
-_TIGHTER = ((200, True), (120, True), (120, False), (60, False), (30, False), (15, False), (8, False))  # (lines, colours)
+DIAGRAM_SHARE = 0.35
+MIN_DIAGRAMS = 45_000  # room for the Dynamo graph and an Inductor graph of a small model
+# (characters per text, syntax colours, side-by-side comparisons), tried in order until it fits.
+_LEVELS = ((None, True, True), (24_000, True, True), (12_000, True, False), (12_000, False, False),
+           (8_000, False, False), (6_000, False, False), (4_000, False, False), (3_000, False, False),
+           (2_500, False, False), (2_000, False, False))
+_LAST_RESORT = (30, 15, 8)  # lines: only for traces far bigger than any course trace (many PTX dumps)
+# Graph stages in the order their diagrams add most: the user's ops, then Inductor's input graph
+# coloured by kernel (fusion at a glance), then AOT graphs Inductor did not redraw.
+_DIAGRAM_ORDER = ("dynamo.graph", "inductor.input", "aot.inference", "aot.forward",
+                  "aot.backward", "aot.joint")
+_AOT_ROLE = {"aot.forward": "forward", "aot.backward": "backward", "aot.inference": "inference"}
+
+
+def plan_diagrams(trace: Trace, r: Renderer, budget: int) -> dict[int, str]:
+    """Which diagrams the static page leaves out (id(stage) -> why), so the drawn ones fit ``budget``.
+
+    Every graph not redrawn by a later stage is first given a compact drawing (``graph.chains``
+    collapsed, short op names), in ``_DIAGRAM_ORDER``, while they fit; then, in the same order,
+    each is drawn in full where the budget still allows. ``r.collapsed`` says which stay compact.
+    """
+    graphs = [s for s in r.graphs() if s.kind in _DIAGRAM_ORDER]
+    graphs.sort(key=lambda s: (_DIAGRAM_ORDER.index(s.kind), len(s.nodes)))
+    redrawn = {(s.frame, s.meta.get("graph")) for s in graphs if s.kind == "inductor.input"}
+    skip: dict[int, str] = {}
+    live = "labkit.show(trace) in a running notebook draws it"
+    chosen: list[tuple[Stage, str, str]] = []
+    used = 0
+    for st in graphs:
+        role = _AOT_ROLE.get(st.kind)
+        same = (st.kind == "aot.joint" and {(st.frame, "forward"), (st.frame, "backward")} <= redrawn)
+        if (role and (st.frame, role) in redrawn) or same:
+            skip[id(st)] = ("no diagram on this static page: Inductor's input graph of this frame "
+                            f"draws the same computation, coloured by kernel ({live})")
+            continue
+        full, small = r.svg(st, collapse=False), r.svg(st, collapse=True)
+        if full is None or small is None:
+            continue  # too big for any diagram, or no dot: diagram_html says why
+        if used + len(small) > budget:
+            skip[id(st)] = (f"no diagram on this static page: {len(st.nodes)} nodes would take "
+                            f"{len(small) // 1000} KB even drawn compactly, more than the page has "
+                            f"left ({live})")
+            continue
+        used += len(small)
+        chosen.append((st, full, small))
+    r.collapsed = {id(st) for st, _, _ in chosen}
+    for st, full, small in chosen:
+        if used - len(small) + len(full) <= budget:
+            used += len(full) - len(small)
+            r.collapsed.discard(id(st))
+    return skip
 
 
 def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAGE_BUDGET) -> str:
     """The whole trace as one static page: every step and stage in collapsible ``<details>``.
 
-    When the page would pass ``budget`` characters, long texts are cut to fewer lines (with a note
-    on each, and one at the top), never whole stages dropped.
+    It fits ``budget`` characters by design: diagrams first get a share (``plan_diagrams``), then
+    texts are capped at the most characters each that still fits (short texts stay whole, long
+    ones are cut with a note), colours and the side-by-side comparisons (each side is on the page
+    anyway) go before texts get short. Nothing is dropped: every stage keeps its title and start.
     """
     r = renderer or Renderer(trace)
     full = r.max_lines
     try:
-        page = _page(trace, r, "")
-        for lines, colour in _TIGHTER:
+        page = ""
+        for level, (chars, colour, comparisons) in enumerate(_LEVELS):
+            r.max_chars, r.colour, r.collapsed = chars, colour, set()
+            # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
+            # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
+            r.not_drawn = {id(s): "" for s in r.graphs()}
+            texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
+            room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
+            if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
+                continue
+            r.not_drawn = plan_diagrams(trace, r, max(room, 0))
+            page = _page(trace, r, _fit_note(r, comparisons), comparisons)
+            if len(page) <= budget:
+                return page
+        r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
+        for lines in _LAST_RESORT:
+            r.max_lines, r.max_chars = min(lines, full), None
+            page = _page(trace, r, _fit_note(r, False), False)
             if len(page) <= budget:
                 break
-            r.max_lines, r.colour = min(lines, full), colour
-            note = (f'<div class="lk-note">long texts are cut to {r.max_lines} lines'
-                    f'{"" if colour else " and shown without syntax colours"} here, to keep the '
-                    "notebook small; the live widget and <code>trace.stages[i].text</code> have "
-                    "them whole</div>")
-            page = _page(trace, r, note)
+        return page
     finally:
-        r.max_lines, r.colour = full, True
-    return page
+        r.max_lines, r.colour, r.max_chars, r.not_drawn, r.collapsed = full, True, None, {}, set()
 
 
-def _page(trace: Trace, r: Renderer, note: str) -> str:
-    comps = r.comparisons()
+def _fit_note(r: Renderer, comparisons: bool) -> str:
+    """The line at the top of a static page that had to leave something to the live widget."""
+    said = []
+    if r.max_chars is not None or r.max_lines < 400:
+        size = (f"{r.max_chars // 1000} KB" if r.max_chars is not None else f"{r.max_lines} lines")
+        said.append(f"long texts are cut to about {size} each")
+    if not r.colour:
+        said.append("shown without syntax colours")
+    if not comparisons:
+        said.append("side-by-side comparisons are left out (both sides are on the page)")
+    if r.not_drawn:
+        said.append(f"{len(r.not_drawn)} diagram(s) are not drawn")
+    if not said:
+        return ""
+    return (f'<div class="lk-note">To keep the notebook small: {html.escape("; ".join(said))}. '
+            "The live widget and <code>trace.stages[i].text</code> have everything.</div>")
+
+
+def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str:
+    comps = r.comparisons() if comparisons else []
     out = [f'<div class="lk-root">{style_block()}', header_html(trace), note]
     for step, kinds in STEPS:
         parts: list[str] = []
@@ -297,9 +438,14 @@ def trace_text(trace: Trace) -> str:
         if sts:
             marks = ", ".join(f"{KIND_LABEL[s.kind]}{'' if s.ok else ' (missing)'}" for s in sts)
             lines.append(f"  {step}: {marks}")
+    if trace.error and error_where(trace):
+        lines.append(f"  error at {error_where(trace)}")
     for gb in trace.graph_breaks:
-        lines.append(f"  graph break at {gb.filename.rsplit('/', 1)[-1]}:{gb.lineno}: "
+        lines.append(f"  graph break at {where(trace, gb.filename, gb.lineno)}: "
                      f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
+    if trace.meta.get("timing_skipped"):
+        why = str(trace.meta["timing_skipped"]).split(", and timing")[0].split(". ")[0]
+        lines.append(f"  not timed: {why}")
     for k in trace.kernels:
         lines.append(f"  kernel {k.name} ({k.language}): {len(k.origins)} nodes")
     return normalize("\n".join(lines))
