@@ -37,7 +37,7 @@ def make_log(tmp: Path, scenario: str, python: str = sys.executable) -> Path:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("TORCH_TRACE", None)
     proc = subprocess.run([python, str(TOOL), str(out), "--scenario", scenario], env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -153,28 +153,32 @@ def check_show(trace: Trace) -> None:
     labkit.show(trace)  # the widget builds from a log's trace like from any other
 
 
-# -- logs made here, with this torch ---------------------------------------------------------------
+# -- a log made here, with this torch -----------------------------------------------------------------
+# One job runs the three programs (recompiles, graph breaks, backward): one cold Inductor start
+# instead of three, on a 2-core machine that is minutes.
 @pytest.fixture(scope="module")
-def here(tmp_path_factory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("torch_trace_here")
-    return {s: make_log(tmp, s) for s in ("recompiles", "breaks", "backward")}
+def here(tmp_path_factory) -> Path:
+    return make_log(tmp_path_factory.mktemp("torch_trace_here"), "all")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["recompiles", "breaks", "backward"])
-def test_log_made_here(here, scenario, tmp_path):
-    trace = Trace.from_torch_trace(here[scenario])
+@pytest.mark.timeout(1800)
+def test_log_made_here(here, tmp_path):
+    trace = Trace.from_torch_trace(here)
     import torch
 
     assert trace.env["torch"] == torch.__version__ and trace.env["device"].startswith("cpu")
-    check_against_run(trace, expected(here[scenario]))
+    exp = expected(here)
+    assert exp["recompiles"] and exp["graph_breaks"] and exp["backward"]
+    check_against_run(trace, exp)
     check_stages(trace)
     check_round_trip(trace, tmp_path)
-    check_tlparse_agrees(here[scenario], trace, tmp_path)
+    check_tlparse_agrees(here, trace, tmp_path)
     check_show(trace)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_log_graph_matches_live_capture(here):
     """The Dynamo graph read from the log has the nodes labkit.explore sees in the live graph."""
     import torch
@@ -185,12 +189,12 @@ def test_log_graph_matches_live_capture(here):
     finally:
         sys.path.pop(0)
     tool.torch = torch
-    from_log = Trace.from_torch_trace(here["backward"])
+    from_log = Trace.from_torch_trace(here)
     g = torch.Generator().manual_seed(0)
     x, w1, w2 = torch.randn(4, 16, generator=g), torch.randn(16, 32, generator=g), torch.randn(32, 8, generator=g)
     live = labkit.explore(tool.mlp, x, w1.requires_grad_(), w2.requires_grad_(), backend="eager",
                           timing=False, progress=lambda s: None)
-    (a,) = from_log.stage("dynamo.graph")
+    (a,) = [s for s in from_log.stage("dynamo.graph") if s.frame.endswith(" mlp")]
     (b,) = live.stage("dynamo.graph")
     strip = [(n.op, n.target, n.shape, n.dtype, len(n.inputs)) for n in a.nodes if n.op != "placeholder"]
     assert strip == [(n.op, n.target, n.shape, n.dtype, len(n.inputs)) for n in b.nodes
@@ -199,6 +203,7 @@ def test_log_graph_matches_live_capture(here):
 
 # -- torch 2.15, made now when that interpreter is here ---------------------------------------------
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.skipif(not TORCH_215.exists(), reason=f"no torch 2.15 interpreter at {TORCH_215}")
 def test_log_made_with_torch_215(tmp_path):
     log_dir = make_log(tmp_path, "all", python=str(TORCH_215))

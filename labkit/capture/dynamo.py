@@ -105,6 +105,10 @@ def parse_graph_break(text: str, frame: str) -> GraphBreak:
         filename, lineno = (hits[-1]["file"], int(hits[-1]["line"])) if hits else ("?", 0)
     reason_m = _REASON.search(text)
     reason = reason_m["reason"].strip() if reason_m else text.strip().splitlines()[0]
+    if reason.startswith("Encountered graph break when attempting to trace") and reason_m:
+        # newer torch: this line only names the bytecode; the next line names the break (gb_type)
+        after = [ln.strip() for ln in text[reason_m.end():].splitlines() if ln.strip()]
+        reason = after[0] if after else reason
     code = linecache.getline(filename, lineno).strip() if lineno else ""
     return GraphBreak(
         reason=reason, filename=filename, lineno=lineno, code=code, frame=frame, detail=text.strip()
