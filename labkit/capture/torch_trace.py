@@ -506,6 +506,8 @@ def read(path: str | Path, rank: int | None = None, *, triton_ir: bool = False) 
                  "log holds no inductor_output_code)"
         for kind in inductor.STAGES:
             trace.missing(kind, kind.split(".", 1)[1].replace("_", " "), reason)
+        for kind, key in triton.IR_STAGES:
+            trace.missing(kind, key.upper(), reason)
     for k in trace.kernels:
         if not k.origins:
             k.meta["origin_source"] = "not in the log (read the ops from the kernel's name)"

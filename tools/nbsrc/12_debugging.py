@@ -28,6 +28,7 @@ import labkit
 
 labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
 import inspect
+import dataclasses
 import json
 import os
 import shutil
@@ -125,7 +126,7 @@ print("...")
 print(logs["recompiles"][0])
 
 # %% [markdown]
-# One graph break message per break Dynamo met (again at every recompile); the header names the
+# One graph break message per break Dynamo met, again at every recompile; the header names the
 # file and line. Read all of them into one line each (`parse_graph_break` is labkit's reader of
 # this message: file, line, and the kind of break torch names under "Graph Break Reason"):
 
@@ -134,7 +135,8 @@ print(logs["recompiles"][0])
 breaks = {}
 for msg in logs["graph_breaks"]:
     gb = lk_dynamo.parse_graph_break(msg, "")
-    breaks[(Path(gb.filename).name, gb.lineno)] = (gb.code.split("  #")[0], gb.reason)
+    if gb.lineno:  # a few messages name no user line (a repeat of a break): one line per place
+        breaks[(Path(gb.filename).name, gb.lineno)] = (gb.code.split("  #")[0], gb.reason)
 for (file, line), (code, reason) in sorted(breaks.items()):
     print(f"{file}:{line}  {code}\n    -> {reason}")
 
@@ -173,13 +175,16 @@ for frame, reasons in sorted(whys.items()):
 #   sizes it first saw (static shapes are fastest), so each frame recompiled once, this time with
 #   the length as a symbol (*automatic dynamic*, notebook 10); after that, lengths no longer recompile;
 # - **a float argument**: the resume function after `.item()` receives `peak`, the float that
-#   `.item()` returned, as an argument (`___stack0`), and Dynamo specialises on the value of a float
-#   argument. A new peak every step, so a new compile every step, until the frame reaches the
-#   recompile limit (8) and then runs in eager mode for good. This is the "keeps compiling" we saw.
+#   `.item()` returned, as an argument (`___stack0`), and its guard checks the float's *value*. A
+#   new peak every step, so a new compile every step (5 in 6 steps here), until the frame reaches
+#   the recompile limit (`torch._dynamo.config.recompile_limit`, 8) and from then on runs in eager
+#   mode. This is the "keeps compiling" we saw.
 #
-# The temperature, a float that also changes every step, recompiled too, but only once: at its
-# second value Dynamo made it a symbol, as it does for sizes (recent torch treats floats that
-# change like dynamic sizes). Passed as a 0-d tensor instead, it never causes a compile.
+# The temperature changes every step too, yet no reason names it. At step 2 it changed together
+# with the length, and the recompile the length caused made every input that had changed a
+# symbol, the float included: torch treats a float argument that changes like a size that changes.
+# On its own it would still cost one recompile (exercise 12.3 counts it); passed as a 0-d tensor,
+# none, since Dynamo never guards on the *value* of a tensor.
 #
 # ## 4. `torch._dynamo.explain`: the same, for one call
 #
@@ -194,14 +199,11 @@ report = torch._dynamo.explain(TinyGPT(cfg))(idx, targets, temperature)
 # %% id=explain
 # NBVAL_CHECK_OUTPUT
 print(f"graphs: {report.graph_count}, graph breaks: {report.graph_break_count}")
-lines = sorted({(Path(br.user_stack[-1].filename).name, br.user_stack[-1].lineno)
-                for br in report.break_reasons})
-print("break lines:", [f"{f}:{n}" for f, n in lines])
 
 # %% [markdown]
-# `explain` counts breaks per call; the two at line 103 are the two places in that line that need
-# the mask's size (indexing `logits` and `targets`). Its reason texts are torch's terse internal
-# ones, which is why the log above is the better read.
+# Four breaks cut one call into five graphs: `.item()`, `print`, and line 103 twice, once for each
+# boolean index (`logits[keep]` and `targets[keep]`). `report.break_reasons` has them one by one,
+# with torch's shorter internal reason texts; the log above is the better read.
 #
 # ## 5. `TORCH_TRACE` and tlparse: a log of the whole job
 #
@@ -254,7 +256,13 @@ print("compiles per frame:", {f: sum(c.split('/')[0] == f for c in compiles) for
 
 # %%
 log_trace = labkit.Trace.from_torch_trace(broken_log)
-labkit.show(log_trace)
+# Shown here: the first compile of every frame (all 20 compiles would make this notebook heavy to
+# store; labkit.show(log_trace) in your own notebook shows them all).
+first = dataclasses.replace(
+    log_trace,
+    stages=[s for s in log_trace.stages if s.frame.split(" ")[0].endswith("/0") or not s.frame],
+    kernels=[], timings=[t for t in log_trace.timings if t.meta["backend"].split(" ")[0].endswith("/0")])
+labkit.show(first)
 
 # %% id=from-torch-trace
 # NBVAL_CHECK_OUTPUT
@@ -262,14 +270,16 @@ print(f"frames compiled: {len(log_trace.meta['frames'])}, "
       f"recompiles: {len(log_trace.meta['recompiles'])}")
 for gb in log_trace.graph_breaks:
     print(f"graph break at {Path(gb.filename).name}:{gb.lineno}: {gb.reason}")
-missing = sorted({s.kind for s in log_trace.stages if not s.ok})
-print("stages the log does not hold:", missing)
+missing = sorted({s.kind.split(".")[0] for s in log_trace.stages if not s.ok})
+print("steps with stages the log does not hold:", missing)
 
 # %% [markdown]
-# What the log lacks is shown as a stage with the reason, not left out: a `TORCH_TRACE` log has no
-# Inductor IR and no fusion decisions (those go to `TORCH_LOGS=ir_pre_fusion,fusion`, or use
-# `labkit.explore`), no Triton IR, and bytecode only for resume functions. The compile-time
-# metrics are there, per compile: which frames cost the most compile time?
+# What the log lacks is shown as a stage with the reason, not left out. This job compiled with
+# `aot_eager`, so there is nothing of Inductor or Triton; a job compiled with Inductor logs its
+# input graph and output code (with every kernel), but still no Inductor IR or fusion decisions
+# (those go to `TORCH_LOGS=ir_pre_fusion,fusion`, or use `labkit.explore`) and no Triton IR. Bytecode
+# is logged only for resume functions. The compile-time metrics are there, per compile: which
+# frames cost the most compile time?
 
 # %%
 per_frame: dict[str, float] = {}
@@ -309,10 +319,21 @@ train(steady, cfg, steps=3)  # compile for every length first
 prof = profile_step(steady, fixed=False)
 print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=8, max_name_column_width=40))
 
+# %% [markdown]
+# The top of the table is not the model at all, it is `dynamo` and `entire_frame_compile`: even in
+# the fourth step, long after every length was seen, the step compiled again. That is the frame
+# after `.item()` meeting a new peak value. Below the compile, the regions themselves:
+
 # %% id=profile-broken
 # NBVAL_CHECK_OUTPUT
 regions = [e for e in prof.events() if e.name.startswith("Torch-Compiled Region")]
-print(f"compiled regions in one forward: {len(regions)}")
+print(f"compiled regions entered in one step: {len(regions)}")
+
+# %% [markdown]
+# Seven times in one step the program enters compiled code and comes back to Python: once for
+# each compiled frame it runs through, the resume functions included. Between them run the `print`,
+# the float that `.item()` made, and the boolean indexing, in eager mode. Every return to Python is
+# time a GPU would spend idle, and every separate graph is a boundary Inductor cannot fuse across.
 
 # %% [markdown]
 # ## 7. The fixes
@@ -352,6 +373,12 @@ print("same losses as eager:", max(abs(a - b) for a, b in zip(fixed_losses, eage
 torch._dynamo.reset()
 report = torch._dynamo.explain(FixedGPT(cfg))(idx, targets, torch.tensor(temperature))
 print(f"explain: graphs {report.graph_count}, graph breaks {report.graph_break_count}")
+torch._dynamo.reset()
+steady_fixed = torch.compile(FixedGPT(cfg), backend="aot_eager")
+train(steady_fixed, cfg, steps=3, fixed=True)
+prof = profile_step(steady_fixed, fixed=True)
+regions = [e for e in prof.events() if e.name.startswith("Torch-Compiled Region")]
+print(f"profiler: compiled regions entered in one step: {len(regions)}")
 
 # %% [markdown]
 # One graph for the whole forward, compiled once, for every length and temperature, with the same
