@@ -373,10 +373,18 @@ print("same losses as eager:", max(abs(a - b) for a, b in zip(fixed_losses, eage
 torch._dynamo.reset()
 report = torch._dynamo.explain(FixedGPT(cfg))(idx, targets, torch.tensor(temperature))
 print(f"explain: graphs {report.graph_count}, graph breaks {report.graph_break_count}")
+
+# %% [markdown]
+# And the profile of one step of the fixed model, as in section 6:
+
+# %%
 torch._dynamo.reset()
 steady_fixed = torch.compile(FixedGPT(cfg), backend="aot_eager")
 train(steady_fixed, cfg, steps=3, fixed=True)
 prof = profile_step(steady_fixed, fixed=True)
+
+# %% id=profile-fixed
+# NBVAL_CHECK_OUTPUT
 regions = [e for e in prof.events() if e.name.startswith("Torch-Compiled Region")]
 print(f"profiler: compiled regions entered in one step: {len(regions)}")
 
