@@ -248,6 +248,15 @@ class Trace:
             raise FileNotFoundError(f"no trace file at {p}; recordings live in figures/recordings/")
         return cls.from_dict(json.loads(p.read_text(encoding="utf-8")))
 
+    @classmethod
+    def from_torch_trace(
+        cls, path: str | os.PathLike[str], rank: int | None = None, *, triton_ir: bool = False
+    ) -> Trace:
+        """A Trace of what any job's TORCH_TRACE log holds (its directory, or one rank's .log file)."""
+        from labkit.capture.torch_trace import read  # lazy: the ground floor imports no capture
+
+        return read(path, rank, triton_ir=triton_ir)
+
     def summary(self) -> str:
         """A short, deterministic text summary (counts only, no addresses or timings)."""
         ok = sum(s.ok for s in self.stages)

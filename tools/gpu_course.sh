@@ -16,6 +16,7 @@ if [ -d .whl ] && ! python3 -c "import nbval" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+    export PATH="/tmp/site/bin:$PATH"  # wheels' programs (tlparse, for notebook 12)
 fi
 # PYTHONPYCACHEPREFIX: where site-packages is read-only, every process would recompile torch's
 # Python sources (7 s of a cold first explore measured on the H100 machine was builtins.compile).

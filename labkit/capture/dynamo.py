@@ -108,6 +108,10 @@ def specific_reason(text: str) -> str:
     """
     m = _REASON.search(text)
     head = (m["reason"] if m else text.strip().splitlines()[0] if text.strip() else "").strip()
+    if head.startswith("Encountered graph break when attempting to trace") and m:
+        # newer torch: this line only names the bytecode; the next line names the break (gb_type)
+        after = [ln.strip() for ln in text[m.end():].splitlines() if ln.strip()]
+        head = after[0] if after else head
     if not head.startswith(_GENERIC):
         return head
     got = _GOT.search(text)

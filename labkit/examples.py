@@ -1,0 +1,250 @@
+"""The capstone's model: a tiny GPT written the way real code is first written, problems included.
+
+``TinyGPT`` trains fine in eager mode, but five habits of ordinary PyTorch code cost torch.compile
+dearly, and each sits in one small method so that a fix replaces one method (notebook 12 and its
+exercises, ex12, do exactly that):
+
+* ``log_stats`` reads a value with ``.item()`` and ``print``\\s it: two graph breaks every step;
+* ``forward`` divides by ``temperature``, a Python float that a schedule changes every step: a
+  recompile, then a dynamic float;
+* the batches come in different sequence lengths: a recompile of every frame when the length first
+  changes (automatic dynamic shapes);
+* ``loss`` drops the padding with a boolean mask, ``logits[keep]``: an output whose size depends on
+  the data, which Dynamo does not put in a graph.
+
+``FixedGPT`` has the fixes; ``batches`` makes the same stream of batches on any machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PAD = 0  # the padding token: positions holding it do not count in the loss
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes of the tiny GPT (CPU-sized: one training step takes milliseconds)."""
+
+    vocab: int = 64
+    d_model: int = 32
+    n_head: int = 2
+    n_layer: int = 2
+    max_len: int = 64
+
+
+class SelfAttention(nn.Module):
+    """Causal multi-head self-attention (PyTorch's fused scaled_dot_product_attention)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: attention, then an MLP, each with a residual connection."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn = SelfAttention(cfg)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
+                                 nn.Linear(4 * cfg.d_model, cfg.d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """A GPT language model as first written: right in eager mode, slow under torch.compile."""
+
+    def __init__(self, cfg: GPTConfig = GPTConfig()) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.peak = None  # the largest activation of the last step, for the training log
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, temperature) -> tuple:
+        T = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        self.log_stats(x)
+        logits = self.head(self.ln_f(x)) / temperature
+        return logits, self.loss(logits, targets)
+
+    def log_stats(self, x: torch.Tensor) -> None:
+        peak = x.abs().max().item()  # a Python float, now
+        print("peak activation", round(peak, 1))
+        self.peak = peak
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        keep = targets != PAD  # padding does not count
+        return F.cross_entropy(logits[keep], targets[keep])
+
+
+class FixedGPT(TinyGPT):
+    """TinyGPT with its graph breaks fixed; call it with a tensor temperature and dynamic lengths."""
+
+    def log_stats(self, x: torch.Tensor) -> None:
+        self.peak = x.detach().abs().amax()  # stays a tensor: read (and print) it after the step
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD)
+
+
+def batches(cfg: GPTConfig, steps: int, lengths: tuple[int, ...] = (16, 24, 32),
+            batch: int = 4, seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, float]]:
+    """(idx, targets, temperature) per step: lengths cycle, the last tokens of a row may be padding,
+    and the temperature follows a schedule (1.0, 0.95, 0.9, ...), as in a real training script."""
+    g = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        T = lengths[step % len(lengths)]
+        seq = torch.randint(1, cfg.vocab, (batch, T + 1), generator=g)
+        pad_from = torch.randint(T // 2, T + 1, (batch, 1), generator=g)
+        seq[:, 1:][torch.arange(T).expand(batch, T) >= pad_from] = PAD
+        yield seq[:, :-1].clone(), seq[:, 1:].clone(), round(1.0 - 0.05 * step, 2)
+
+
+def train(model: nn.Module, cfg: GPTConfig, steps: int, fixed: bool = False,
+          times: list[float] | None = None, **kw) -> list[float]:
+    """Train ``model`` (compiled or not) for ``steps`` steps of ``batches``; return the losses.
+
+    ``fixed``: call it the way FixedGPT needs, with a tensor temperature and lengths marked dynamic.
+    ``times``: gets the wall time of every step (compiles included) appended.
+    """
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for idx, targets, temperature in batches(cfg, steps, **kw):
+        start = time.perf_counter()
+        if fixed:
+            temperature = torch.tensor(temperature)
+            torch._dynamo.mark_dynamic(idx, 1)
+            torch._dynamo.mark_dynamic(targets, 1)
+        _, loss = model(idx, targets, temperature)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        if times is not None:
+            times.append(time.perf_counter() - start)
+    return losses
+
+
+# -- the tools the capstone diagnoses with ----------------------------------------------------------
+class CountingBackend:
+    """A torch.compile backend that counts the graphs it is given and hands them to ``inner``."""
+
+    def __init__(self, inner: str = "aot_eager") -> None:
+        self.inner = torch._dynamo.lookup_backend(inner)
+        self.graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        self.graphs += 1
+        return self.inner(gm, example_inputs)
+
+
+class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompiles") as logs:`)
+    """Turn on TORCH_LOGS artifacts (``torch._logging.set_logs``) and keep their records here,
+    instead of printing them to stderr: ``logs["graph_breaks"]`` is the list of messages."""
+
+    def __init__(self, *artifacts: str) -> None:
+        self.artifacts = artifacts
+        self.records: dict[str, list[str]] = {a: [] for a in artifacts}
+
+    def __getitem__(self, artifact: str) -> list[str]:
+        return self.records[artifact]
+
+    def __enter__(self) -> torch_logs:
+        import logging
+
+        torch._logging.set_logs(**{a: True for a in self.artifacts})
+        outer = self
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                outer.records[record.name.rsplit(".__", 1)[-1]].append(record.getMessage())
+
+        self.handler = Keep(logging.DEBUG)
+        from torch._logging._internal import log_registry  # private: the artifact loggers' names
+
+        self.loggers = [logging.getLogger(q) for q in log_registry.get_artifact_log_qnames()
+                        if q.rsplit(".__", 1)[-1] in self.artifacts]
+        for lg in self.loggers:  # ours instead of stderr: no propagation up to set_logs' handler
+            lg.addHandler(self.handler)
+            lg.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for lg in self.loggers:
+            lg.removeHandler(self.handler)
+            lg.propagate = True
+        torch._logging.set_logs()
+
+
+def canonical_reason(reason: str) -> str:
+    """A recompile reason without what varies between runs and torch versions: the compile id it
+    names, the source comment after it, and the value of a float."""
+    import re
+
+    first = reason.strip().splitlines()[0] if reason.strip() else ""
+    first = re.sub(r"^\d+/\d+: ", "", first).split("  #")[0].strip()
+    return re.sub(r"-?\d+\.\d+(e-?\d+)?", "<float>", first)
+
+
+JOB = '''"""A training job: the tiny GPT, compiled, for a few steps. Run it with TORCH_TRACE=<dir>."""
+import json, sys
+import torch
+from labkit.examples import FixedGPT, GPTConfig, TinyGPT, train
+
+version, steps, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+torch.manual_seed(0)
+cfg = GPTConfig()
+model = torch.compile((FixedGPT if version == "fixed" else TinyGPT)(cfg), backend=backend)
+times = []
+losses = train(model, cfg, steps, fixed=version == "fixed", times=times)
+print(json.dumps({"losses": losses, "step_s": times}))
+'''
+
+
+def run_job(version: str, steps: int, log_dir: str, backend: str = "aot_eager") -> dict:
+    """Run the training job (``version`` "broken" or "fixed") in a fresh Python under
+    ``TORCH_TRACE=log_dir``, as on a cluster; return its losses and step times."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    job = Path(tempfile.mkdtemp(prefix="labkit-job-")) / "train_job.py"
+    job.write_text(JOB)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "TORCH_TRACE": str(log_dir), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env.pop("TORCH_LOGS", None)
+    proc = subprocess.run([sys.executable, str(job), version, str(steps), backend], env=env,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the training job failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
