@@ -12,6 +12,7 @@ flat, vectorizable loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,18 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     subs = {k: v.subs(rename) for k, v in subs.items()}
     subs.update(rename)
     return sizes, new, subs
+
+
+def scalar(value: Any, dtype: torch.dtype) -> bool | int | float:
+    """A Python scalar as eager would see it in ``dtype``: bool, float, or an int wrapped into range
+    (``True`` -> 1, uint8 300 -> 44); float inf/nan pass through for the backends to spell."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point or (isinstance(value, float) and not math.isfinite(value)):
+        return float(value)
+    bits = dtype.itemsize * 8
+    v = int(value) % (1 << bits)
+    return v - (1 << bits) if dtype.is_signed and v >= 1 << (bits - 1) else v
 
 
 class InfixOverrides:

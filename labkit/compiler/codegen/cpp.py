@@ -21,13 +21,18 @@ from typing import Any
 
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, reads_of, store_index
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
-          torch.uint8: "uint8_t", torch.bool: "bool"}
+          torch.uint8: "uint8_t", torch.bool: "bool", torch.float16: "_Float16",
+          torch.bfloat16: "uint16_t"}  # the type in memory (bfloat16: its bits)
+# The type a value has in registers: float16/bfloat16 are loaded into float and computed there.
+VALUE_CTYPES = {**CTYPES, torch.float16: "float", torch.bfloat16: "float"}
+# Sums over more than this many elements add SIMD partial sums of one block into a double total.
+SUM_BLOCK = 4096
 CXX = os.environ.get("CXX", "g++")
 # -fno-math-errno lets expf & co. be vectorized (glibc's libmvec); no -ffast-math: NaN/inf stay exact.
 # -fno-builtin-sin/cos: else g++ merges sin(x) and cos(x) into one scalar sincos() call, which has no
@@ -40,7 +45,15 @@ SCRATCH_BYTES = 64 * 1024  # largest row kept in a stack scratch array (per thre
 PRELUDE = """#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+// bfloat16 is the top half of a float32: widen by shifting, narrow rounding to nearest even.
+static inline float lk_bf2f(uint16_t h) { uint32_t u = uint32_t(h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint16_t lk_f2bf(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  return f != f ? uint16_t(0x7FC0) : uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16); }
+static inline float lk_round_bf(float f) { return lk_bf2f(lk_f2bf(f)); }
+static inline float lk_round_h(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 // Tell the compiler that glibc's libmvec has SIMD versions of these (so loops calling them vectorize).
 #define LK_SIMD extern "C" __attribute__((simd("notinbranch"))) __attribute__((nothrow))
 LK_SIMD float expf(float); LK_SIMD float logf(float); LK_SIMD float sinf(float);
@@ -60,10 +73,11 @@ class CppOverrides(InfixOverrides):
 
     @staticmethod
     def constant(value: Any, dtype: torch.dtype) -> str:
-        ctype = CTYPES[dtype]
+        ctype = VALUE_CTYPES[dtype]
         inf = isinstance(value, float) and math.isinf(value)
         if dtype == torch.bool:
             return "true" if (value > 0 if inf else value) else "false"
+        value = scalar(value, dtype)
         if inf and not dtype.is_floating_point:  # reduction identities of integer max/min
             return f"std::numeric_limits<{ctype}>::{'max' if value > 0 else 'lowest'}()"
         if inf:
@@ -75,6 +89,11 @@ class CppOverrides(InfixOverrides):
 
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
+        """A cast; to float16/bfloat16 it rounds, but the value stays a float in registers."""
+        if dtype == torch.float16:
+            return f"lk_round_h({x})"
+        if dtype == torch.bfloat16:
+            return f"lk_round_bf({x})"
         return f"static_cast<{CTYPES[dtype]}>({x})"
 
     @staticmethod
@@ -155,7 +174,9 @@ class CppKernelWriter(KernelWriter):
         return f"auto {var} = {expr};"
 
     def load_expr(self, name: str, index: str) -> str:
-        return f"{self.ptr[name]}[{index}]"
+        value = f"{self.ptr[name]}[{index}]"
+        return {torch.float16: f"static_cast<float>({value})",
+                torch.bfloat16: f"lk_bf2f({value})"}.get(self.dtypes[name], value)
 
     def open(self, head: str, pragma: str = "") -> None:
         """Start a block (a ``for`` loop), with the pragma above it if any."""
@@ -217,6 +238,8 @@ class CppKernelWriter(KernelWriter):
             self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
         elif name in self.ptr:
             where = self.index(store_index(self.members[name], self.space))
+            value = {torch.float16: f"static_cast<_Float16>({value})",
+                     torch.bfloat16: f"lk_f2bf({value})"}.get(self.dtypes[name], value)
             self.emit(f"{self.ptr[name]}[{where}] = {value};")
 
     def reduction_body(self) -> None:
@@ -224,7 +247,7 @@ class CppKernelWriter(KernelWriter):
             self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
         for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
             size = numel(self.space.rdims)
-            self.emit(f"alignas(64) {CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+            self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
         segment: list[Any] = []
         for node in self.kernel.nodes:
             if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
@@ -240,31 +263,55 @@ class CppKernelWriter(KernelWriter):
         self.r_segment(segment)
         self.close(len(self.rows))
 
-    def r_loops(self, clause: str = "") -> None:
+    def r_loops(self, clause: str = "", block: bool = False) -> None:
+        """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
         for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
-            last = d == len(self.rvars) - 1
-            self.loop(r, n, f"#pragma omp simd{clause}" if last else "")
+            if d < len(self.rvars) - 1:
+                self.loop(r, n)
+            elif block:
+                self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
+                self.open(f"for (int64_t {r} = {r}_outer; {r} < {r}_end; ++{r})", f"#pragma omp simd{clause}")
+            else:
+                self.loop(r, n, f"#pragma omp simd{clause}")
 
     def r_segment(self, nodes: list[Any]) -> None:
-        """One pass over the row computing ``nodes``: reductions accumulate, the rest store."""
+        """One pass over the row computing ``nodes``: reductions accumulate, the rest store.
+
+        A floating-point sum over a long row is *blocked*: the SIMD loop sums one block of
+        SUM_BLOCK elements into vector partial sums, and the block totals are added in double.
+        One float accumulator per SIMD lane over 50M elements drifts by hundreds; this keeps
+        each float partial sum short (as eager's cascade sum does) for one extra add per block.
+        """
         if not nodes:
             return
         accs: dict[str, tuple[str, str | None]] = {}
-        clauses = []
+        clauses, partials = [], []
+        block = bool(self.rvars) and self.r_sizes[-1] > SUM_BLOCK
         for node in nodes:
             if not node.is_reduction:
                 continue
-            kind, ctype = node.data.reduction_type, CTYPES[node.dtype]
+            kind, ctype = node.data.reduction_type, VALUE_CTYPES[node.dtype]
             acc = self.new_var("acc")
             nan = self.new_var("nan") if kind != "sum" and node.dtype.is_floating_point else None
-            self.emit(f"{ctype} {acc} = {CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)};")
+            ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)
+            if block and kind == "sum" and node.dtype.is_floating_point:
+                partials.append((acc, ctype, ident))
+                self.emit(f"double {acc}_total = 0;")
+            else:
+                self.emit(f"{ctype} {acc} = {ident};")
             clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
             if nan:
                 self.emit(f"bool {nan} = false;")
                 clauses.append(f" reduction(|:{nan})")
             accs[node.name] = (acc, nan)
         simd_ok = all(n.dtype != torch.bool for n in nodes if n.is_reduction)
-        self.r_loops("".join(clauses) if simd_ok else "")
+        if block:
+            r = self.rvars[-1]
+            self.open(f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; "
+                      f"{r}_outer += {SUM_BLOCK})")
+            for acc, ctype, ident in partials:
+                self.emit(f"{ctype} {acc} = {ident};")
+        self.r_loops("".join(clauses) if simd_ok else "", block)
         for node in nodes:
             value = self.node_value(node)
             if not node.is_reduction:
@@ -279,12 +326,18 @@ class CppKernelWriter(KernelWriter):
                 if nan:
                     self.emit(f"{nan} = {nan} | ({value} != {value});")
         self.close(len(self.rvars))
+        if block:
+            for acc, _, _ in partials:
+                self.emit(f"{acc}_total += {acc};")
+            self.close()
+            for acc, ctype, _ in partials:
+                self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
             if node.is_reduction:
                 acc, nan = accs[node.name]
                 if nan:
-                    self.emit(f"if ({nan}) {acc} = std::numeric_limits<{CTYPES[node.dtype]}>::quiet_NaN();")
+                    self.emit(f"if ({nan}) {acc} = std::numeric_limits<{VALUE_CTYPES[node.dtype]}>::quiet_NaN();")
                 self.locals[node.name] = acc
                 self.store(node.name, acc)
 

@@ -24,14 +24,17 @@ from typing import Any
 import sympy
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, store_index
 
 TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
             torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
-            torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
+            torch.uint8: "tl.uint8", torch.bool: "tl.int1", torch.float16: "tl.float16",
+            torch.bfloat16: "tl.bfloat16"}
+# The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
+VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
 PERSISTENT_MAX = 16384  # longest row kept in registers as one block
 LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
@@ -56,6 +59,13 @@ def _lk_max(a, b):
 @triton.jit
 def _lk_min(a, b):
     return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _lk_round_bf(x):  # float32 -> nearest-even bfloat16, kept in float32 (the interpreter truncates)
+    u = x.to(tl.uint32, bitcast=True)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+    return tl.where(x != x, x, r)
 '''
 
 
@@ -76,16 +86,22 @@ class TritonOverrides(InfixOverrides):
 
     @staticmethod
     def constant(value: Any, dtype: torch.dtype) -> str:
-        if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        value = scalar(value, dtype)
+        if isinstance(value, float) and not math.isfinite(value):
             value = f'float("{value}")'
         elif dtype == torch.bool:
-            value = int(bool(value))
-        return f"tl.full([], {value}, {TL_TYPES[dtype]})"
+            value = int(value)
+        return f"tl.full([], {value!s}, {VALUE_TYPES[dtype]})"
 
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
+        """A cast; to float16/bfloat16 it rounds, but the value stays a float32 in registers."""
         if dtype == torch.bool:
             return f"({x} != 0)"
+        if dtype == torch.bfloat16:
+            return f"_lk_round_bf({x})"
+        if dtype == torch.float16:
+            return f"{x}.to(tl.float16).to(tl.float32)"
         return f"{x}.to({TL_TYPES[dtype]})"
 
     @staticmethod
@@ -199,13 +215,19 @@ class TritonKernelWriter(KernelWriter):
             # program stored in an earlier loop (the scheduler checked the positions line up).
             return self.node_value(self.members[name])
         mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
-        return self.cse(f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})")
+        value = f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})"
+        if self.dtypes[name] in (torch.float16, torch.bfloat16):
+            value += ".to(tl.float32)"
+        return self.cse(value)
 
     def store(self, name: str, value: str) -> None:
         if name in self.ptr:
             node = self.members[name]
             where = store_index(node, self.space)
             mask = f", {self.mask}" if self.mask and self.is_block(where) else ""
+            if self.dtypes[name] == torch.bfloat16:
+                value = f"_lk_round_bf({value})"
+            value = f"{value}.to({TL_TYPES[self.dtypes[name]]})"
             self.emit(f"tl.store({self.ptr[name]} + ({self.index(where)}), {value}{mask})")
 
     def unravel(self, flat: str, loop: list[Any], sizes: list[int]) -> None:
@@ -267,7 +289,7 @@ class TritonKernelWriter(KernelWriter):
         self.r_setup("roffset + ")
 
     def reduction(self, node: Any) -> None:
-        kind, ttype = node.data.reduction_type, TL_TYPES[node.dtype]
+        kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
         ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
         acc = self.new_var("acc")
         combine = f"_lk_{kind}"
@@ -358,7 +380,7 @@ def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
 
 _PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
               torch.int32: "*i32", torch.int16: "*i16", torch.int8: "*i8", torch.uint8: "*u8",
-              torch.bool: "*i1"}
+              torch.bool: "*i1", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
 
 
 def gpu_asm(kernel: TritonKernel, arch: int = 90) -> dict[str, str]:
