@@ -12,6 +12,7 @@ element (``reads_aligned``): that is what makes keeping the value in a register 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +160,8 @@ class FusedKernel:
     space: Space
     internal: set[str] = field(default_factory=set)  # buffers kept in registers, never stored
     row_local: set[str] = field(default_factory=set)  # per-element values only this row reads
+    column: bool = False  # reduction loop outside, kept dim inside (see loop_order)
+    why_order: str = ""  # the loop-order decision, in words
 
     @property
     def origins(self) -> list[str]:
@@ -225,12 +228,39 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     outputs = {o.name for o in graph.outputs if isinstance(o, Buffer)}
     outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
     for k in sched.kernels:
+        k.column, k.why_order = loop_order(k)
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
             if n.name not in outputs and sched.readers.get(n.name, set()) <= members:
                 (k.internal if per_row else k.row_local).add(n.name)
     return sched
+
+
+def loop_order(k: FusedKernel) -> tuple[bool, str]:
+    """Whether a reduction kernel swaps its loops (reduction outside, kept dim inside), and why.
+
+    Memory is fastest read in order. A kernel reduces along its innermost loop when the data it
+    reads is contiguous along the reduction (a row sum). When the reads are contiguous along a
+    *kept* dim instead (a column sum, softmax over dim 0), walking one row at a time would jump a
+    whole stride per element, so the loops swap: the reduction loop goes outside and a block of
+    neighbouring kept elements is processed together, one accumulator per column.
+    """
+    if not k.space.rdims:
+        return False, ""
+    n = math.prod(k.space.rdims)
+    long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks"
+            if n > 16384 else "")
+    rows, rvars = loop_vars(k.space)
+    members = {m.name for m in k.nodes}
+    reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]
+    unit = {v for v in rows[-1:] + rvars[-1:] if any(i.coeff(v) == 1 for i in reads)}
+    if rows and rvars[-1] not in unit and rows[-1] in unit:
+        return True, ("reduced over a non-innermost dim: loop order swapped (reduction loop "
+                      "outside, a block of kept elements inside) so loads stay contiguous and "
+                      "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
+                      "neighbouring threads read neighbouring columns (coalesced)" + long)
+    return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
 
 
 def _readers(graph: GraphLowering) -> dict[str, set[str]]:
@@ -262,6 +292,8 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
             names = ", ".join(n.name for n in step.nodes)
             lines.append(f"{step.name}: loops over {step.space}; computes {names}")
             lines.append(f"    ATen ops fused: {', '.join(step.origins)}")
+            if step.why_order:
+                lines.append(f"    loop order: {step.why_order}")
             if step.internal:
                 lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
             if step.row_local:

@@ -40,7 +40,8 @@ CXX = os.environ.get("CXX", "g++")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC",
          "-fno-builtin-sin", "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"]
 CHUNK = 4096  # elements per parallel work item of a flat pointwise loop
-SCRATCH_BYTES = 64 * 1024  # largest row kept in a stack scratch array (per thread)
+SCRATCH_BYTES = 256 * 1024  # largest row kept in a stack scratch array (per thread; L2-sized)
+COLUMN_BLOCK = 256  # kept elements a column-order reduction works on together (1 KiB per accumulator)
 
 PRELUDE = """#include <algorithm>
 #include <cmath>
@@ -231,7 +232,7 @@ class CppKernelWriter(KernelWriter):
         self.close(opened)
 
     def use_scratch(self, node: Any) -> bool:
-        return numel(self.space.rdims) * node.dtype.itemsize <= SCRATCH_BYTES
+        return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
 
     def store(self, name: str, value: str) -> None:
         if name in self.scratch:
@@ -243,25 +244,108 @@ class CppKernelWriter(KernelWriter):
             self.emit(f"{self.ptr[name]}[{where}] = {value};")
 
     def reduction_body(self) -> None:
-        for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
-            self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
-        for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
-            size = numel(self.space.rdims)
-            self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+        column = self.kernel.column
+        if column:  # outer kept dims, then blocks of COLUMN_BLOCK elements of the innermost one
+            *outer, x = self.rows
+            for d, (v, n) in enumerate(zip(outer, self.row_sizes)):
+                self.loop(v, n, self.parallel(len(self.rows)) if d == 0 else "")
+            n = self.row_sizes[-1]
+            self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {COLUMN_BLOCK})",
+                      "" if outer else self.parallel(1))
+            self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {COLUMN_BLOCK}, {n});")
+        else:
+            for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
+                self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
+            for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
+                size = numel(self.space.rdims)
+                self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+        run = self.c_segment if column else self.r_segment
         segment: list[Any] = []
         for node in self.kernel.nodes:
             if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
-                self.r_segment(segment)
+                run(segment)
                 segment = []
-                self.compute(node)
+                self.c_per_row(node) if column else self.compute(node)
                 continue
             finished = {n.name for n in segment if n.is_reduction}
             if any(b in finished for b, _ in reads_of(node, self.space)):
-                self.r_segment(segment)  # it needs a reduction of this loop: start the next loop
+                run(segment)  # it needs a reduction of this loop: start the next loop
                 segment = []
             segment.append(node)
-        self.r_segment(segment)
+        run(segment)
         self.close(len(self.rows))
+
+    # -- column order: the reduction loop outside, SIMD across a block of kept elements inside ----
+    def slot(self) -> str:
+        return f"{self.rows[-1]} - {self.rows[-1]}_outer"
+
+    def x_block(self) -> None:
+        x = self.rows[-1]
+        self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
+
+    def load(self, name: str, index: Any) -> str:
+        if self.kernel.column and name in self.scratch and name not in self.locals:
+            return self.node_value(self.members[name])  # per-element, read only here: recompute
+        return super().load(name, index)
+
+    def c_per_row(self, node: Any) -> None:
+        """A per-row node of a column kernel: one value per kept element of the block."""
+        array = f"row_{node.name}"
+        self.emit(f"{VALUE_CTYPES[node.dtype]} {array}[{COLUMN_BLOCK}];")
+        self.x_block()
+        value = self.node_value(node)
+        self.emit(f"{array}[{self.slot()}] = {value};")
+        self.store(node.name, value)
+        self.close()
+        self.locals[node.name] = f"{array}[{self.slot()}]"
+
+    def c_segment(self, nodes: list[Any]) -> None:
+        """One pass down the block's columns: one accumulator per column, SIMD across columns."""
+        if not nodes:
+            return
+        reductions = [n for n in nodes if n.is_reduction]
+        accs = {n.name: (self.new_var("acc"), self.new_var("nan") if n.data.reduction_type != "sum"
+                         and n.dtype.is_floating_point else None) for n in reductions}
+        for n in reductions:
+            acc, nan = accs[n.name]
+            self.emit(f"{VALUE_CTYPES[n.dtype]} {acc}[{COLUMN_BLOCK}];")
+            if nan:
+                self.emit(f"bool {nan}[{COLUMN_BLOCK}];")
+        if reductions:
+            self.x_block()
+            for n in reductions:
+                acc, nan = accs[n.name]
+                ident = CppOverrides.constant(REDUCTION_IDENTITY[n.data.reduction_type], n.dtype)
+                self.emit(f"{acc}[{self.slot()}] = {ident};" + (f" {nan}[{self.slot()}] = false;" if nan else ""))
+            self.close()
+        for r, size in zip(self.rvars, self.r_sizes):
+            self.loop(r, size)
+        self.x_block()
+        for node in nodes:
+            value = self.node_value(node)
+            if not node.is_reduction:
+                self.locals[node.name] = value
+                self.store(node.name, value)
+                continue
+            (acc, nan), kind = accs[node.name], node.data.reduction_type
+            a = f"{acc}[{self.slot()}]"
+            self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
+            if nan:
+                self.emit(f"{nan}[{self.slot()}] = {nan}[{self.slot()}] | ({value} != {value});")
+        self.close(len(self.rvars) + 1)
+        for node in nodes:
+            self.locals.pop(node.name, None)
+        if reductions:
+            self.x_block()
+            for n in reductions:
+                (acc, nan), a = accs[n.name], f"{accs[n.name][0]}[{self.slot()}]"
+                if nan:
+                    self.emit(f"if ({nan}[{self.slot()}]) {a} = "
+                              f"std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
+                self.store(n.name, a)
+            self.close()
+            for n in reductions:
+                self.locals[n.name] = f"{accs[n.name][0]}[{self.slot()}]"
 
     def r_loops(self, clause: str = "", block: bool = False) -> None:
         """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
