@@ -38,8 +38,11 @@ def test_reductions_match_eager_in_interpreter(mode: str, n: int, monkeypatch) -
         monkeypatch.setattr(tgen, "LOOP_RBLOCK", 8)
     x = torch.randn(6, n)
     p = assert_same_as_eager(reductions, x, torch.randn(n), target="triton", rtol=1e-4, atol=1e-5)
-    assert ("for roffset" in p.code) is (mode == "looped")
+    rows = [k for k in p.schedule.kernels if k.space.rdims and not k.column]  # row reductions
+    assert rows and all(("for roffset" in p.kernels[k.name].source) is (mode == "looped") for k in rows)
     assert ("rmask" in p.code.split("def kernel0")[1].split("@triton.jit")[0]) is (mode != "exact")
+    columns = [k for k in p.schedule.kernels if k.column]  # x.sum(0), x.amin(0): [rows x columns] tiles
+    assert columns and all("[:, None]" in p.kernels[k.name].source for k in columns)
 
 
 def test_views_and_ints_in_interpreter() -> None:

@@ -235,6 +235,8 @@ class CppKernelWriter(KernelWriter):
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
 
     def store(self, name: str, value: str) -> None:
+        if name in self.scratch and self.kernel.column:
+            return  # column order keeps no row scratch: readers recompute the value
         if name in self.scratch:
             self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
         elif name in self.ptr:
@@ -259,20 +261,19 @@ class CppKernelWriter(KernelWriter):
             for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
                 size = numel(self.space.rdims)
                 self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
-        run = self.c_segment if column else self.r_segment
         segment: list[Any] = []
         for node in self.kernel.nodes:
             if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
-                run(segment)
+                self.segment(segment)
                 segment = []
                 self.c_per_row(node) if column else self.compute(node)
                 continue
             finished = {n.name for n in segment if n.is_reduction}
             if any(b in finished for b, _ in reads_of(node, self.space)):
-                run(segment)  # it needs a reduction of this loop: start the next loop
+                self.segment(segment)  # it needs a reduction of this loop: start the next loop
                 segment = []
             segment.append(node)
-        run(segment)
+        self.segment(segment)
         self.close(len(self.rows))
 
     # -- column order: the reduction loop outside, SIMD across a block of kept elements inside ----
@@ -299,58 +300,10 @@ class CppKernelWriter(KernelWriter):
         self.close()
         self.locals[node.name] = f"{array}[{self.slot()}]"
 
-    def c_segment(self, nodes: list[Any]) -> None:
-        """One pass down the block's columns: one accumulator per column, SIMD across columns."""
-        if not nodes:
-            return
-        reductions = [n for n in nodes if n.is_reduction]
-        accs = {n.name: (self.new_var("acc"), self.new_var("nan") if n.data.reduction_type != "sum"
-                         and n.dtype.is_floating_point else None) for n in reductions}
-        for n in reductions:
-            acc, nan = accs[n.name]
-            self.emit(f"{VALUE_CTYPES[n.dtype]} {acc}[{COLUMN_BLOCK}];")
-            if nan:
-                self.emit(f"bool {nan}[{COLUMN_BLOCK}];")
-        if reductions:
-            self.x_block()
-            for n in reductions:
-                acc, nan = accs[n.name]
-                ident = CppOverrides.constant(REDUCTION_IDENTITY[n.data.reduction_type], n.dtype)
-                self.emit(f"{acc}[{self.slot()}] = {ident};" + (f" {nan}[{self.slot()}] = false;" if nan else ""))
-            self.close()
-        for r, size in zip(self.rvars, self.r_sizes):
-            self.loop(r, size)
-        self.x_block()
-        for node in nodes:
-            value = self.node_value(node)
-            if not node.is_reduction:
-                self.locals[node.name] = value
-                self.store(node.name, value)
-                continue
-            (acc, nan), kind = accs[node.name], node.data.reduction_type
-            a = f"{acc}[{self.slot()}]"
-            self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
-            if nan:
-                self.emit(f"{nan}[{self.slot()}] = {nan}[{self.slot()}] | ({value} != {value});")
-        self.close(len(self.rvars) + 1)
-        for node in nodes:
-            self.locals.pop(node.name, None)
-        if reductions:
-            self.x_block()
-            for n in reductions:
-                (acc, nan), a = accs[n.name], f"{accs[n.name][0]}[{self.slot()}]"
-                if nan:
-                    self.emit(f"if ({nan}[{self.slot()}]) {a} = "
-                              f"std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
-                self.store(n.name, a)
-            self.close()
-            for n in reductions:
-                self.locals[n.name] = f"{accs[n.name][0]}[{self.slot()}]"
-
     def r_loops(self, clause: str = "", block: bool = False) -> None:
         """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
         for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
-            if d < len(self.rvars) - 1:
+            if d < len(self.rvars) - 1 or self.kernel.column:
                 self.loop(r, n)
             elif block:
                 self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
@@ -358,58 +311,62 @@ class CppKernelWriter(KernelWriter):
             else:
                 self.loop(r, n, f"#pragma omp simd{clause}")
 
-    def r_segment(self, nodes: list[Any]) -> None:
-        """One pass over the row computing ``nodes``: reductions accumulate, the rest store.
+    def segment(self, nodes: list[Any]) -> None:
+        """One pass over the row (or down a block of columns) computing ``nodes``.
 
-        A floating-point sum over a long row is *blocked*: the SIMD loop sums one block of
-        SUM_BLOCK elements into vector partial sums, and the block totals are added in double.
-        One float accumulator per SIMD lane over 50M elements drifts by hundreds; this keeps
-        each float partial sum short (as eager's cascade sum does) for one extra add per block.
+        Row order: one accumulator per reduction, SIMD along the row. A float sum over a long row is
+        *blocked*: SIMD partial sums of SUM_BLOCK elements, block totals added in double (one float
+        accumulator per lane over 50M elements drifts by hundreds; eager's cascade sum does not).
+        Column order: an array of accumulators, one per column of the block, SIMD across columns.
         """
         if not nodes:
             return
-        accs: dict[str, tuple[str, str | None]] = {}
-        clauses, partials = [], []
-        block = bool(self.rvars) and self.r_sizes[-1] > SUM_BLOCK
-        for node in nodes:
-            if not node.is_reduction:
-                continue
-            kind, ctype = node.data.reduction_type, VALUE_CTYPES[node.dtype]
-            acc = self.new_var("acc")
-            nan = self.new_var("nan") if kind != "sum" and node.dtype.is_floating_point else None
-            ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)
-            if block and kind == "sum" and node.dtype.is_floating_point:
+        column, reductions = self.kernel.column, [n for n in nodes if n.is_reduction]
+        at = f"[{self.slot()}]" if column else ""  # accumulators: arrays indexed by column, or scalars
+        block = not column and bool(self.rvars) and self.r_sizes[-1] > SUM_BLOCK
+        accs, clauses, partials = {}, [], []
+        for n in reductions:
+            kind, ctype = n.data.reduction_type, VALUE_CTYPES[n.dtype]
+            acc, nan = self.new_var("acc"), None
+            if kind != "sum" and n.dtype.is_floating_point:
+                nan = self.new_var("nan")
+            ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], n.dtype)
+            if column:
+                self.emit(f"{ctype} {acc}[{COLUMN_BLOCK}];" + (f" bool {nan}[{COLUMN_BLOCK}];" if nan else ""))
+            elif block and kind == "sum" and n.dtype.is_floating_point:
                 partials.append((acc, ctype, ident))
                 self.emit(f"double {acc}_total = 0;")
             else:
-                self.emit(f"{ctype} {acc} = {ident};")
+                self.emit(f"{ctype} {acc} = {ident};" + (f" bool {nan} = false;" if nan else ""))
             clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
-            if nan:
-                self.emit(f"bool {nan} = false;")
-                clauses.append(f" reduction(|:{nan})")
-            accs[node.name] = (acc, nan)
-        simd_ok = all(n.dtype != torch.bool for n in nodes if n.is_reduction)
+            clauses += [f" reduction(|:{nan})"] if nan else []
+            accs[n.name] = (acc, nan, ident)
+        if column and reductions:
+            self.x_block()
+            for acc, nan, ident in accs.values():
+                self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = false;" if nan else ""))
+            self.close()
         if block:
             r = self.rvars[-1]
-            self.open(f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; "
-                      f"{r}_outer += {SUM_BLOCK})")
+            self.open(f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; {r}_outer += {SUM_BLOCK})")
             for acc, ctype, ident in partials:
                 self.emit(f"{ctype} {acc} = {ident};")
+        simd_ok = all(n.dtype != torch.bool for n in reductions)
         self.r_loops("".join(clauses) if simd_ok else "", block)
+        if column:
+            self.x_block()
         for node in nodes:
             value = self.node_value(node)
             if not node.is_reduction:
                 self.locals[node.name] = value  # later nodes of this loop reuse the register
                 self.store(node.name, value)
                 continue
-            acc, nan = accs[node.name]
-            if node.data.reduction_type == "sum":
-                self.emit(f"{acc} = {acc} + {value};")
-            else:
-                self.emit(f"{acc} = std::{node.data.reduction_type}({acc}, {value});")
-                if nan:
-                    self.emit(f"{nan} = {nan} | ({value} != {value});")
-        self.close(len(self.rvars))
+            (acc, nan, _), kind = accs[node.name], node.data.reduction_type
+            a = f"{acc}{at}"
+            self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
+            if nan:
+                self.emit(f"{nan}{at} = {nan}{at} | ({value} != {value});")
+        self.close(len(self.rvars) + column)
         if block:
             for acc, _, _ in partials:
                 self.emit(f"{acc}_total += {acc};")
@@ -418,12 +375,17 @@ class CppKernelWriter(KernelWriter):
                 self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
-            if node.is_reduction:
-                acc, nan = accs[node.name]
-                if nan:
-                    self.emit(f"if ({nan}) {acc} = std::numeric_limits<{VALUE_CTYPES[node.dtype]}>::quiet_NaN();")
-                self.locals[node.name] = acc
-                self.store(node.name, acc)
+        if column and reductions:
+            self.x_block()
+        for n in reductions:
+            acc, nan, _ = accs[n.name]
+            if nan:
+                self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
+            self.store(n.name, f"{acc}{at}")
+        if column and reductions:
+            self.close()
+        for n in reductions:
+            self.locals[n.name] = f"{accs[n.name][0]}{at}"
 
 
 class CppCompileError(RuntimeError):

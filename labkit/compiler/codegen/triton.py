@@ -38,6 +38,9 @@ VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.floa
 PERSISTENT_MAX = 16384  # longest row kept in registers as one block
 LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
+# Column reductions: each program owns COL_XBLOCK neighbouring kept elements (one 128-byte line of
+# float32 per row, so a warp's loads coalesce) and walks down the rows COL_RBLOCK at a time.
+COL_XBLOCK, COL_RBLOCK = 32, 64
 # Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
 # in registers without spilling (GPU tuning knob; the interpreter ignores it).
 ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
@@ -186,8 +189,12 @@ class TritonKernelWriter(KernelWriter):
         super().__init__(kernel, dtypes)
         self.mask = "xmask"
         self.rnumel = numel(self.r_sizes)
-        self.persistent = self.rnumel <= PERSISTENT_MAX
-        if self.space.rdims:
+        self.persistent = self.rnumel <= PERSISTENT_MAX and not kernel.column
+        self.rblock = "BLOCK"
+        if kernel.column:  # tiles of [COL_RBLOCK rows x BLOCK kept elements], looped down the rows
+            self.block, self.rblock = COL_XBLOCK, str(COL_RBLOCK)
+            self.grid, self.num_warps = -(-numel(self.row_sizes) // COL_XBLOCK), 8
+        elif self.space.rdims:
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
             self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
@@ -205,6 +212,7 @@ class TritonKernelWriter(KernelWriter):
     def is_block(self, index: sympy.Expr) -> bool:
         """Whether the address is a block (depends on the vectorized loop), else a scalar."""
         vector = set(self.rvars) if self.space.rdims else set(self.rows)
+        vector |= set(self.rows) if self.kernel.column else set()
         return bool(sympy.sympify(index.subs(self.subs)).free_symbols & vector)
 
     def load(self, name: str, index: sympy.Expr) -> str:
@@ -257,14 +265,20 @@ class TritonKernelWriter(KernelWriter):
             self.compute(node)
 
     def r_setup(self, offset: str) -> None:
-        self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
+        column = self.kernel.column
+        self.emit(f"rindex = {offset}tl.arange(0, {self.rblock}){'[:, None]' if column else ''}")
         if self.mask:
-            self.emit(f"rmask = rindex < {self.rnumel}")
+            self.emit(f"rmask = (rindex < {self.rnumel}){' & xmask' if column else ''}")
         self.unravel("rindex", self.rvars, self.r_sizes)
 
     def reduction_body(self) -> None:
-        self.emit("xindex = tl.program_id(0)")
+        if self.kernel.column:  # a row of BLOCK kept elements: neighbouring threads, neighbouring columns
+            self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]")
+            self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
+        else:
+            self.emit("xindex = tl.program_id(0)")
         self.unravel("xindex", self.rows, self.row_sizes)
+        row_mask = "xmask" if self.kernel.column else ""
         # A row that exactly fills the block needs no mask: loads and stores stay unpredicated.
         self.mask = "" if self.persistent and self.block == self.rnumel else "rmask"
         if self.persistent:
@@ -273,7 +287,7 @@ class TritonKernelWriter(KernelWriter):
             if node.is_reduction:
                 self.reduction(node)
             elif not self.per_element(node):  # once per row: scalar loads and stores
-                saved, self.mask = self.mask, ""
+                saved, self.mask = self.mask, row_mask
                 self.compute(node)
                 self.mask = saved
             elif self.persistent:
@@ -284,7 +298,7 @@ class TritonKernelWriter(KernelWriter):
                 self.pop()
 
     def open_loop(self) -> None:
-        self.emit(f"for roffset in range(0, {self.rnumel}, BLOCK):")
+        self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
         self.push()
         self.r_setup("roffset + ")
 
@@ -301,14 +315,18 @@ class TritonKernelWriter(KernelWriter):
                 value = self.cse(f"{value} + tl.full([BLOCK], 0, {ttype})")
             self.emit(f"{acc} = tl.reduce({value}, 0, {combine})")
         else:
-            self.emit(f"_{acc} = tl.full([BLOCK], {ident}, {ttype})")
+            column = self.kernel.column
+            shape = f"[{self.rblock}, BLOCK]" if column else "[BLOCK]"
+            self.emit(f"_{acc} = tl.full({shape}, {ident}, {ttype})")
             self.open_loop()
             value = self.node_value(node)
             self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
             self.pop()
-            self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine})")
+            self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine}{', keep_dims=True' if column else ''})")
         self.locals[node.name] = acc
-        self.store(node.name, acc)  # one scalar per row: is_block() is False, so no mask
+        saved, self.mask = self.mask, "xmask"  # one value per row: masked only in a column tile
+        self.store(node.name, acc)
+        self.mask = saved
 
 
 class TritonKernelError(RuntimeError):
