@@ -229,7 +229,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="benchmark on CUDA with Triton kernels")
     parser.add_argument("--only", default="", help="comma-separated case names (a partial run "
-                        "prints its table but does not overwrite the figures)")
+                        "writes bench_compiler_<device>_partial.json, not the full figures)")
     args = parser.parse_args()
     gpu = args.gpu
     if gpu and not torch.cuda.is_available():
@@ -244,9 +244,8 @@ def main() -> None:
     result["load_average"] = os.getloadavg()
     print("\n".join(result["verdicts"]))
     print(f"load average (1, 5, 15 min): {result['load_average']}")
-    if args.only:
-        return
-    out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}.json"
+    partial = "_partial" if args.only else ""
+    out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}{partial}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     plot(result, out.with_suffix(".png"))
     print(f"wrote {out.relative_to(ROOT)} (and the .png next to it when matplotlib is present)")

@@ -187,16 +187,7 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", 
 def sigmoid(x: Any) -> Pointwise:
     """sigmoid(x)[i] = 1 / (1 + exp(-x[i])), computed in eager's output dtype."""
     ### BEGIN SOLUTION
-    dtype = out_dtype()  # an integer input gives a float result, as in eager
-    load = x.make_loader()
-
-    def inner_fn(index: Index) -> Any:
-        value = load(index)
-        if x.dtype != dtype:
-            value = ops.to_dtype(value, dtype)
-        return ops.sigmoid(value)
-
-    return Pointwise(dtype, x.get_size(), inner_fn, origins_of(x))
+    return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
     ### END SOLUTION
 
 

@@ -238,14 +238,9 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
 
 
 def loop_order(k: FusedKernel) -> tuple[bool, str]:
-    """Whether a reduction kernel swaps its loops (reduction outside, kept dim inside), and why.
-
-    Memory is fastest read in order. A kernel reduces along its innermost loop when the data it
-    reads is contiguous along the reduction (a row sum). When the reads are contiguous along a
-    *kept* dim instead (a column sum, softmax over dim 0), walking one row at a time would jump a
-    whole stride per element, so the loops swap: the reduction loop goes outside and a block of
-    neighbouring kept elements is processed together, one accumulator per column.
-    """
+    """Whether a reduction kernel swaps its loops (reduction outside, kept dim inside), and why:
+    reads contiguous along a *kept* dim (a column sum, softmax over dim 0) would jump a whole
+    stride per element if walked one row at a time, so a block of columns is walked together."""
     if not k.space.rdims:
         return False, ""
     n = math.prod(k.space.rdims)

@@ -190,6 +190,11 @@ class CppKernelWriter(KernelWriter):
     def loop(self, var: Any, size: int, pragma: str = "") -> None:
         self.open(f"for (int64_t {var} = 0; {var} < {size}; ++{var})", pragma)
 
+    def blocks(self, x: Any, n: int, step: int, pragma: str = "") -> None:
+        """A loop over blocks of ``step`` (``x_outer``), with ``x_end`` the end of this block."""
+        self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {step})", pragma)
+        self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {step}, {n});")
+
     def close(self, n: int = 1) -> None:
         for _ in range(n):
             self.pop()
@@ -215,10 +220,8 @@ class CppKernelWriter(KernelWriter):
         sizes, rows = self.row_sizes, self.rows
         opened = 0
         if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
-            n, x = sizes[0], rows[0]
-            self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {CHUNK})",
-                      self.parallel(1))
-            self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {CHUNK}, {n});")
+            self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1))
+            x = rows[0]
             self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
             opened = 2
         elif rows:
@@ -251,10 +254,7 @@ class CppKernelWriter(KernelWriter):
             *outer, x = self.rows
             for d, (v, n) in enumerate(zip(outer, self.row_sizes)):
                 self.loop(v, n, self.parallel(len(self.rows)) if d == 0 else "")
-            n = self.row_sizes[-1]
-            self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {COLUMN_BLOCK})",
-                      "" if outer else self.parallel(1))
-            self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {COLUMN_BLOCK}, {n});")
+            self.blocks(x, self.row_sizes[-1], COLUMN_BLOCK, "" if outer else self.parallel(1))
         else:
             for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
                 self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
@@ -312,13 +312,10 @@ class CppKernelWriter(KernelWriter):
                 self.loop(r, n, f"#pragma omp simd{clause}")
 
     def segment(self, nodes: list[Any]) -> None:
-        """One pass over the row (or down a block of columns) computing ``nodes``.
-
-        Row order: one accumulator per reduction, SIMD along the row. A float sum over a long row is
-        *blocked*: SIMD partial sums of SUM_BLOCK elements, block totals added in double (one float
-        accumulator per lane over 50M elements drifts by hundreds; eager's cascade sum does not).
-        Column order: an array of accumulators, one per column of the block, SIMD across columns.
-        """
+        """One pass over the row (row order: SIMD along it, one accumulator per reduction) or down
+        a block of columns (column order: SIMD across them, an accumulator array per reduction).
+        A float sum over a long row is *blocked*: SIMD partial sums of SUM_BLOCK elements, block
+        totals added in double (one float per lane over 50M elements drifts by hundreds)."""
         if not nodes:
             return
         column, reductions = self.kernel.column, [n for n in nodes if n.is_reduction]

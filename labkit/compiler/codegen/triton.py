@@ -394,24 +394,3 @@ def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
     writer = TritonKernelWriter(kernel, dtypes)
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
     return writer.source(), writer.reads + writer.writes, launch
-
-
-_PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
-              torch.int32: "*i32", torch.int16: "*i16", torch.int8: "*i8", torch.uint8: "*u8",
-              torch.bool: "*i1", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
-
-
-def gpu_asm(kernel: TritonKernel, arch: int = 90) -> dict[str, str]:
-    """Compile a generated kernel for an NVIDIA GPU (no GPU needed): ttir, ttgir, llir, ptx."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    fn = getattr(_load_module(HEADER + kernel.source, interpret=False), kernel.name)
-    names = [a for a in fn.arg_names if a != "BLOCK"]
-    signature = {n: _PTR_TYPES[d] for n, d in zip(names, kernel.arg_dtypes)}
-    signature["BLOCK"] = "constexpr"
-    src = ASTSource(fn, signature=signature, constexprs={"BLOCK": kernel.launch["block"]})
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": kernel.launch["num_warps"]})
-    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
