@@ -76,7 +76,10 @@ def test_views_and_ints_in_interpreter() -> None:
 def test_generated_kernels_compile_for_a_gpu_target() -> None:
     p = compile_fn(reductions, torch.randn(6, 37), torch.randn(37), target="triton")
     p2 = compile_fn(chain, torch.randn(5, 9), torch.randn(9), target="triton")
-    for k in [*p.kernels.values(), *p2.kernels.values()]:
+    a, b = torch.randn(30, 20).bfloat16(), torch.randn(30, 20).half()  # half types, column tiles
+    p3 = compile_fn(lambda a, b: ((a * 2 + 1).sum(0), torch.softmax(a, -1), (b + 1) * 3), a, b,
+                    target="triton")
+    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values()]:
         asm = gpu_asm(k)
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
