@@ -244,8 +244,8 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
     if not k.space.rdims:
         return False, ""
     n = math.prod(k.space.rdims)
-    long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks"
-            if n > 16384 else "")
+    long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks "
+            "(2048 elements, 16 warps)" if n > 16384 else "")
     rows, rvars = loop_vars(k.space)
     members = {m.name for m in k.nodes}
     reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]

@@ -198,6 +198,8 @@ class TritonKernelWriter(KernelWriter):
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
             self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
+            if not self.persistent:  # a long row streams through: 4 floats per thread per chunk,
+                self.num_warps = 16  # Inductor's choice too (num_warps = RBLOCK // 128, at most 16)
         else:
             self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
