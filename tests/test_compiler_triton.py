@@ -89,7 +89,7 @@ def test_triton_error_carries_source() -> None:
     (k,) = p.kernels.values()
     bad = k.source.replace("tl.store(", "tl.not_a_function(")
     with pytest.raises(tgen.TritonKernelError) as err:
-        broken = tgen.TritonKernel(k.name, bad, p.schedule.kernels[0], [], torch.device("cpu"),
+        broken = tgen.TritonKernel(k.name, bad, p.schedule.kernels[0], torch.device("cpu"),
                                    k.launch)
         broken(torch.randn(3), torch.empty(3))
     assert "tl.not_a_function" in str(err.value)

@@ -114,7 +114,7 @@ def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
 
         for k in sched.kernels:
             src, args, launch = tgen.generate(k, dtypes, device)
-            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch,
+            kernels[k.name] = tgen.TritonKernel(k.name, src, k, device, launch,
                                                 [dtypes[a] for a in args])
             kernel_args[k.name] = args
     return Program(graph, sched, kernels, kernel_args, target, device)
@@ -129,8 +129,7 @@ def record(trace: Trace, program: Program, target: str, prefix: str, frame: str)
     trace.add("labkit.loop_ir", f"{title}: loop IR", ir_text or "(no loop nodes)", frame=frame,
               meta={"buffers": len(graph.buffers)})
     trace.add("labkit.schedule", f"{title}: fusion", format_schedule(sched, graph), frame=frame,
-              meta={"kernels": len(sched.kernels),
-                    "refused": [list(r) for r in sched.refused],
+              meta={"kernels": len(sched.kernels), "refused": [list(r) for r in sched.refused],
                     "fused": [list(f) for f in sched.fused]})
     trace.add(f"labkit.{target}", f"{title}: output code", program.code, frame=frame,
               meta={"kernels": len(program.kernels)})

@@ -4,8 +4,9 @@ AOTAutograd traces each function below instead of the op it replaces, so the gra
 only holds ops with a lowering. Core ATen keeps ``gelu``, ``_softmax``, ``native_layer_norm`` and
 friends whole (they *are* core ops); labkit splits them into pointwise ops and reductions so the
 scheduler can fuse them. Like torch's own decompositions, each computes float16/bfloat16 inputs
-in float32 (``upcast``) and rounds only its results, as eager's fused kernels do. Every function must return exactly what the ATen op returns (same
-shapes, dtypes, and tuple structure), or AOTAutograd's checks fail.
+in float32 (``upcast``) and rounds only its results, as eager's fused kernels do. Every function
+must return exactly what the ATen op returns (same shapes, dtypes, and tuple structure), or
+AOTAutograd's checks fail.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ back to its own dtype right away (uint8 ``200 + 100`` wraps to 44, a float16 sum
 float16) before anything compares, divides or sums it, exactly as eager's materialized
 intermediates are; composite ops (softmax, layer_norm...) compute in float32 throughout because
 their decompositions upcast, as eager's fused kernels do. So half values load into float32,
-compute there, and are stored in their own type, as in Inductor. When an op, a dtype or an argument is outside what labkit compiles, the lowering
-raises ``Unsupported`` and the op runs as an ATen call instead (a *fallback*), recorded in
-``GraphLowering.fallbacks`` and counted in ``fallback_counter``: never a wrong answer in silence.
+compute there, and are stored in their own type, as in Inductor. When an op, a dtype or an
+argument is outside what labkit compiles, the lowering raises ``Unsupported`` and the op runs as
+an ATen call instead (a *fallback*), recorded in ``GraphLowering.fallbacks`` and counted in
+``fallback_counter``: never a wrong answer in silence.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from labkit.compiler.ir import (
 aten = torch.ops.aten
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
                     torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 EXTERN_OPS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 # Inlining a node into more than one consumer recomputes it; above this many ops we store it once.
 INLINE_OP_LIMIT = 12
@@ -158,13 +158,13 @@ def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None 
     size, dtype = list(out_val().shape), out_dtype()
     compute = compute or computation_dtype(dtype)
     loaders = [broadcast_loader(x, size, compute) for x in inputs]
-    wrap = compute != dtype  # computed in a wider type: round / wrap back to eager's dtype
+    # Computed in a wider type (small ints: in C++'s int): round / wrap back to eager's dtype.
+    wrap = compute != dtype or dtype in (torch.uint8, torch.int8, torch.int16)
 
     def inner_fn(index: Index) -> Any:
         loaded = [ld(index) for ld in loaders]
         value = fn(*loaded)
-        small = dtype in (torch.uint8, torch.int8, torch.int16)  # C++ computes these in int
-        return ops.to_dtype(value, dtype) if (wrap or small) and value not in loaded else value
+        return ops.to_dtype(value, dtype) if wrap and value not in loaded else value
 
     return Pointwise(dtype, size, inner_fn, origins_of(*inputs))
 
@@ -293,16 +293,11 @@ def copy(dst: Any, src: Any, non_blocking: bool = False) -> Pointwise:
     return pointwise(lambda v: v, src, compute=out_dtype())
 
 
-@register_lowering(aten.full.default)
-def full(size: list[int], value: Any, **kwargs: Any) -> Pointwise:
-    dtype = out_dtype()
-    return Pointwise(dtype, list(size), lambda i: ops.constant(value, dtype), origins_of())
-
-
-@register_lowering(aten.scalar_tensor.default)
-def scalar_tensor(value: Any, **kwargs: Any) -> Pointwise:
-    dtype = out_dtype()
-    return Pointwise(dtype, [], lambda i: ops.constant(value, dtype), origins_of())
+@register_lowering(aten.full.default, aten.scalar_tensor.default)
+def full(*args: Any, **kwargs: Any) -> Pointwise:
+    """A constant: ``value`` (the last argument) at every index of eager's size, in its dtype."""
+    value, dtype, size = args[-1], out_dtype(), list(out_val().shape)
+    return Pointwise(dtype, size, lambda i: ops.constant(value, dtype), origins_of())
 
 
 # -- reductions -------------------------------------------------------------------------------------
@@ -332,19 +327,17 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
                      reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
 
 
-@register_lowering(aten.sum.dim_IntList, aten.sum.default)
-def sum_(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Reduction:
-    return make_reduction(x, dims, keepdim, "sum")
+def _reduction(kind: str) -> Callable[..., Reduction]:
+    def lower(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Reduction:
+        return make_reduction(x, dims, keepdim, kind)  # in eager's output dtype (out_dtype)
+
+    return lower
 
 
-@register_lowering(aten.amax.default, aten.max.default)
-def amax(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
-    return make_reduction(x, dims, keepdim, "max")
-
-
-@register_lowering(aten.amin.default, aten.min.default)
-def amin(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
-    return make_reduction(x, dims, keepdim, "min")
+for _kind, _targets in (("sum", (aten.sum.dim_IntList, aten.sum.default)),
+                        ("max", (aten.amax.default, aten.max.default)),
+                        ("min", (aten.amin.default, aten.min.default))):
+    register_lowering(*_targets)(_reduction(_kind))
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
@@ -399,15 +392,12 @@ def expand(x: Any, sizes: list[int], *, implicit: bool = False) -> Any:
     xs, lay = x.get_size(), _layout(x)
     off = len(sizes) - len(xs)
     size = [xs[d - off] if (s == -1 and d >= off) else s for d, s in enumerate(sizes)]
+    grown = [xs[d] == 1 and size[d + off] != 1 for d in range(len(xs))]  # broadcast dims of x
 
     def reindex(index: Index) -> Index:
-        return [sympy.Integer(0) if xs[d] == 1 and size[d + off] != 1 else index[d + off]
-                for d in range(len(xs))]
+        return [sympy.Integer(0) if g else index[d + off] for d, g in enumerate(grown)]
 
-    stride = None
-    if lay:
-        stride = [0] * off + [0 if xs[d] == 1 and size[d + off] != 1 else lay.stride[d]
-                              for d in range(len(xs))]
+    stride = [0] * off + [0 if g else st for g, st in zip(grown, lay.stride)] if lay else None
     return _view(x, size, stride, lay.offset if lay else 0, reindex)
 
 

@@ -145,7 +145,8 @@ def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
     """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
     for b in (producer, consumer):
         if not isinstance(b, ComputedBuffer):
-            return False, f"{b.name} is a call into ATen ({_op_name(b)}), which runs as its own kernel"
+            op = getattr(b, "op", None) or "getitem"
+            return False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel"
     assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
     space = space_of(consumer) if consumer.is_reduction else space_of(producer)
     return joins(space, [producer], consumer)
@@ -165,11 +166,7 @@ class FusedKernel:
 
     @property
     def origins(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for n in self.nodes:
-            for o in n.origins:
-                seen.setdefault(o, None)
-        return list(seen)
+        return list(dict.fromkeys(o for n in self.nodes for o in n.origins))
 
     def try_add(self, node: ComputedBuffer) -> tuple[bool, str]:
         """Add ``node`` if it fits this kernel's loops and its reads line up; say why either way."""
@@ -275,10 +272,6 @@ def _readers(graph: GraphLowering) -> dict[str, set[str]]:
     return readers
 
 
-def _op_name(b: Buffer) -> str:
-    return str(getattr(b, "op", None) or "getitem")
-
-
 def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
     """The schedule as text a student reads: kernels, what fused and why, what did not and why."""
     lines = []
@@ -297,8 +290,7 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
         elif isinstance(step, ExternBuffer):
             what = f"fallback to ATen: {step.fallback_reason}" if step.fallback_reason else "extern ATen call"
             lines.append(f"{step.name}: {step.op} ({what})")
-    lines.append("")
-    lines.append("why each buffer was stored rather than inlined:")
+    lines += ["", "why each buffer was stored rather than inlined:"]
     lines += [f"  {name}: {why}" for name, why in graph.realize_reasons.items()]
     if sched.fused:
         lines.append("fused:")

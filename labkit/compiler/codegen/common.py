@@ -20,13 +20,7 @@ import sympy
 import torch
 from sympy.printing.str import StrPrinter
 
-from labkit.compiler.ir import (
-    ComputedBuffer,
-    ModularIndexing,
-    set_ops_handler,
-    squeeze,
-    sym,
-)
+from labkit.compiler.ir import ComputedBuffer, ModularIndexing, set_ops_handler, squeeze, sym
 from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index
 
 
@@ -63,13 +57,9 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     d = len(loop) - 2
     while d >= 0:
         outer, inner = loop[d], loop[d + 1]
-        ok = True
-        for e in exprs:
-            co, ci = _linear_coeff(e, outer), _linear_coeff(e, inner)
-            if co is None or ci is None or co != ci * sizes[d + 1]:
-                ok = False
-                break
-        if ok:  # outer * size + inner == one variable walking both
+        # Mergeable when every index has outer * size + inner: one variable walking both.
+        coeffs = ((_linear_coeff(e, outer), _linear_coeff(e, inner)) for e in exprs)
+        if all(co is not None and ci is not None and co == ci * sizes[d + 1] for co, ci in coeffs):
             subs = {k: v.subs({outer: 0}) for k, v in subs.items()}
             subs[outer] = sympy.Integer(0)
             exprs = [sympy.expand(e.subs(outer, 0)) for e in exprs]

@@ -82,8 +82,7 @@ class CppOverrides(InfixOverrides):
         if inf and not dtype.is_floating_point:  # reduction identities of integer max/min
             return f"std::numeric_limits<{ctype}>::{'max' if value > 0 else 'lowest'}()"
         if inf:
-            sign = "-" if value < 0 else ""
-            return f"{sign}std::numeric_limits<{ctype}>::infinity()"
+            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
         if isinstance(value, float) and math.isnan(value):
             return f"std::numeric_limits<{ctype}>::quiet_NaN()"
         return f"static_cast<{ctype}>({value!r})"
@@ -169,7 +168,6 @@ class CppKernelWriter(KernelWriter):
     """Writes one FusedKernel as a C function."""
 
     overrides = CppOverrides
-    div = "/"
 
     def declare(self, var: str, expr: str) -> str:
         return f"auto {var} = {expr};"
@@ -209,10 +207,7 @@ class CppKernelWriter(KernelWriter):
         params = [f"const {CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.reads]
         params += [f"{CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.writes]
         params.append("int nthreads")
-        if self.space.rdims:
-            self.reduction_body()
-        else:
-            self.pointwise_body()
+        self.reduction_body() if self.space.rdims else self.pointwise_body()
         head = f'extern "C" void {self.kernel.name}({", ".join(params)})'
         return "\n".join([head, "{", *self.lines, "}"])
 
@@ -221,8 +216,7 @@ class CppKernelWriter(KernelWriter):
         opened = 0
         if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
             self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1))
-            x = rows[0]
-            self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
+            self.x_block()
             opened = 2
         elif rows:
             for d, (x, n) in enumerate(zip(rows, sizes)):
@@ -250,14 +244,13 @@ class CppKernelWriter(KernelWriter):
 
     def reduction_body(self) -> None:
         column = self.kernel.column
-        if column:  # outer kept dims, then blocks of COLUMN_BLOCK elements of the innermost one
-            *outer, x = self.rows
-            for d, (v, n) in enumerate(zip(outer, self.row_sizes)):
-                self.loop(v, n, self.parallel(len(self.rows)) if d == 0 else "")
-            self.blocks(x, self.row_sizes[-1], COLUMN_BLOCK, "" if outer else self.parallel(1))
+        outer = self.rows[:-1] if column else self.rows  # column: the innermost kept dim in blocks
+        for d, (x, n) in enumerate(zip(outer, self.row_sizes)):
+            self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
+        if column:
+            x, n = self.rows[-1], self.row_sizes[-1]
+            self.blocks(x, n, COLUMN_BLOCK, "" if outer else self.parallel(1))
         else:
-            for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
-                self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
             for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
                 size = numel(self.space.rdims)
                 self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
@@ -353,11 +346,10 @@ class CppKernelWriter(KernelWriter):
         if column:
             self.x_block()
         for node in nodes:
-            value = self.node_value(node)
             if not node.is_reduction:
-                self.locals[node.name] = value  # later nodes of this loop reuse the register
-                self.store(node.name, value)
+                self.compute(node)  # later nodes of this loop reuse its register
                 continue
+            value = self.node_value(node)
             (acc, nan, _), kind = accs[node.name], node.data.reduction_type
             a = f"{acc}{at}"
             self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
@@ -423,9 +415,8 @@ def compile_library(source: str) -> ctypes.CDLL:
             raise CppCompileError(f"C++ compile failed: {' '.join(cmd)}", source, proc.stderr)
         os.replace(cpp, so.with_suffix(".cpp"))  # kept next to the library, for reading
         os.replace(tmp, so)
-    lib = ctypes.CDLL(str(so))
-    _libraries[key] = lib
-    return lib
+    _libraries[key] = ctypes.CDLL(str(so))
+    return _libraries[key]
 
 
 class CppKernel:

@@ -230,11 +230,11 @@ class TritonKernelWriter(KernelWriter):
             value += ".to(tl.float32)"
         return self.cse(value)
 
-    def store(self, name: str, value: str) -> None:
+    def store(self, name: str, value: str, mask: str | None = None) -> None:
         if name in self.ptr:
-            node = self.members[name]
-            where = store_index(node, self.space)
-            mask = f", {self.mask}" if self.mask and self.is_block(where) else ""
+            where = store_index(self.members[name], self.space)
+            mask = self.mask if mask is None else mask
+            mask = f", {mask}" if mask and self.is_block(where) else ""
             if self.dtypes[name] == torch.bfloat16:
                 value = f"_lk_round_bf({value})"
             value = f"{value}.to({TL_TYPES[self.dtypes[name]]})"
@@ -251,17 +251,13 @@ class TritonKernelWriter(KernelWriter):
     def source(self) -> str:
         """The complete @triton.jit function for this kernel."""
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
-        if self.space.rdims:
-            self.reduction_body()
-        else:
-            self.pointwise_body()
+        self.reduction_body() if self.space.rdims else self.pointwise_body()
         return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
                           *self.lines])
 
     def pointwise_body(self) -> None:
-        n = numel(self.row_sizes)
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
-        self.emit(f"xmask = xindex < {n}")
+        self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
         self.unravel("xindex", self.rows, self.row_sizes)
         for node in self.kernel.nodes:
             self.compute(node)
@@ -326,9 +322,7 @@ class TritonKernelWriter(KernelWriter):
             self.pop()
             self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine}{', keep_dims=True' if column else ''})")
         self.locals[node.name] = acc
-        saved, self.mask = self.mask, "xmask"  # one value per row: masked only in a column tile
-        self.store(node.name, acc)
-        self.mask = saved
+        self.store(node.name, acc, "xmask")  # one value per row: masked only in a column tile
 
 
 class TritonKernelError(RuntimeError):
@@ -368,12 +362,10 @@ def _load_module(source: str, interpret: bool) -> Any:
 class TritonKernel:
     """A generated Triton kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
-    def __init__(self, name: str, source: str, kernel: FusedKernel, args: list[str],
-                 device: torch.device, launch: dict[str, int] | None = None,
-                 arg_dtypes: list[torch.dtype] | None = None) -> None:
-        self.name, self.source, self.origins = name, source, kernel.origins
-        self.launch = launch or {}
-        self.arg_dtypes = arg_dtypes or []
+    def __init__(self, name: str, source: str, kernel: FusedKernel, device: torch.device,
+                 launch: dict[str, int], arg_dtypes: list[torch.dtype] | None = None) -> None:
+        self.name, self.source, self.origins, self.launch = name, source, kernel.origins, launch
+        self.arg_dtypes = arg_dtypes or []  # of the pointer arguments (compiling it ahead of time)
         try:
             module = _load_module(HEADER + source, device.type != "cuda")
         except Exception as e:  # syntax errors and the like: show the code with the message
