@@ -1,4 +1,4 @@
-"""labkit's compiler vs eager and Inductor: pointwise chain, softmax, layer_norm.
+"""labkit's compiler vs eager and Inductor: pointwise chain, softmax, layer_norm, every reduction layout.
 
     python benchmarks/bench_compiler.py          # CPU, 1 thread, C++ kernels
     python benchmarks/bench_compiler.py --gpu    # CUDA, Triton kernels (plus measured copy bandwidth)
@@ -6,12 +6,16 @@
 Writes figures/bench_compiler_<device>.json and .png and prints a table. Targets (issue 5):
 CPU: chain >= 2x eager and >= 0.8x Inductor; softmax / layer_norm >= 0.7x Inductor.
 GPU: chain >= 90% of copy bandwidth; softmax / layer_norm >= 0.9x the faster of eager and Inductor.
+Issue 13 adds column sums, softmax over dim 0, vocabulary-size rows and a training step (MLP
+forward + backward + SGD step inside the compiled function): >= 0.9x the faster of eager and
+Inductor on both devices. Backends are timed in interleaved rounds; each keeps its best median.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,17 +46,55 @@ def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tenso
     return F.layer_norm(x, x.shape[-1:], w, b)
 
 
+def colsum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(0)
+
+
+def softmax0(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, 0)
+
+
+def log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return F.log_softmax(x, -1)
+
+
+class MLP(torch.nn.Module):
+    """Linear-GELU-Linear-LayerNorm: the training-step case."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.l1, self.l2, self.ln = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.l2(F.gelu(self.l1(x))))
+
+
+def train_step(model: MLP, opt: torch.optim.Optimizer, x: torch.Tensor) -> torch.Tensor:
+    """zero_grad, forward, loss, backward and SGD step, all inside the compiled function."""
+    opt.zero_grad()
+    loss = (model(x) - x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def cases(gpu: bool) -> list[tuple[str, Callable[..., Any], tuple[int, ...]]]:
     if gpu:
         rows = [(4096, 4096), (16384, 1024), (1024, 16384)]
         flat = [(1 << 24,), (1 << 26,)]
+        extra = [("colsum", colsum, (8192, 8192)), ("softmax0", softmax0, (4096, 4096)),
+                 ("softmax", softmax, (4096, 50257)), ("log_softmax", log_softmax, (4096, 32000)),
+                 ("train_step", train_step, (8192, 1024))]
     else:
         rows = [(1024, 1024), (4096, 1024)]
         flat = [(1 << 20,), (1 << 22,), (1 << 24,)]
+        extra = [("colsum", colsum, (2048, 2048)), ("softmax0", softmax0, (1024, 1024)),
+                 ("softmax", softmax, (128, 50257)), ("log_softmax", log_softmax, (128, 32000)),
+                 ("layer_norm", layer_norm, (2000, 768)), ("train_step", train_step, (512, 256))]
     out = [("chain", chain, s) for s in flat]
     out += [("softmax", softmax, s) for s in rows]
     out += [("layer_norm", layer_norm, s) for s in rows]
-    return out
+    return out + extra
 
 
 def inputs(name: str, shape: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
@@ -60,6 +102,25 @@ def inputs(name: str, shape: tuple[int, ...], device: str) -> tuple[torch.Tensor
     if name == "layer_norm":
         return x, torch.randn(shape[-1], device=device), torch.randn(shape[-1], device=device)
     return (x,)
+
+
+def variants(name: str, fn: Callable[..., Any], shape: tuple[int, ...], target: str,
+             device: str) -> dict[str, Callable[..., Any]]:
+    """eager, Inductor and labkit versions of one case (a training step gets a model each)."""
+    compile_ = {"eager": lambda f: f, "inductor": lambda f: torch.compile(f, dynamic=False),
+                "labkit": lambda f: torch.compile(f, backend=make_backend(target=target), dynamic=False)}
+    if name != "train_step":
+        return {b: c(fn) for b, c in compile_.items()}
+    torch.manual_seed(0)
+    base = MLP(shape[1]).to(device)
+    out = {}
+    for b, c in compile_.items():
+        model = MLP(shape[1]).to(device)
+        model.load_state_dict(base.state_dict())
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        step = c(train_step)
+        out[b] = lambda x, step=step, model=model, opt=opt: step(model, opt, x)
+    return out
 
 
 def copy_bandwidth(device: str) -> float:
@@ -70,21 +131,20 @@ def copy_bandwidth(device: str) -> float:
     return 2 * src.numel() * 4 / t.median_s / 1e9
 
 
-def run(gpu: bool) -> dict[str, Any]:
+def run(gpu: bool, only: str = "") -> dict[str, Any]:
     device, target = ("cuda", "triton") if gpu else ("cpu", "cpp")
     rows = []
     for name, fn, shape in cases(gpu):
+        if only and name not in only.split(","):
+            continue
         args = inputs(name, shape, device)
         nbytes = 2 * args[0].numel() * 4  # one read and one write of the big tensor
         torch._dynamo.reset()
-        compiled = {
-            "eager": fn,
-            "inductor": torch.compile(fn, dynamic=False),
-            "labkit": torch.compile(fn, backend=make_backend(target=target), dynamic=False),
-        }
-        ref = fn(*args)
-        for f in compiled.values():
-            torch.testing.assert_close(f(*args), ref, rtol=1e-4, atol=1e-4)  # also warms up
+        compiled = variants(name, fn, shape, target, device)
+        ref = compiled["eager"](*args)
+        for b, f in compiled.items():
+            if b != "eager":  # the first step of each model starts from the same weights
+                torch.testing.assert_close(f(*args), ref, rtol=1e-4, atol=1e-4)  # also warms up
         # Rounds interleave the backends so a burst of load on a shared machine hits all three;
         # each backend keeps its best median.
         times = {b: float("inf") for b in compiled}
@@ -120,7 +180,11 @@ def verdicts(result: dict[str, Any]) -> list[str]:
     lines = []
     for r in result["rows"]:
         t, what = r["seconds"], f"{r['case']} {'x'.join(map(str, r['shape']))}"
-        if result["device"] == "cpu" and r["case"] == "chain":
+        new = r["case"] in ("colsum", "softmax0", "log_softmax", "train_step") or (
+            r["shape"][-1] in (50257, 768))
+        if new:
+            checks = [(min(t["eager"], t["inductor"]) / t["labkit"], 0.9, "x the faster of eager/Inductor")]
+        elif result["device"] == "cpu" and r["case"] == "chain":
             checks = [(t["eager"] / t["labkit"], 2.0, "x eager"),
                       (t["inductor"] / t["labkit"], 0.8, "x Inductor")]
         elif result["device"] == "cpu":
@@ -164,18 +228,24 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="benchmark on CUDA with Triton kernels")
-    gpu = parser.parse_args().gpu
+    parser.add_argument("--only", default="", help="comma-separated case names (a partial run "
+                        "writes bench_compiler_<device>_partial.json, not the full figures)")
+    args = parser.parse_args()
+    gpu = args.gpu
     if gpu and not torch.cuda.is_available():
         sys.exit("--gpu needs a CUDA device")
     print(HEAD)
     if gpu:
-        result = run(True)
+        result = run(True, args.only)
     else:
         with pinned_threads(1):  # before compiling: Inductor bakes the thread count in
-            result = run(False)
+            result = run(False, args.only)
     result["verdicts"] = verdicts(result)
+    result["load_average"] = os.getloadavg()
     print("\n".join(result["verdicts"]))
-    out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}.json"
+    print(f"load average (1, 5, 15 min): {result['load_average']}")
+    partial = "_partial" if args.only else ""
+    out = ROOT / "figures" / f"bench_compiler_{'gpu' if gpu else 'cpu'}{partial}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     plot(result, out.with_suffix(".png"))
     print(f"wrote {out.relative_to(ROOT)} (and the .png next to it when matplotlib is present)")

@@ -12,6 +12,27 @@ from labkit.compiler.testing import assert_same_as_eager, compile_fn
 pytest.importorskip("triton")
 
 
+_PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
+              torch.int32: "*i32", torch.int16: "*i16", torch.int8: "*i8", torch.uint8: "*u8",
+              torch.bool: "*i1", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
+
+
+def gpu_asm(kernel: tgen.TritonKernel, arch: int = 90) -> dict[str, str]:
+    """Compile a generated kernel for an NVIDIA GPU (no GPU needed): ttir, ttgir, llir, ptx."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(tgen._load_module(tgen.HEADER + kernel.source, interpret=False), kernel.name)
+    names = [a for a in fn.arg_names if a != "BLOCK"]
+    signature = {n: _PTR_TYPES[d] for n, d in zip(names, kernel.arg_dtypes)}
+    signature["BLOCK"] = "constexpr"
+    src = ASTSource(fn, signature=signature, constexprs={"BLOCK": kernel.launch["block"]})
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": kernel.launch["num_warps"]})
+    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
+
+
 def chain(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
     h = torch.tanh(x * y + 1).sigmoid() - F.gelu(x)
     return h, (x > 0).to(torch.float32) * x.abs().sqrt(), torch.where(x > y, x, y).relu().exp(), x > y
@@ -38,8 +59,11 @@ def test_reductions_match_eager_in_interpreter(mode: str, n: int, monkeypatch) -
         monkeypatch.setattr(tgen, "LOOP_RBLOCK", 8)
     x = torch.randn(6, n)
     p = assert_same_as_eager(reductions, x, torch.randn(n), target="triton", rtol=1e-4, atol=1e-5)
-    assert ("for roffset" in p.code) is (mode == "looped")
+    rows = [k for k in p.schedule.kernels if k.space.rdims and not k.column]  # row reductions
+    assert rows and all(("for roffset" in p.kernels[k.name].source) is (mode == "looped") for k in rows)
     assert ("rmask" in p.code.split("def kernel0")[1].split("@triton.jit")[0]) is (mode != "exact")
+    columns = [k for k in p.schedule.kernels if k.column]  # x.sum(0), x.amin(0): [rows x columns] tiles
+    assert columns and all("[:, None]" in p.kernels[k.name].source for k in columns)
 
 
 def test_views_and_ints_in_interpreter() -> None:
@@ -52,8 +76,11 @@ def test_views_and_ints_in_interpreter() -> None:
 def test_generated_kernels_compile_for_a_gpu_target() -> None:
     p = compile_fn(reductions, torch.randn(6, 37), torch.randn(37), target="triton")
     p2 = compile_fn(chain, torch.randn(5, 9), torch.randn(9), target="triton")
-    for k in [*p.kernels.values(), *p2.kernels.values()]:
-        asm = tgen.gpu_asm(k)
+    a, b = torch.randn(30, 20).bfloat16(), torch.randn(30, 20).half()  # half types, column tiles
+    p3 = compile_fn(lambda a, b: ((a * 2 + 1).sum(0), torch.softmax(a, -1), (b + 1) * 3), a, b,
+                    target="triton")
+    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values()]:
+        asm = gpu_asm(k)
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
 
@@ -62,7 +89,7 @@ def test_triton_error_carries_source() -> None:
     (k,) = p.kernels.values()
     bad = k.source.replace("tl.store(", "tl.not_a_function(")
     with pytest.raises(tgen.TritonKernelError) as err:
-        broken = tgen.TritonKernel(k.name, bad, p.schedule.kernels[0], [], torch.device("cpu"),
+        broken = tgen.TritonKernel(k.name, bad, p.schedule.kernels[0], torch.device("cpu"),
                                    k.launch)
         broken(torch.randn(3), torch.empty(3))
     assert "tl.not_a_function" in str(err.value)

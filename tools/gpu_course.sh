@@ -32,7 +32,7 @@ for part in $parts; do
         timeout 560 python3 tools/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -12
         ;;
     bench)
-        timeout 150 python3 benchmarks/bench_compiler.py --gpu 2>&1 | tail -25
+        timeout 480 python3 benchmarks/bench_compiler.py --gpu 2>&1 | tail -25
         cp figures/bench_compiler_gpu.* "$out/" 2>/dev/null
         ;;
     profile)

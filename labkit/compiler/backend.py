@@ -42,6 +42,12 @@ def _make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
     return make_boxed_func(fn)
 
 
+def _not_traced(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` hidden from Dynamo: AOTAutograd compiles the backward lazily, *inside* the compiled
+    frame when ``loss.backward()`` is in it, and Dynamo would otherwise trace labkit itself."""
+    return torch.compiler.disable(fn, recursive=True)
+
+
 def _default_partition() -> Callable[..., Any]:
     from torch._functorch.partitioners import default_partition
 
@@ -76,12 +82,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
         if trace is not None:
             trace.meta.setdefault("fallbacks", []).append({"op": "<whole graph>", "reason": reason})
             trace.add("labkit.schedule", f"{prefix or 'graph'}: not compiled", reason, frame=frame)
-        return _make_boxed_func(gm.forward)
+        return _make_boxed_func(_not_traced(gm.forward))
     stats["graphs"] += 1
     stats["kernels"] += len(program.kernels)
     if trace is not None:
         record(trace, program, target, prefix, frame)
-    return _make_boxed_func(program)
+    return _make_boxed_func(_not_traced(program))
 
 
 def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: str = "cpp",
@@ -108,7 +114,7 @@ def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
 
         for k in sched.kernels:
             src, args, launch = tgen.generate(k, dtypes, device)
-            kernels[k.name] = tgen.TritonKernel(k.name, src, k, args, device, launch,
+            kernels[k.name] = tgen.TritonKernel(k.name, src, k, device, launch,
                                                 [dtypes[a] for a in args])
             kernel_args[k.name] = args
     return Program(graph, sched, kernels, kernel_args, target, device)
@@ -123,8 +129,7 @@ def record(trace: Trace, program: Program, target: str, prefix: str, frame: str)
     trace.add("labkit.loop_ir", f"{title}: loop IR", ir_text or "(no loop nodes)", frame=frame,
               meta={"buffers": len(graph.buffers)})
     trace.add("labkit.schedule", f"{title}: fusion", format_schedule(sched, graph), frame=frame,
-              meta={"kernels": len(sched.kernels),
-                    "refused": [list(r) for r in sched.refused],
+              meta={"kernels": len(sched.kernels), "refused": [list(r) for r in sched.refused],
                     "fused": [list(f) for f in sched.fused]})
     trace.add(f"labkit.{target}", f"{title}: output code", program.code, frame=frame,
               meta={"kernels": len(program.kernels)})
@@ -166,9 +171,9 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
                 trace.add("aot.backward", "backward graph", bw.print_readable(False), frame=frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
-        return _aot_module_simplified()(gm, example_inputs, fw_compiler=fw_compiler,
-                                        bw_compiler=bw_compiler, partition_fn=partition,
+        return _aot_module_simplified()(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
+                                        bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
                                         decompositions=decomposition_table())
 
     backend.__name__ = f"labkit_{target}"
-    return backend
+    return _not_traced(backend)

@@ -3,8 +3,10 @@
 AOTAutograd traces each function below instead of the op it replaces, so the graph labkit lowers
 only holds ops with a lowering. Core ATen keeps ``gelu``, ``_softmax``, ``native_layer_norm`` and
 friends whole (they *are* core ops); labkit splits them into pointwise ops and reductions so the
-scheduler can fuse them. Every function must return exactly what the ATen op returns (same
-shapes, dtypes, and tuple structure), or AOTAutograd's checks fail.
+scheduler can fuse them. Like torch's own decompositions, each computes float16/bfloat16 inputs
+in float32 (``upcast``) and rounds only its results, as eager's fused kernels do. Every function
+must return exactly what the ATen op returns (same shapes, dtypes, and tuple structure), or
+AOTAutograd's checks fail.
 """
 
 from __future__ import annotations
@@ -39,31 +41,40 @@ def register_decomposition(*ops: Any) -> Callable[[Callable[..., Any]], Callable
     return deco
 
 
+def upcast(x: Tensor) -> Tensor:
+    """``x`` in the dtype torch computes it in (float16/bfloat16 -> float32, others unchanged)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 @register_decomposition(aten.gelu.default)
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); tanh approximation when asked."""
+    dtype, x = x.dtype, upcast(x)
     ### BEGIN SOLUTION
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1 + torch.tanh(inner))
-    return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
+        return (0.5 * x * (1 + torch.tanh(inner))).to(dtype)
+    return (0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))).to(dtype)
     ### END SOLUTION
 
 
 @register_decomposition(aten._softmax.default)
 def softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
     """softmax(x) = exp(x - max) / sum(exp(x - max)) along ``dim`` (max subtracted for safety)."""
+    dtype, x = x.dtype, upcast(x)
     m = torch.amax(x, dim, keepdim=True)
     e = torch.exp(x - m)
-    return e / torch.sum(e, dim, keepdim=True)
+    return (e / torch.sum(e, dim, keepdim=True)).to(torch.float32 if half_to_float else dtype)
 
 
 @register_decomposition(aten._log_softmax.default)
 def log_softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
     """log_softmax(x) = x - max - log(sum(exp(x - max))) along ``dim``."""
+    dtype, x = x.dtype, upcast(x)
     m = torch.amax(x, dim, keepdim=True)
     shifted = x - m
-    return shifted - torch.log(torch.sum(torch.exp(shifted), dim, keepdim=True))
+    out = shifted - torch.log(torch.sum(torch.exp(shifted), dim, keepdim=True))
+    return out.to(torch.float32 if half_to_float else dtype)
 
 
 @register_decomposition(aten.var.correction)
@@ -72,8 +83,9 @@ def var(x: Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = F
     dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
     n = math.prod(x.shape[d] for d in dims)
     c = 1 if correction is None else correction
+    dtype, x = x.dtype, upcast(x)
     centered = x - torch.mean(x, dims, keepdim=True)
-    return torch.sum(centered * centered, dims, keepdim=keepdim) / max(n - c, 0)
+    return (torch.sum(centered * centered, dims, keepdim=keepdim) / max(n - c, 0)).to(dtype)
 
 
 @register_decomposition(aten.var_mean.correction)
@@ -89,6 +101,7 @@ def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bi
                eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """(x - mean) * rsqrt(var + eps) * weight + bias over the last dims; also mean and rstd."""
     dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    dtype, x = x.dtype, upcast(x)
     mean = torch.mean(x, dims, keepdim=True)
     centered = x - mean
     rstd = torch.rsqrt(torch.mean(centered * centered, dims, keepdim=True) + eps)
@@ -97,7 +110,9 @@ def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bi
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out, mean, rstd
+    if x.device.type == "cpu":  # as ATen: mean and rstd in the input's dtype on CPU only
+        mean, rstd = mean.to(dtype), rstd.to(dtype)
+    return out.to(dtype), mean, rstd
 
 
 def decomposition_table() -> dict[Any, Callable[..., Any]]:

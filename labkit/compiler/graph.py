@@ -29,7 +29,6 @@ from labkit.compiler.ir import (
     contiguous_strides,
     numel,
     set_ops_handler,
-    sym,
 )
 from labkit.compiler.lower import (
     INLINE_OP_LIMIT,
@@ -197,7 +196,7 @@ def op_counts(value: Pointwise) -> dict[str, int]:
     """How often each op runs for one element of ``value`` (run under the CountHandler)."""
     handler = CountHandler()
     with set_ops_handler(handler):
-        value.inner_fn([sym(f"i{d}") for d in range(len(value.ranges))])
+        value.inner_fn(value.index_vars("i"))
     return dict(handler.counts)
 
 
@@ -208,8 +207,7 @@ def _numel_of(node: torch.fx.Node) -> int:
 
 def _bad_dtype(node: torch.fx.Node) -> str:
     """A reason when the node reads or makes a dtype labkit does not compile, else ''."""
-    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-    for v in vals:
+    for v in [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]:
         if isinstance(v, torch.Tensor) and v.dtype not in SUPPORTED_DTYPES:
             return f"dtype {v.dtype} is not supported"
         if isinstance(v, torch.Tensor) and v.layout != torch.strided:

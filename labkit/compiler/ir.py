@@ -174,9 +174,8 @@ class Layout:
 
     def index(self, index: Sequence[Expr]) -> Expr:
         """The flat memory position (in elements) of ``index``."""
-        return sympy.Integer(self.offset) + sum(
-            (i * s for i, s in zip(index, self.stride) if s != 0), sympy.Integer(0)
-        )
+        terms = (i * s for i, s in zip(index, self.stride) if s != 0)
+        return sympy.Integer(self.offset) + sum(terms, sympy.Integer(0))
 
     def __str__(self) -> str:
         off = f", offset={self.offset}" if self.offset else ""
@@ -329,10 +328,8 @@ def format_node(buf: ComputedBuffer) -> str:
     if isinstance(node, Reduction):
         rindex = [sym(f"r{d}") for d in range(len(node.reduction_ranges))]
         args += "; " + ", ".join(map(str, rindex))
-        head = (
-            f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
-            f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})"
-        )
+        head = (f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
+                f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})")
     with set_ops_handler(handler):
         result = node.body(index, rindex)
     lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]

@@ -3,9 +3,17 @@
 Note on invariants: a lowering receives IR values (``InputBuffer``, ``ComputedBuffer``,
 ``ReinterpretView``, ``View``, ``Pointwise``) or plain Python scalars, and returns an IR value of
 exactly the size and dtype that the FX node's ``meta["val"]`` says eager would produce. It never
-reads tensor data. When an op, a dtype or an argument is outside what labkit compiles, the lowering
-raises ``Unsupported`` and the op runs as an ATen call instead (a *fallback*), recorded in
-``GraphLowering.fallbacks`` and counted in ``fallback_counter``: never a wrong answer in silence.
+reads tensor data. Types follow torch: the result dtype is eager's (``meta["val"]``), comparisons
+compare in torch's promoted dtype (``promote``), and arithmetic runs in ``computation_dtype``:
+float16/bfloat16 in float32, bool in int32, everything else in itself. Each op's result is cast
+back to its own dtype right away (uint8 ``200 + 100`` wraps to 44, a float16 sum is rounded to
+float16) before anything compares, divides or sums it, exactly as eager's materialized
+intermediates are; composite ops (softmax, layer_norm...) compute in float32 throughout because
+their decompositions upcast, as eager's fused kernels do. So half values load into float32,
+compute there, and are stored in their own type, as in Inductor. When an op, a dtype or an
+argument is outside what labkit compiles, the lowering raises ``Unsupported`` and the op runs as
+an ATen call instead (a *fallback*), recorded in ``GraphLowering.fallbacks`` and counted in
+``fallback_counter``: never a wrong answer in silence.
 """
 
 from __future__ import annotations
@@ -34,8 +42,8 @@ from labkit.compiler.ir import (
 )
 
 aten = torch.ops.aten
-SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
-                    torch.int8, torch.uint8, torch.bool)
+SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                    torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 EXTERN_OPS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 # Inlining a node into more than one consumer recomputes it; above this many ops we store it once.
 INLINE_OP_LIMIT = 12
@@ -128,11 +136,37 @@ def broadcast_loader(x: Any, size: Sequence[int], dtype: torch.dtype) -> Callabl
     return loader
 
 
+# -- torch's type rules, through one shim each ------------------------------------------------------
+def computation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype arithmetic runs in: torch's opmath (half -> float32), and int32 for bool."""
+    from torch._prims_common import get_computation_dtype
+
+    return torch.int32 if dtype == torch.bool else get_computation_dtype(dtype)
+
+
+def promote(*args: Any) -> torch.dtype:
+    """torch's type promotion of operands (0-dim tensors and Python scalars count less)."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    examples = [torch.empty([1] * min(len(x.get_size()), 1), dtype=x.dtype, device="meta")
+                if is_value(x) else x for x in args]
+    return elementwise_dtypes(*examples, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+
+
 def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None = None) -> Pointwise:
     """A Pointwise node applying ``fn`` to the broadcast inputs, eager's output size and dtype."""
     size, dtype = list(out_val().shape), out_dtype()
-    loaders = [broadcast_loader(x, size, compute or dtype) for x in inputs]
-    return Pointwise(dtype, size, lambda index: fn(*[ld(index) for ld in loaders]), origins_of(*inputs))
+    compute = compute or computation_dtype(dtype)
+    loaders = [broadcast_loader(x, size, compute) for x in inputs]
+    # Computed in a wider type (small ints: in C++'s int): round / wrap back to eager's dtype.
+    wrap = compute != dtype or dtype in (torch.uint8, torch.int8, torch.int16)
+
+    def inner_fn(index: Index) -> Any:
+        loaded = [ld(index) for ld in loaders]
+        value = fn(*loaded)
+        return ops.to_dtype(value, dtype) if wrap and value not in loaded else value
+
+    return Pointwise(dtype, size, inner_fn, origins_of(*inputs))
 
 
 # -- unary ------------------------------------------------------------------------------------------
@@ -153,16 +187,7 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", 
 def sigmoid(x: Any) -> Pointwise:
     """sigmoid(x)[i] = 1 / (1 + exp(-x[i])), computed in eager's output dtype."""
     ### BEGIN SOLUTION
-    dtype = out_dtype()  # an integer input gives a float result, as in eager
-    load = x.make_loader()
-
-    def inner_fn(index: Index) -> Any:
-        value = load(index)
-        if x.dtype != dtype:
-            value = ops.to_dtype(value, dtype)
-        return ops.sigmoid(value)
-
-    return Pointwise(dtype, x.get_size(), inner_fn, origins_of(x))
+    return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
     ### END SOLUTION
 
 
@@ -220,20 +245,10 @@ def pow_scalar(x: Any, exponent: float) -> Pointwise:
 
 def _compare(name: str) -> Callable[[Any, Any], Pointwise]:
     def lower(a: Any, b: Any) -> Pointwise:
-        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b, compute=_promote(a, b))
+        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b,
+                         compute=computation_dtype(promote(a, b)))
 
     return lower
-
-
-def _promote(a: Any, b: Any) -> torch.dtype:
-    """torch's type promotion of two operands (0-dim tensors and scalars count less)."""
-
-    def example(x: Any) -> Any:
-        if not is_value(x):
-            return x
-        return torch.empty([1] * min(len(x.get_size()), 1), dtype=x.dtype)
-
-    return torch.result_type(example(a), example(b))
 
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -245,7 +260,8 @@ def where(cond: Any, a: Any, b: Any) -> Pointwise:
     """cond ? a : b, elementwise with broadcasting."""
     size, dtype = list(out_val().shape), out_dtype()
     lc = broadcast_loader(cond, size, torch.bool)
-    la, lb = broadcast_loader(a, size, dtype), broadcast_loader(b, size, dtype)
+    compute = dtype if dtype == torch.bool else computation_dtype(dtype)
+    la, lb = broadcast_loader(a, size, compute), broadcast_loader(b, size, compute)
     return Pointwise(dtype, size, lambda i: ops.where(lc(i), la(i), lb(i)), origins_of(cond, a, b))
 
 
@@ -269,24 +285,19 @@ def to_copy(x: Any, **kwargs: Any) -> Any:
     device = kwargs.get("device")
     if device is not None and torch.device(device) != out_val().device:
         raise Unsupported("copy to another device")
-    return pointwise(lambda v: v, x)
+    return pointwise(lambda v: v, x, compute=out_dtype())  # one direct cast (0.5 -> True)
 
 
 @register_lowering(aten.copy.default)
 def copy(dst: Any, src: Any, non_blocking: bool = False) -> Pointwise:
-    return pointwise(lambda v: v, src)
+    return pointwise(lambda v: v, src, compute=out_dtype())
 
 
-@register_lowering(aten.full.default)
-def full(size: list[int], value: Any, **kwargs: Any) -> Pointwise:
-    dtype = out_dtype()
-    return Pointwise(dtype, list(size), lambda i: ops.constant(value, dtype), origins_of())
-
-
-@register_lowering(aten.scalar_tensor.default)
-def scalar_tensor(value: Any, **kwargs: Any) -> Pointwise:
-    dtype = out_dtype()
-    return Pointwise(dtype, [], lambda i: ops.constant(value, dtype), origins_of())
+@register_lowering(aten.full.default, aten.scalar_tensor.default)
+def full(*args: Any, **kwargs: Any) -> Pointwise:
+    """A constant: ``value`` (the last argument) at every index of eager's size, in its dtype."""
+    value, dtype, size = args[-1], out_dtype(), list(out_val().shape)
+    return Pointwise(dtype, size, lambda i: ops.constant(value, dtype), origins_of())
 
 
 # -- reductions -------------------------------------------------------------------------------------
@@ -298,11 +309,12 @@ def _dims(x: Any, dims: Any) -> list[int]:
     return sorted({d % max(rank, 1) for d in dims}) if rank else []
 
 
-def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str) -> Reduction:
+def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
+                   dtype: torch.dtype | None = None) -> Reduction:
     """Reduce ``x`` over ``dims`` with ``kind`` (sum/max/min); output size as eager's."""
-    size, dtype = x.get_size(), out_dtype()
+    size, dtype = x.get_size(), dtype or out_dtype()
     rdims = _dims(x, dims)
-    load = broadcast_loader(x, size, dtype)
+    load = broadcast_loader(x, size, dtype if dtype == torch.bool else computation_dtype(dtype))
     kept = [d for d in range(len(size)) if d not in rdims]
     out_size = [1 if d in rdims else s for d, s in enumerate(size)] if keepdim else [size[d] for d in kept]
 
@@ -315,26 +327,25 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str) -> Reduction:
                      reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
 
 
-@register_lowering(aten.sum.dim_IntList, aten.sum.default)
-def sum_(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Reduction:
-    return make_reduction(x, dims, keepdim, "sum")
+def _reduction(kind: str) -> Callable[..., Reduction]:
+    def lower(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Reduction:
+        return make_reduction(x, dims, keepdim, kind)  # in eager's output dtype (out_dtype)
+
+    return lower
 
 
-@register_lowering(aten.amax.default, aten.max.default)
-def amax(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
-    return make_reduction(x, dims, keepdim, "max")
-
-
-@register_lowering(aten.amin.default, aten.min.default)
-def amin(x: Any, dims: Any = None, keepdim: bool = False) -> Reduction:
-    return make_reduction(x, dims, keepdim, "min")
+for _kind, _targets in (("sum", (aten.sum.dim_IntList, aten.sum.default)),
+                        ("max", (aten.amax.default, aten.max.default)),
+                        ("min", (aten.amin.default, aten.min.default))):
+    register_lowering(*_targets)(_reduction(_kind))
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
 def mean(x: Any, dims: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Pointwise:
     """sum / count: a reduction, then a one-op pointwise epilogue."""
     count = numel([x.get_size()[d] for d in _dims(x, dims)])
-    total = V.graph.realize(make_reduction(x, dims, keepdim, "sum"), "a reduction is always stored")
+    total = make_reduction(x, dims, keepdim, "sum", computation_dtype(out_dtype()))  # float32 sum
+    total = V.graph.realize(total, "a reduction is always stored")
     return pointwise(lambda s, n: ops.truediv(s, n), total, count)
 
 
@@ -381,15 +392,12 @@ def expand(x: Any, sizes: list[int], *, implicit: bool = False) -> Any:
     xs, lay = x.get_size(), _layout(x)
     off = len(sizes) - len(xs)
     size = [xs[d - off] if (s == -1 and d >= off) else s for d, s in enumerate(sizes)]
+    grown = [xs[d] == 1 and size[d + off] != 1 for d in range(len(xs))]  # broadcast dims of x
 
     def reindex(index: Index) -> Index:
-        return [sympy.Integer(0) if xs[d] == 1 and size[d + off] != 1 else index[d + off]
-                for d in range(len(xs))]
+        return [sympy.Integer(0) if g else index[d + off] for d, g in enumerate(grown)]
 
-    stride = None
-    if lay:
-        stride = [0] * off + [0 if xs[d] == 1 and size[d + off] != 1 else lay.stride[d]
-                              for d in range(len(xs))]
+    stride = [0] * off + [0 if g else st for g, st in zip(grown, lay.stride)] if lay else None
     return _view(x, size, stride, lay.offset if lay else 0, reindex)
 
 

@@ -12,6 +12,7 @@ element (``reads_aligned``): that is what makes keeping the value in a register 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +145,8 @@ def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
     """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
     for b in (producer, consumer):
         if not isinstance(b, ComputedBuffer):
-            return False, f"{b.name} is a call into ATen ({_op_name(b)}), which runs as its own kernel"
+            op = getattr(b, "op", None) or "getitem"
+            return False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel"
     assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
     space = space_of(consumer) if consumer.is_reduction else space_of(producer)
     return joins(space, [producer], consumer)
@@ -159,14 +161,12 @@ class FusedKernel:
     space: Space
     internal: set[str] = field(default_factory=set)  # buffers kept in registers, never stored
     row_local: set[str] = field(default_factory=set)  # per-element values only this row reads
+    column: bool = False  # reduction loop outside, kept dim inside (see loop_order)
+    why_order: str = ""  # the loop-order decision, in words
 
     @property
     def origins(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for n in self.nodes:
-            for o in n.origins:
-                seen.setdefault(o, None)
-        return list(seen)
+        return list(dict.fromkeys(o for n in self.nodes for o in n.origins))
 
     def try_add(self, node: ComputedBuffer) -> tuple[bool, str]:
         """Add ``node`` if it fits this kernel's loops and its reads line up; say why either way."""
@@ -225,12 +225,34 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     outputs = {o.name for o in graph.outputs if isinstance(o, Buffer)}
     outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
     for k in sched.kernels:
+        k.column, k.why_order = loop_order(k)
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
             if n.name not in outputs and sched.readers.get(n.name, set()) <= members:
                 (k.internal if per_row else k.row_local).add(n.name)
     return sched
+
+
+def loop_order(k: FusedKernel) -> tuple[bool, str]:
+    """Whether a reduction kernel swaps its loops (reduction outside, kept dim inside), and why:
+    reads contiguous along a *kept* dim (a column sum, softmax over dim 0) would jump a whole
+    stride per element if walked one row at a time, so a block of columns is walked together."""
+    if not k.space.rdims:
+        return False, ""
+    n = math.prod(k.space.rdims)
+    long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks "
+            "(2048 elements, 16 warps)" if n > 16384 else "")
+    rows, rvars = loop_vars(k.space)
+    members = {m.name for m in k.nodes}
+    reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]
+    unit = {v for v in rows[-1:] + rvars[-1:] if any(i.coeff(v) == 1 for i in reads)}
+    if rows and rvars[-1] not in unit and rows[-1] in unit:
+        return True, ("reduced over a non-innermost dim: loop order swapped (reduction loop "
+                      "outside, a block of kept elements inside) so loads stay contiguous and "
+                      "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
+                      "neighbouring threads read neighbouring columns (coalesced)" + long)
+    return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
 
 
 def _readers(graph: GraphLowering) -> dict[str, set[str]]:
@@ -250,10 +272,6 @@ def _readers(graph: GraphLowering) -> dict[str, set[str]]:
     return readers
 
 
-def _op_name(b: Buffer) -> str:
-    return str(getattr(b, "op", None) or "getitem")
-
-
 def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
     """The schedule as text a student reads: kernels, what fused and why, what did not and why."""
     lines = []
@@ -262,6 +280,8 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
             names = ", ".join(n.name for n in step.nodes)
             lines.append(f"{step.name}: loops over {step.space}; computes {names}")
             lines.append(f"    ATen ops fused: {', '.join(step.origins)}")
+            if step.why_order:
+                lines.append(f"    loop order: {step.why_order}")
             if step.internal:
                 lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
             if step.row_local:
@@ -270,8 +290,7 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
         elif isinstance(step, ExternBuffer):
             what = f"fallback to ATen: {step.fallback_reason}" if step.fallback_reason else "extern ATen call"
             lines.append(f"{step.name}: {step.op} ({what})")
-    lines.append("")
-    lines.append("why each buffer was stored rather than inlined:")
+    lines += ["", "why each buffer was stored rather than inlined:"]
     lines += [f"  {name}: {why}" for name, why in graph.realize_reasons.items()]
     if sched.fused:
         lines.append("fused:")

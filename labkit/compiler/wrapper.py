@@ -14,13 +14,7 @@ from typing import Any
 import torch
 
 from labkit.compiler.graph import GraphLowering
-from labkit.compiler.ir import (
-    Buffer,
-    ComputedBuffer,
-    ExternBuffer,
-    MultiOutput,
-    ReinterpretView,
-)
+from labkit.compiler.ir import Buffer, ComputedBuffer, ExternBuffer, MultiOutput, ReinterpretView
 from labkit.compiler.schedule import FusedKernel, Schedule
 
 
@@ -33,9 +27,7 @@ def ensure_layout(t: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> Any
     """``t`` itself when it has the expected strides, else a copy in that layout."""
     if not isinstance(t, torch.Tensor) or t.numel() <= 1 or tuple(t.stride()) == tuple(stride):
         return t
-    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
 
 
 class Program:
@@ -46,6 +38,7 @@ class Program:
         self.graph, self.schedule, self.kernels = graph, sched, kernels
         self.language = language
         self._consts: list[Any] = []
+        self.placeholders = [n.name for n in graph.gm.graph.nodes if n.op == "placeholder"]
         self.call_source = self._write(kernel_args, device)
         self._globals: dict[str, Any] = {
             "torch": torch, "aten": torch.ops.aten, "empty_strided": torch.empty_strided,
@@ -55,9 +48,8 @@ class Program:
         exec(compile(self.call_source, f"<labkit output code {id(self)}>", "exec"), self._globals)
         self._call = self._globals["call"]
         by_name = {b.name: b for b in graph.inputs}
-        placeholders = [n.name for n in graph.gm.graph.nodes if n.op == "placeholder"]
         self._expect = [(i, tuple(by_name[n].layout.size), tuple(by_name[n].layout.stride))
-                        for i, n in enumerate(placeholders) if n in by_name]
+                        for i, n in enumerate(self.placeholders) if n in by_name]
 
     def __call__(self, *args: Any) -> list[Any]:
         for i, size, stride in self._expect:
@@ -99,9 +91,8 @@ class Program:
     def _write(self, kernel_args: dict[str, list[str]], device: torch.device) -> str:
         g = self.graph
         lines = ["def call(args):"]
-        placeholders = [n.name for n in g.gm.graph.nodes if n.op == "placeholder"]
-        if placeholders:
-            lines.append(f"    {', '.join(placeholders)}, = args")
+        if self.placeholders:
+            lines.append(f"    {', '.join(self.placeholders)}, = args")
             lines.append("    args.clear()")
         for name in g.constants:
             lines.append(f"    {name} = constants[{name!r}]")

@@ -12,6 +12,7 @@ flat, vectorizable loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,13 +20,7 @@ import sympy
 import torch
 from sympy.printing.str import StrPrinter
 
-from labkit.compiler.ir import (
-    ComputedBuffer,
-    ModularIndexing,
-    set_ops_handler,
-    squeeze,
-    sym,
-)
+from labkit.compiler.ir import ComputedBuffer, ModularIndexing, set_ops_handler, squeeze, sym
 from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index
 
 
@@ -62,13 +57,9 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     d = len(loop) - 2
     while d >= 0:
         outer, inner = loop[d], loop[d + 1]
-        ok = True
-        for e in exprs:
-            co, ci = _linear_coeff(e, outer), _linear_coeff(e, inner)
-            if co is None or ci is None or co != ci * sizes[d + 1]:
-                ok = False
-                break
-        if ok:  # outer * size + inner == one variable walking both
+        # Mergeable when every index has outer * size + inner: one variable walking both.
+        coeffs = ((_linear_coeff(e, outer), _linear_coeff(e, inner)) for e in exprs)
+        if all(co is not None and ci is not None and co == ci * sizes[d + 1] for co, ci in coeffs):
             subs = {k: v.subs({outer: 0}) for k, v in subs.items()}
             subs[outer] = sympy.Integer(0)
             exprs = [sympy.expand(e.subs(outer, 0)) for e in exprs]
@@ -80,6 +71,18 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     subs = {k: v.subs(rename) for k, v in subs.items()}
     subs.update(rename)
     return sizes, new, subs
+
+
+def scalar(value: Any, dtype: torch.dtype) -> bool | int | float:
+    """A Python scalar as eager would see it in ``dtype``: bool, float, or an int wrapped into range
+    (``True`` -> 1, uint8 300 -> 44); float inf/nan pass through for the backends to spell."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point or (isinstance(value, float) and not math.isfinite(value)):
+        return float(value)
+    bits = dtype.itemsize * 8
+    v = int(value) % (1 << bits)
+    return v - (1 << bits) if dtype.is_signed and v >= 1 << (bits - 1) else v
 
 
 class InfixOverrides:

@@ -21,13 +21,18 @@ from typing import Any
 
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, reads_of, store_index
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
-          torch.uint8: "uint8_t", torch.bool: "bool"}
+          torch.uint8: "uint8_t", torch.bool: "bool", torch.float16: "_Float16",
+          torch.bfloat16: "uint16_t"}  # the type in memory (bfloat16: its bits)
+# The type a value has in registers: float16/bfloat16 are loaded into float and computed there.
+VALUE_CTYPES = {**CTYPES, torch.float16: "float", torch.bfloat16: "float"}
+# Sums over more than this many elements add SIMD partial sums of one block into a double total.
+SUM_BLOCK = 4096
 CXX = os.environ.get("CXX", "g++")
 # -fno-math-errno lets expf & co. be vectorized (glibc's libmvec); no -ffast-math: NaN/inf stay exact.
 # -fno-builtin-sin/cos: else g++ merges sin(x) and cos(x) into one scalar sincos() call, which has no
@@ -35,12 +40,21 @@ CXX = os.environ.get("CXX", "g++")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC",
          "-fno-builtin-sin", "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"]
 CHUNK = 4096  # elements per parallel work item of a flat pointwise loop
-SCRATCH_BYTES = 64 * 1024  # largest row kept in a stack scratch array (per thread)
+SCRATCH_BYTES = 256 * 1024  # largest row kept in a stack scratch array (per thread; L2-sized)
+COLUMN_BLOCK = 256  # kept elements a column-order reduction works on together (1 KiB per accumulator)
 
 PRELUDE = """#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+// bfloat16 is the top half of a float32: widen by shifting, narrow rounding to nearest even.
+static inline float lk_bf2f(uint16_t h) { uint32_t u = uint32_t(h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint16_t lk_f2bf(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  return f != f ? uint16_t(0x7FC0) : uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16); }
+static inline float lk_round_bf(float f) { return lk_bf2f(lk_f2bf(f)); }
+static inline float lk_round_h(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 // Tell the compiler that glibc's libmvec has SIMD versions of these (so loops calling them vectorize).
 #define LK_SIMD extern "C" __attribute__((simd("notinbranch"))) __attribute__((nothrow))
 LK_SIMD float expf(float); LK_SIMD float logf(float); LK_SIMD float sinf(float);
@@ -60,21 +74,26 @@ class CppOverrides(InfixOverrides):
 
     @staticmethod
     def constant(value: Any, dtype: torch.dtype) -> str:
-        ctype = CTYPES[dtype]
+        ctype = VALUE_CTYPES[dtype]
         inf = isinstance(value, float) and math.isinf(value)
         if dtype == torch.bool:
             return "true" if (value > 0 if inf else value) else "false"
+        value = scalar(value, dtype)
         if inf and not dtype.is_floating_point:  # reduction identities of integer max/min
             return f"std::numeric_limits<{ctype}>::{'max' if value > 0 else 'lowest'}()"
         if inf:
-            sign = "-" if value < 0 else ""
-            return f"{sign}std::numeric_limits<{ctype}>::infinity()"
+            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
         if isinstance(value, float) and math.isnan(value):
             return f"std::numeric_limits<{ctype}>::quiet_NaN()"
         return f"static_cast<{ctype}>({value!r})"
 
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
+        """A cast; to float16/bfloat16 it rounds, but the value stays a float in registers."""
+        if dtype == torch.float16:
+            return f"lk_round_h({x})"
+        if dtype == torch.bfloat16:
+            return f"lk_round_bf({x})"
         return f"static_cast<{CTYPES[dtype]}>({x})"
 
     @staticmethod
@@ -149,13 +168,14 @@ class CppKernelWriter(KernelWriter):
     """Writes one FusedKernel as a C function."""
 
     overrides = CppOverrides
-    div = "/"
 
     def declare(self, var: str, expr: str) -> str:
         return f"auto {var} = {expr};"
 
     def load_expr(self, name: str, index: str) -> str:
-        return f"{self.ptr[name]}[{index}]"
+        value = f"{self.ptr[name]}[{index}]"
+        return {torch.float16: f"static_cast<float>({value})",
+                torch.bfloat16: f"lk_bf2f({value})"}.get(self.dtypes[name], value)
 
     def open(self, head: str, pragma: str = "") -> None:
         """Start a block (a ``for`` loop), with the pragma above it if any."""
@@ -167,6 +187,11 @@ class CppKernelWriter(KernelWriter):
 
     def loop(self, var: Any, size: int, pragma: str = "") -> None:
         self.open(f"for (int64_t {var} = 0; {var} < {size}; ++{var})", pragma)
+
+    def blocks(self, x: Any, n: int, step: int, pragma: str = "") -> None:
+        """A loop over blocks of ``step`` (``x_outer``), with ``x_end`` the end of this block."""
+        self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {step})", pragma)
+        self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {step}, {n});")
 
     def close(self, n: int = 1) -> None:
         for _ in range(n):
@@ -182,10 +207,7 @@ class CppKernelWriter(KernelWriter):
         params = [f"const {CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.reads]
         params += [f"{CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.writes]
         params.append("int nthreads")
-        if self.space.rdims:
-            self.reduction_body()
-        else:
-            self.pointwise_body()
+        self.reduction_body() if self.space.rdims else self.pointwise_body()
         head = f'extern "C" void {self.kernel.name}({", ".join(params)})'
         return "\n".join([head, "{", *self.lines, "}"])
 
@@ -193,11 +215,8 @@ class CppKernelWriter(KernelWriter):
         sizes, rows = self.row_sizes, self.rows
         opened = 0
         if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
-            n, x = sizes[0], rows[0]
-            self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {CHUNK})",
-                      self.parallel(1))
-            self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {CHUNK}, {n});")
-            self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
+            self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1))
+            self.x_block()
             opened = 2
         elif rows:
             for d, (x, n) in enumerate(zip(rows, sizes)):
@@ -210,83 +229,152 @@ class CppKernelWriter(KernelWriter):
         self.close(opened)
 
     def use_scratch(self, node: Any) -> bool:
-        return numel(self.space.rdims) * node.dtype.itemsize <= SCRATCH_BYTES
+        return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
 
     def store(self, name: str, value: str) -> None:
+        if name in self.scratch and self.kernel.column:
+            return  # column order keeps no row scratch: readers recompute the value
         if name in self.scratch:
             self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
         elif name in self.ptr:
             where = self.index(store_index(self.members[name], self.space))
+            value = {torch.float16: f"static_cast<_Float16>({value})",
+                     torch.bfloat16: f"lk_f2bf({value})"}.get(self.dtypes[name], value)
             self.emit(f"{self.ptr[name]}[{where}] = {value};")
 
     def reduction_body(self) -> None:
-        for d, (x, n) in enumerate(zip(self.rows, self.row_sizes)):
+        column = self.kernel.column
+        outer = self.rows[:-1] if column else self.rows  # column: the innermost kept dim in blocks
+        for d, (x, n) in enumerate(zip(outer, self.row_sizes)):
             self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
-        for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
-            size = numel(self.space.rdims)
-            self.emit(f"alignas(64) {CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+        if column:
+            x, n = self.rows[-1], self.row_sizes[-1]
+            self.blocks(x, n, COLUMN_BLOCK, "" if outer else self.parallel(1))
+        else:
+            for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
+                size = numel(self.space.rdims)
+                self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
         segment: list[Any] = []
         for node in self.kernel.nodes:
             if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
-                self.r_segment(segment)
+                self.segment(segment)
                 segment = []
-                self.compute(node)
+                self.c_per_row(node) if column else self.compute(node)
                 continue
             finished = {n.name for n in segment if n.is_reduction}
             if any(b in finished for b, _ in reads_of(node, self.space)):
-                self.r_segment(segment)  # it needs a reduction of this loop: start the next loop
+                self.segment(segment)  # it needs a reduction of this loop: start the next loop
                 segment = []
             segment.append(node)
-        self.r_segment(segment)
+        self.segment(segment)
         self.close(len(self.rows))
 
-    def r_loops(self, clause: str = "") -> None:
-        for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
-            last = d == len(self.rvars) - 1
-            self.loop(r, n, f"#pragma omp simd{clause}" if last else "")
+    # -- column order: the reduction loop outside, SIMD across a block of kept elements inside ----
+    def slot(self) -> str:
+        return f"{self.rows[-1]} - {self.rows[-1]}_outer"
 
-    def r_segment(self, nodes: list[Any]) -> None:
-        """One pass over the row computing ``nodes``: reductions accumulate, the rest store."""
+    def x_block(self) -> None:
+        x = self.rows[-1]
+        self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
+
+    def load(self, name: str, index: Any) -> str:
+        if self.kernel.column and name in self.scratch and name not in self.locals:
+            return self.node_value(self.members[name])  # per-element, read only here: recompute
+        return super().load(name, index)
+
+    def c_per_row(self, node: Any) -> None:
+        """A per-row node of a column kernel: one value per kept element of the block."""
+        array = f"row_{node.name}"
+        self.emit(f"{VALUE_CTYPES[node.dtype]} {array}[{COLUMN_BLOCK}];")
+        self.x_block()
+        value = self.node_value(node)
+        self.emit(f"{array}[{self.slot()}] = {value};")
+        self.store(node.name, value)
+        self.close()
+        self.locals[node.name] = f"{array}[{self.slot()}]"
+
+    def r_loops(self, clause: str = "", block: bool = False) -> None:
+        """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
+        for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
+            if d < len(self.rvars) - 1 or self.kernel.column:
+                self.loop(r, n)
+            elif block:
+                self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
+                self.open(f"for (int64_t {r} = {r}_outer; {r} < {r}_end; ++{r})", f"#pragma omp simd{clause}")
+            else:
+                self.loop(r, n, f"#pragma omp simd{clause}")
+
+    def segment(self, nodes: list[Any]) -> None:
+        """One pass over the row (row order: SIMD along it, one accumulator per reduction) or down
+        a block of columns (column order: SIMD across them, an accumulator array per reduction).
+        A float sum over a long row is *blocked*: SIMD partial sums of SUM_BLOCK elements, block
+        totals added in double (one float per lane over 50M elements drifts by hundreds)."""
         if not nodes:
             return
-        accs: dict[str, tuple[str, str | None]] = {}
-        clauses = []
-        for node in nodes:
-            if not node.is_reduction:
-                continue
-            kind, ctype = node.data.reduction_type, CTYPES[node.dtype]
-            acc = self.new_var("acc")
-            nan = self.new_var("nan") if kind != "sum" and node.dtype.is_floating_point else None
-            self.emit(f"{ctype} {acc} = {CppOverrides.constant(REDUCTION_IDENTITY[kind], node.dtype)};")
-            clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
-            if nan:
-                self.emit(f"bool {nan} = false;")
-                clauses.append(f" reduction(|:{nan})")
-            accs[node.name] = (acc, nan)
-        simd_ok = all(n.dtype != torch.bool for n in nodes if n.is_reduction)
-        self.r_loops("".join(clauses) if simd_ok else "")
-        for node in nodes:
-            value = self.node_value(node)
-            if not node.is_reduction:
-                self.locals[node.name] = value  # later nodes of this loop reuse the register
-                self.store(node.name, value)
-                continue
-            acc, nan = accs[node.name]
-            if node.data.reduction_type == "sum":
-                self.emit(f"{acc} = {acc} + {value};")
+        column, reductions = self.kernel.column, [n for n in nodes if n.is_reduction]
+        at = f"[{self.slot()}]" if column else ""  # accumulators: arrays indexed by column, or scalars
+        block = not column and bool(self.rvars) and self.r_sizes[-1] > SUM_BLOCK
+        accs, clauses, partials = {}, [], []
+        for n in reductions:
+            kind, ctype = n.data.reduction_type, VALUE_CTYPES[n.dtype]
+            acc, nan = self.new_var("acc"), None
+            if kind != "sum" and n.dtype.is_floating_point:
+                nan = self.new_var("nan")
+            ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], n.dtype)
+            if column:
+                self.emit(f"{ctype} {acc}[{COLUMN_BLOCK}];" + (f" bool {nan}[{COLUMN_BLOCK}];" if nan else ""))
+            elif block and kind == "sum" and n.dtype.is_floating_point:
+                partials.append((acc, ctype, ident))
+                self.emit(f"double {acc}_total = 0;")
             else:
-                self.emit(f"{acc} = std::{node.data.reduction_type}({acc}, {value});")
-                if nan:
-                    self.emit(f"{nan} = {nan} | ({value} != {value});")
-        self.close(len(self.rvars))
+                self.emit(f"{ctype} {acc} = {ident};" + (f" bool {nan} = false;" if nan else ""))
+            clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
+            clauses += [f" reduction(|:{nan})"] if nan else []
+            accs[n.name] = (acc, nan, ident)
+        if column and reductions:
+            self.x_block()
+            for acc, nan, ident in accs.values():
+                self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = false;" if nan else ""))
+            self.close()
+        if block:
+            r = self.rvars[-1]
+            self.open(f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; {r}_outer += {SUM_BLOCK})")
+            for acc, ctype, ident in partials:
+                self.emit(f"{ctype} {acc} = {ident};")
+        simd_ok = all(n.dtype != torch.bool for n in reductions)
+        self.r_loops("".join(clauses) if simd_ok else "", block)
+        if column:
+            self.x_block()
+        for node in nodes:
+            if not node.is_reduction:
+                self.compute(node)  # later nodes of this loop reuse its register
+                continue
+            value = self.node_value(node)
+            (acc, nan, _), kind = accs[node.name], node.data.reduction_type
+            a = f"{acc}{at}"
+            self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
+            if nan:
+                self.emit(f"{nan}{at} = {nan}{at} | ({value} != {value});")
+        self.close(len(self.rvars) + column)
+        if block:
+            for acc, _, _ in partials:
+                self.emit(f"{acc}_total += {acc};")
+            self.close()
+            for acc, ctype, _ in partials:
+                self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
-            if node.is_reduction:
-                acc, nan = accs[node.name]
-                if nan:
-                    self.emit(f"if ({nan}) {acc} = std::numeric_limits<{CTYPES[node.dtype]}>::quiet_NaN();")
-                self.locals[node.name] = acc
-                self.store(node.name, acc)
+        if column and reductions:
+            self.x_block()
+        for n in reductions:
+            acc, nan, _ = accs[n.name]
+            if nan:
+                self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
+            self.store(n.name, f"{acc}{at}")
+        if column and reductions:
+            self.close()
+        for n in reductions:
+            self.locals[n.name] = f"{accs[n.name][0]}{at}"
 
 
 class CppCompileError(RuntimeError):
@@ -327,9 +415,8 @@ def compile_library(source: str) -> ctypes.CDLL:
             raise CppCompileError(f"C++ compile failed: {' '.join(cmd)}", source, proc.stderr)
         os.replace(cpp, so.with_suffix(".cpp"))  # kept next to the library, for reading
         os.replace(tmp, so)
-    lib = ctypes.CDLL(str(so))
-    _libraries[key] = lib
-    return lib
+    _libraries[key] = ctypes.CDLL(str(so))
+    return _libraries[key]
 
 
 class CppKernel:

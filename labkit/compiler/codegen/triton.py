@@ -24,17 +24,23 @@ from typing import Any
 import sympy
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, store_index
 
 TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
             torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
-            torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
+            torch.uint8: "tl.uint8", torch.bool: "tl.int1", torch.float16: "tl.float16",
+            torch.bfloat16: "tl.bfloat16"}
+# The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
+VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
 PERSISTENT_MAX = 16384  # longest row kept in registers as one block
 LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
+# Column reductions: each program owns COL_XBLOCK neighbouring kept elements (one 128-byte line of
+# float32 per row, so a warp's loads coalesce) and walks down the rows COL_RBLOCK at a time.
+COL_XBLOCK, COL_RBLOCK = 32, 64
 # Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
 # in registers without spilling (GPU tuning knob; the interpreter ignores it).
 ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
@@ -56,6 +62,13 @@ def _lk_max(a, b):
 @triton.jit
 def _lk_min(a, b):
     return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _lk_round_bf(x):  # float32 -> nearest-even bfloat16, kept in float32 (the interpreter truncates)
+    u = x.to(tl.uint32, bitcast=True)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+    return tl.where(x != x, x, r)
 '''
 
 
@@ -76,16 +89,22 @@ class TritonOverrides(InfixOverrides):
 
     @staticmethod
     def constant(value: Any, dtype: torch.dtype) -> str:
-        if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        value = scalar(value, dtype)
+        if isinstance(value, float) and not math.isfinite(value):
             value = f'float("{value}")'
         elif dtype == torch.bool:
-            value = int(bool(value))
-        return f"tl.full([], {value}, {TL_TYPES[dtype]})"
+            value = int(value)
+        return f"tl.full([], {value!s}, {VALUE_TYPES[dtype]})"
 
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
+        """A cast; to float16/bfloat16 it rounds, but the value stays a float32 in registers."""
         if dtype == torch.bool:
             return f"({x} != 0)"
+        if dtype == torch.bfloat16:
+            return f"_lk_round_bf({x})"
+        if dtype == torch.float16:
+            return f"{x}.to(tl.float16).to(tl.float32)"
         return f"{x}.to({TL_TYPES[dtype]})"
 
     @staticmethod
@@ -170,11 +189,17 @@ class TritonKernelWriter(KernelWriter):
         super().__init__(kernel, dtypes)
         self.mask = "xmask"
         self.rnumel = numel(self.r_sizes)
-        self.persistent = self.rnumel <= PERSISTENT_MAX
-        if self.space.rdims:
+        self.persistent = self.rnumel <= PERSISTENT_MAX and not kernel.column
+        self.rblock = "BLOCK"
+        if kernel.column:  # tiles of [COL_RBLOCK rows x BLOCK kept elements], looped down the rows
+            self.block, self.rblock = COL_XBLOCK, str(COL_RBLOCK)
+            self.grid, self.num_warps = -(-numel(self.row_sizes) // COL_XBLOCK), 8
+        elif self.space.rdims:
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
             self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
+            if not self.persistent:  # a long row streams through: 4 floats per thread per chunk,
+                self.num_warps = 16  # Inductor's choice too (num_warps = RBLOCK // 128, at most 16)
         else:
             self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
@@ -189,6 +214,7 @@ class TritonKernelWriter(KernelWriter):
     def is_block(self, index: sympy.Expr) -> bool:
         """Whether the address is a block (depends on the vectorized loop), else a scalar."""
         vector = set(self.rvars) if self.space.rdims else set(self.rows)
+        vector |= set(self.rows) if self.kernel.column else set()
         return bool(sympy.sympify(index.subs(self.subs)).free_symbols & vector)
 
     def load(self, name: str, index: sympy.Expr) -> str:
@@ -199,13 +225,19 @@ class TritonKernelWriter(KernelWriter):
             # program stored in an earlier loop (the scheduler checked the positions line up).
             return self.node_value(self.members[name])
         mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
-        return self.cse(f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})")
+        value = f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})"
+        if self.dtypes[name] in (torch.float16, torch.bfloat16):
+            value += ".to(tl.float32)"
+        return self.cse(value)
 
-    def store(self, name: str, value: str) -> None:
+    def store(self, name: str, value: str, mask: str | None = None) -> None:
         if name in self.ptr:
-            node = self.members[name]
-            where = store_index(node, self.space)
-            mask = f", {self.mask}" if self.mask and self.is_block(where) else ""
+            where = store_index(self.members[name], self.space)
+            mask = self.mask if mask is None else mask
+            mask = f", {mask}" if mask and self.is_block(where) else ""
+            if self.dtypes[name] == torch.bfloat16:
+                value = f"_lk_round_bf({value})"
+            value = f"{value}.to({TL_TYPES[self.dtypes[name]]})"
             self.emit(f"tl.store({self.ptr[name]} + ({self.index(where)}), {value}{mask})")
 
     def unravel(self, flat: str, loop: list[Any], sizes: list[int]) -> None:
@@ -219,30 +251,32 @@ class TritonKernelWriter(KernelWriter):
     def source(self) -> str:
         """The complete @triton.jit function for this kernel."""
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
-        if self.space.rdims:
-            self.reduction_body()
-        else:
-            self.pointwise_body()
+        self.reduction_body() if self.space.rdims else self.pointwise_body()
         return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
                           *self.lines])
 
     def pointwise_body(self) -> None:
-        n = numel(self.row_sizes)
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
-        self.emit(f"xmask = xindex < {n}")
+        self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
         self.unravel("xindex", self.rows, self.row_sizes)
         for node in self.kernel.nodes:
             self.compute(node)
 
     def r_setup(self, offset: str) -> None:
-        self.emit(f"rindex = {offset}tl.arange(0, BLOCK)")
+        column = self.kernel.column
+        self.emit(f"rindex = {offset}tl.arange(0, {self.rblock}){'[:, None]' if column else ''}")
         if self.mask:
-            self.emit(f"rmask = rindex < {self.rnumel}")
+            self.emit(f"rmask = (rindex < {self.rnumel}){' & xmask' if column else ''}")
         self.unravel("rindex", self.rvars, self.r_sizes)
 
     def reduction_body(self) -> None:
-        self.emit("xindex = tl.program_id(0)")
+        if self.kernel.column:  # a row of BLOCK kept elements: neighbouring threads, neighbouring columns
+            self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]")
+            self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
+        else:
+            self.emit("xindex = tl.program_id(0)")
         self.unravel("xindex", self.rows, self.row_sizes)
+        row_mask = "xmask" if self.kernel.column else ""
         # A row that exactly fills the block needs no mask: loads and stores stay unpredicated.
         self.mask = "" if self.persistent and self.block == self.rnumel else "rmask"
         if self.persistent:
@@ -251,7 +285,7 @@ class TritonKernelWriter(KernelWriter):
             if node.is_reduction:
                 self.reduction(node)
             elif not self.per_element(node):  # once per row: scalar loads and stores
-                saved, self.mask = self.mask, ""
+                saved, self.mask = self.mask, row_mask
                 self.compute(node)
                 self.mask = saved
             elif self.persistent:
@@ -262,12 +296,12 @@ class TritonKernelWriter(KernelWriter):
                 self.pop()
 
     def open_loop(self) -> None:
-        self.emit(f"for roffset in range(0, {self.rnumel}, BLOCK):")
+        self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
         self.push()
         self.r_setup("roffset + ")
 
     def reduction(self, node: Any) -> None:
-        kind, ttype = node.data.reduction_type, TL_TYPES[node.dtype]
+        kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
         ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
         acc = self.new_var("acc")
         combine = f"_lk_{kind}"
@@ -279,14 +313,16 @@ class TritonKernelWriter(KernelWriter):
                 value = self.cse(f"{value} + tl.full([BLOCK], 0, {ttype})")
             self.emit(f"{acc} = tl.reduce({value}, 0, {combine})")
         else:
-            self.emit(f"_{acc} = tl.full([BLOCK], {ident}, {ttype})")
+            column = self.kernel.column
+            shape = f"[{self.rblock}, BLOCK]" if column else "[BLOCK]"
+            self.emit(f"_{acc} = tl.full({shape}, {ident}, {ttype})")
             self.open_loop()
             value = self.node_value(node)
             self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
             self.pop()
-            self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine})")
+            self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine}{', keep_dims=True' if column else ''})")
         self.locals[node.name] = acc
-        self.store(node.name, acc)  # one scalar per row: is_block() is False, so no mask
+        self.store(node.name, acc, "xmask")  # one value per row: masked only in a column tile
 
 
 class TritonKernelError(RuntimeError):
@@ -326,12 +362,10 @@ def _load_module(source: str, interpret: bool) -> Any:
 class TritonKernel:
     """A generated Triton kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
-    def __init__(self, name: str, source: str, kernel: FusedKernel, args: list[str],
-                 device: torch.device, launch: dict[str, int] | None = None,
-                 arg_dtypes: list[torch.dtype] | None = None) -> None:
-        self.name, self.source, self.origins = name, source, kernel.origins
-        self.launch = launch or {}
-        self.arg_dtypes = arg_dtypes or []
+    def __init__(self, name: str, source: str, kernel: FusedKernel, device: torch.device,
+                 launch: dict[str, int], arg_dtypes: list[torch.dtype] | None = None) -> None:
+        self.name, self.source, self.origins, self.launch = name, source, kernel.origins, launch
+        self.arg_dtypes = arg_dtypes or []  # of the pointer arguments (compiling it ahead of time)
         try:
             module = _load_module(HEADER + source, device.type != "cuda")
         except Exception as e:  # syntax errors and the like: show the code with the message
@@ -354,24 +388,3 @@ def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
     writer = TritonKernelWriter(kernel, dtypes)
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
     return writer.source(), writer.reads + writer.writes, launch
-
-
-_PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64",
-              torch.int32: "*i32", torch.int16: "*i16", torch.int8: "*i8", torch.uint8: "*u8",
-              torch.bool: "*i1"}
-
-
-def gpu_asm(kernel: TritonKernel, arch: int = 90) -> dict[str, str]:
-    """Compile a generated kernel for an NVIDIA GPU (no GPU needed): ttir, ttgir, llir, ptx."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    fn = getattr(_load_module(HEADER + kernel.source, interpret=False), kernel.name)
-    names = [a for a in fn.arg_names if a != "BLOCK"]
-    signature = {n: _PTR_TYPES[d] for n, d in zip(names, kernel.arg_dtypes)}
-    signature["BLOCK"] = "constexpr"
-    src = ASTSource(fn, signature=signature, constexprs={"BLOCK": kernel.launch["block"]})
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": kernel.launch["num_warps"]})
-    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
