@@ -391,18 +391,40 @@ if graphs is not None:
         launched = graphs.meta["launches"].get(tm.label, {})
         print(f"{tm.label:32s} {tm.median_s * 1e6:7.1f} us per call   launches: {launched}")
     print("all match eager:", graphs.meta.get("matches_eager"))
+    t = {tm.label: tm.median_s for tm in graphs.timings}
+    default, replay = t.get("inductor (default)"), t.get('inductor mode="reduce-overhead"')
+    if default and replay:
+        print(f"reduce-overhead vs default compile: {default / replay:.2f}x faster per call; "
+              f"vs eager: {t['eager'] / replay:.2f}x")
 
 # %% [markdown]
+# Read the launch counts first: eager and the default compile make one launch call per kernel, while
+# `reduce-overhead` makes a single `cudaGraphLaunch` (plus one for the `.clone()` the recorder does
+# so that the next replay cannot overwrite an output still in use). Then read the times, and don't
+# skip the surprise in the recording made on the H100 with torch 2.11: at this tiny size **both
+# compiled versions are slower per call than eager**. Launches are not the only per-call CPU cost: a
+# compiled function also evaluates its guards and runs AOTAutograd's and Inductor's Python wrappers,
+# and CUDA-graph trees add their own bookkeeping; for seven microsecond-sized kernels that costs more
+# than the launches save (notebook 08's tiny MLP showed the same for the default compile).
+# `reduce-overhead` still beats the default compile, by about the launches it removes. The win
+# over eager comes with more kernels per call (a whole model's forward and backward), which is where
+# people use it. Measure your own model; don't assume.
+#
 # A CUDA graph replays fixed kernels on fixed memory addresses. So Inductor refuses (and says why) when
 # the graph could not be replayed faithfully: an input on the **CPU** (it would need a host copy in the
 # middle), an input **mutated** in place (the replay writes into the graph's own static buffers, not
 # into the caller's tensor), and **dynamic shapes** (each new size records a new graph; Inductor warns
-# when there are many). What it said in the recording:
+# when there are many). What it said in the recording (with torch 2.11 on the H100, probing these
+# cases one after another in one process tripped an internal check of the CUDA-graph memory pool;
+# the recording keeps that error rather than hiding it, and a GPU student running this live sees
+# Inductor's own messages):
 
 # %%
 if graphs is not None:
-    for case, info in graphs.meta.get("cudagraph_skips", {}).items():
+    for case, info in (graphs.meta.get("cudagraph_skips") or {}).items():
         print(f"{case}:\n    {info}")
+    for part, err in (graphs.meta.get("errors") or {}).items():
+        print(f"{part} could not be recorded here: {err}")
 
 # %% [markdown]
 # The fixes follow: move every input to the GPU, keep mutations inside the compiled region or out of
