@@ -86,6 +86,7 @@ class Setup:
     sandboxed: bool = True                  # False: --unsafe-no-sandbox (every report is marked)
     strict: bool = True                     # list files outside the layout (grading, not check)
     lib_reference: dict | None = None       # the instructor's library transcript (pass 1)
+    template: Path | None = None            # the stubbed workspace, built once per run
 
 
 def seed_from_key(key: str) -> int:
@@ -128,6 +129,8 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
                 cell.outputs = []
         references[nb_path] = executed
     setup = Setup(root, rubric, references, seed, sandboxed=sandboxed)
+    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
+    build_workspace(root, setup.template, rubric)
     tested = [t for t in rubric.tasks if t.tests]
     if tested:   # the expected values of the library tasks: the instructor's library, sandboxed
         work = Path(tempfile.mkdtemp(prefix="ref-lib-", dir=scratch))
@@ -189,7 +192,11 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
             why = "submission refused" if intake.refused else "nothing of yours to grade"
             scores = [TaskScore(t.id, 0.0, t.points, [why]) for t in rubric.tasks]
             return Report(name, scores, problems)
-        build_workspace(setup.root, work / "code", rubric if setup.stub else None, overlay)
+        if setup.template is not None:   # stubbing parses Python (ast is not thread-safe in 3.11)
+            shutil.copytree(setup.template, work / "code", symlinks=True)
+            build_workspace(setup.template, work / "code", None, overlay, copy=False)
+        else:
+            build_workspace(setup.root, work / "code", rubric if setup.stub else None, overlay)
         cell_problems: dict[tuple[str, str], str] = {}
         for nb_path, reference in setup.references.items():
             editable = [c for t in rubric.for_notebook(nb_path) for c in t.editable]

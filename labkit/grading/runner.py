@@ -103,9 +103,14 @@ def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
 
 
 def build_workspace(root: Path, dest: Path, stub: Rubric | None,
-                    overlay: dict[str, Path] | None = None) -> None:
+                    overlay: dict[str, Path] | None = None, copy: bool = True) -> None:
     """Copy labkit/, tests/ and conftest.py; stub every solution (given a rubric); overlay files."""
     dest.mkdir(parents=True, exist_ok=True)
+    if not copy:
+        for rel, src in (overlay or {}).items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / rel)
+        return
     shutil.copytree(root / "labkit", dest / "labkit", ignore=COPY_IGNORE, dirs_exist_ok=True)
     if (root / "tests").is_dir():
         shutil.copytree(root / "tests", dest / "tests", ignore=COPY_IGNORE, dirs_exist_ok=True)
@@ -239,6 +244,9 @@ def _sandbox_kernels(box: Sandbox) -> None:
                 kwargs.update(transport="ipc", ip=str(Path(box.sockets) / "kernel"),
                               connection_file=str(Path(box.sockets) / "kernel.json"))
             super().__init__(**kwargs)
+            # A signal would reach bwrap, not the kernel (its own session inside): interrupt a
+            # timed-out cell with a control message, which ipykernel turns into its own SIGINT.
+            self.kernel_spec.interrupt_mode = "message"
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)
