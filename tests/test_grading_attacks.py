@@ -220,7 +220,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     setup = G.prepare(ROOT, rubric, G.seed_from_key(KEY), base)
     reports = G.grade_all(setup, subs, base, jobs=2)
     write_all(reports, rubric, base / "out")
-    leftovers = [pid for slot in range(2) for pid in S.leftovers(S.BASE_UID + slot)]
+    leftovers = [pid for slot in range(2) for pid in S.leftovers(S.uid_for(slot))]
     return {"reports": {r.student: r for r in reports}, "setup": setup, "base": base, "subs": subs,
             "leftovers": leftovers, "unchanged": _digest(subs) == before, "order": reports}
 

@@ -267,9 +267,11 @@ def _sandbox_kernels(box: Sandbox) -> None:
 
     def get_message(self, stream, timeout=None):
         msg = original(self, stream, timeout)
+        first = sent[0] <= MAX_KERNEL_OUTPUT
         sent[0] += len(json.dumps(msg.get("content", {}), default=str))
         if sent[0] > MAX_KERNEL_OUTPUT:
-            self.km.kill_kernel() if hasattr(self.km, "kill_kernel") else None
+            if first:
+                self.km.shutdown_kernel(now=True)      # the flood stops; later cells fail
             raise RuntimeError(f"Kernel died: over {MAX_KERNEL_OUTPUT} bytes of output")
         return msg
 

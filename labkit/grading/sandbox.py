@@ -10,7 +10,7 @@ namespace, killed with the outer ``bwrap`` (``--die-with-parent``), and the kern
 process left in the namespace.
 
 As root (the usual grading setup) bwrap runs privileged and ``setpriv`` drops the command to a
-uid/gid of its own (``61000 + slot``; no groups, no capabilities, ``no_new_privs``): the student's
+uid/gid of its own (:func:`uid_for`; no groups, no capabilities, ``no_new_privs``): the student's
 processes are a real unprivileged user on the host, and two parallel sandboxes are two different
 users. As another user bwrap uses a user namespace (``--uid 65534``) instead.
 """
@@ -29,7 +29,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SANDBOX_ENV = "LABKIT_SANDBOX"          # JSON of a Sandbox, for the nbval process's kernel manager
-BASE_UID = 61000                        # sandbox uids are BASE_UID + slot (root graders only)
+BASE_UID = 61000                        # sandbox uids: see uid_for (root graders only)
+SLOTS = 20                              # parallel sandboxes one grading process may use
+
+
+def uid_for(slot: int, pid: int | None = None) -> int:
+    """The host uid of sandbox ``slot`` of this grading process.
+
+    Each process gets its own block of uids, so two grading runs on one machine never share a
+    uid (the leftover sweep kills every process of a sandbox uid).
+    """
+    return BASE_UID + ((os.getpid() if pid is None else pid) % 400) * SLOTS + slot % SLOTS
 INSTALL_HINT = ("bubblewrap (bwrap) is needed to grade safely: `sudo apt-get install bubblewrap` "
                 "(Debian/Ubuntu; `make setup` installs it when run as root). Without it, "
                 "`make grade UNSAFE=1` grades with no sandbox and marks every report.")
@@ -64,11 +74,11 @@ class Sandbox:
     enabled: bool = True
     limits: Limits = field(default_factory=Limits)
     env: tuple[tuple[str, str], ...] = ()
+    uid: int = -1                        # the host uid of its processes (root graders); -1: derive
 
-    @property
-    def uid(self) -> int:
-        """The host uid the student's processes run as (root graders)."""
-        return BASE_UID + self.slot
+    def __post_init__(self) -> None:
+        if self.uid < 0:
+            object.__setattr__(self, "uid", uid_for(self.slot))
 
     def to_json(self) -> str:
         """For the nbval subprocess (``LABKIT_SANDBOX``)."""
