@@ -271,6 +271,8 @@ def test_grading_twice_with_one_key_gives_identical_grades(run):
     for name in ("aa_honest", "lib_forge", "proc_peek"):
         os.rename(run["subs"] / name, again_subs / name)
     again = {r.student: r for r in G.grade_all(run["setup"], again_subs, run["base"], jobs=1)}
+    assert sorted(again) == ["aa_honest", "lib_forge", "proc_peek"]
+    assert {s.task: s.points for s in again["aa_honest"].scores} == FULL
     for name in again:
         assert [(s.task, s.points) for s in again[name].scores] == \
             [(s.task, s.points) for s in run["reports"][name].scores]

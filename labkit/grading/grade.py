@@ -40,7 +40,7 @@ from labkit.grading.runner import (
     run_pytest,
     sandbox_env,
 )
-from labkit.grading.sandbox import Finished, Sandbox, end, python
+from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python
 from labkit.grading.sandbox import run as run_box
 
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
@@ -106,12 +106,27 @@ def load_key(out: Path, key: str | None) -> str:
 
 
 def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: bool = True) -> Setup:
-    """Pass 1: execute each reference notebook with the instructor's solution under ``seed``.
+    """Pass 1: this run's expected outputs (notebooks) and expected values (library tasks).
 
-    Seed 0 reuses the outputs stored in the master notebooks (the released, visible values): fast,
-    for smoke tests, but never for real grading, since students can see those values.
+    The notebooks are executed with the instructor's solution under ``seed`` while, on the other
+    core, the library tasks' tests run on the instructor's library in a sandbox. Seed 0 reuses the
+    outputs stored in the master notebooks (the released, visible values): fast, for smoke tests,
+    but never for real grading, since students can see those values.
     """
-    cache = scratch / "cache"
+    setup = Setup(root, rubric, {}, seed, sandboxed=sandboxed)
+    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
+    build_workspace(root, setup.template, rubric)
+    tested = [t for t in rubric.tasks if t.tests]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        library = pool.submit(_library_reference, setup, tested, scratch) if tested else None
+        setup.references = _notebook_references(root, rubric, seed, scratch)
+        setup.lib_reference = library.result() if library is not None else None
+    return setup
+
+
+def _notebook_references(root: Path, rubric: Rubric, seed: int, scratch: Path
+                         ) -> dict[str, NotebookNode]:
+    """Each master notebook executed under ``seed``, outputs kept only for graded cells."""
     references = {}
     for nb_path in rubric.notebooks:
         graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
@@ -120,7 +135,7 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
         executed = master
         if seed != 0:   # seed 0 is what the master's stored outputs were made with
             run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
-            env = grading_env(seed, cache, root)
+            env = grading_env(seed, scratch / "cache", root)
             executed = execute(master, run_dir, env, rubric.cell_timeout_s)
             nbs.precheck(executed, graded, nb_path + " (executed)")
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -128,22 +143,26 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
             if cell.cell_type == "code" and cell.get("id") not in graded:
                 cell.outputs = []
         references[nb_path] = executed
-    setup = Setup(root, rubric, references, seed, sandboxed=sandboxed)
-    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
-    build_workspace(root, setup.template, rubric)
-    tested = [t for t in rubric.tasks if t.tests]
-    if tested:   # the expected values of the library tasks: the instructor's library, sandboxed
-        work = Path(tempfile.mkdtemp(prefix="ref-lib-", dir=scratch))
-        build_workspace(root, work / "code", None)
-        box = _box(setup, work, 0)
-        verdicts = library_run(Setup(root, rubric, {}, seed, sandboxed=sandboxed), box, tested,
-                               rubric.submission_timeout_s, work / "lib.log")[0]
-        setup.lib_reference = read_transcript(Path(box.scratch) / "observe.jsonl")
+    return references
+
+
+def _library_reference(setup: Setup, tested: list[Task], scratch: Path) -> dict:
+    """The library tasks' transcript on the instructor's library (sandboxed; kept outside)."""
+    work = Path(tempfile.mkdtemp(prefix="ref-lib-", dir=scratch))
+    try:
+        build_workspace(setup.root, work / "code", None)
+        box = _box(setup, work, SLOTS - 1)            # a slot no submission uses
+        verdicts = library_run(setup, box, tested, setup.rubric.submission_timeout_s,
+                               work / "lib.log", reference=True)[0]
         bad = [n for n, v in verdicts.items() if v[0] != "passed"]
         if bad or not verdicts:
-            raise RuntimeError(f"the instructor's library fails its own marked tests: {bad or 'none ran'}")
+            raise RuntimeError(f"the instructor's library fails its own marked tests: "
+                               f"{bad or 'none ran'}")
+        return read_transcript(Path(box.scratch) / "observe.jsonl")
+    finally:
+        if setup.sandboxed and os.geteuid() == 0:
+            end(Sandbox(code="", scratch="", slot=SLOTS - 1))
         shutil.rmtree(work, ignore_errors=True)
-    return setup
 
 
 def _category(detail: str) -> str:
@@ -194,6 +213,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
             return Report(name, scores, problems)
         if setup.template is not None:   # stubbing parses Python (ast is not thread-safe in 3.11)
             shutil.copytree(setup.template, work / "code", symlinks=True)
+            os.chmod(work / "code", 0o755)        # copytree kept mkdtemp's 0700: the sandbox reads it
             build_workspace(setup.template, work / "code", None, overlay, copy=False)
         else:
             build_workspace(setup.root, work / "code", rubric if setup.stub else None, overlay)
@@ -251,8 +271,8 @@ def lib_files(root: Path, tasks: list[Task]) -> list[str]:
                    for p in root.glob(pattern)})
 
 
-def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, log: Path
-                ) -> tuple[dict[str, tuple[str, str, list[str]]], Finished]:
+def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, log: Path,
+                reference: bool = False) -> tuple[dict[str, tuple[str, str, list[str]]], Finished]:
     """The marked tests of ``tasks`` inside ``box``; verdicts judged here against the reference."""
     code = Path(box.code)
     transcript = Path(box.scratch) / "observe.jsonl"
@@ -262,7 +282,7 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
            "--noconftest", "-q", "-m", markers, "--timeout=120",
            *[str(code / f) for f in lib_files(code, tasks)]]
     finished = run_box(box, cmd, seconds, log)
-    verdicts = judge(read_transcript(transcript), setup.lib_reference)
+    verdicts = judge(read_transcript(transcript), None if reference else setup.lib_reference)
     return verdicts, finished
 
 
@@ -319,6 +339,7 @@ def submissions_in(folder: Path) -> list[Path]:
 
 def grade_all(setup: Setup, folder: Path, scratch: Path, jobs: int = 1) -> list[Report]:
     """Grade every submission, ``jobs`` at a time (one sandbox slot each); never fatal."""
+    jobs = max(1, min(jobs, SLOTS - 1))
     slots: queue.Queue[int] = queue.Queue()
     for k in range(max(1, jobs)):
         slots.put(k)
