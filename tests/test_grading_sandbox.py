@@ -228,3 +228,16 @@ def test_judge_needs_the_reference_values() -> None:
     assert judge(wrong, ref)["t::a"][0] == "failed"
     assert judge({}, ref)["t::a"][0] == "failed"                   # killed before reporting
     assert not _agree(_encode(torch.zeros(2, 1), None, None), _encode(torch.zeros(2), None, None))
+
+
+def test_unsafe_mode_marks_every_report(tmp_path: Path) -> None:
+    from labkit.grading import grade as G
+
+    rubric = load().only(["3.1"])
+    setup = G.Setup(ROOT, rubric, {}, seed=1, sandboxed=False)
+    (tmp_path / "subs" / "student").mkdir(parents=True)
+    (report,) = G.grade_all(setup, tmp_path / "subs", tmp_path)
+    assert report.problems[0] == G.UNSAFE_WARNING and report.total == 0
+    commands.write_all([report], rubric, tmp_path / "out")
+    assert "WITHOUT a sandbox" in (tmp_path / "out" / "feedback" / "student.html").read_text()
+    assert "WITHOUT a sandbox" in (tmp_path / "out" / "report.json").read_text()

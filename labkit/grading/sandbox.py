@@ -92,6 +92,11 @@ class Sandbox:
         raw["env"] = tuple(tuple(kv) for kv in raw["env"])
         return cls(**raw)
 
+    def environment(self) -> dict[str, str]:
+        """The whole environment of a sandboxed command (everything else is cleared)."""
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.scratch, "USER": "student",
+                "LOGNAME": "student", "LANG": "C.UTF-8", "TMPDIR": "/tmp", **dict(self.env)}
+
     def prepare(self) -> None:
         """Create the writable folders, owned by the sandbox's uid when we are root."""
         for path in (self.scratch, self.sockets):
@@ -106,8 +111,9 @@ class Sandbox:
     def wrap(self, cmd: list[str], cwd: str | None = None) -> list[str]:
         """``cmd`` as it runs inside this sandbox (or under limits only, when disabled)."""
         inner = [*self.limits.prlimit(), *cmd] if shutil.which("prlimit") else list(cmd)
-        if not self.enabled:
-            return ["env", f"--chdir={cwd or self.scratch}", *inner]
+        if not self.enabled:   # unsafe mode: still the sandbox's environment, cwd and limits
+            return ["env", "-i", f"--chdir={cwd or self.scratch}",
+                    *[f"{k}={v}" for k, v in sorted(self.environment().items())], *inner]
         return bwrap_argv(self, cwd or self.scratch) + inner
 
 
@@ -171,9 +177,7 @@ def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
     for rw in (box.scratch, box.sockets):
         if rw:
             argv += _dirs_for(Path(rw), made) + ["--bind", rw, rw]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": box.scratch, "USER": "student",
-           "LOGNAME": "student", "LANG": "C.UTF-8", "TMPDIR": "/tmp", **dict(box.env)}
-    for key, value in sorted(env.items()):
+    for key, value in sorted(box.environment().items()):
         argv += ["--setenv", key, value]
     argv.append("--")
     if root:
