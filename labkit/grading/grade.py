@@ -276,8 +276,12 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
     """The marked tests of ``tasks`` inside ``box``; verdicts judged here against the reference."""
     code = Path(box.code)
     transcript = Path(box.scratch) / "observe.jsonl"
+    try:   # whatever the notebook run left there goes (a link: just the link)
+        transcript.unlink(missing_ok=True)
+    except IsADirectoryError:
+        shutil.rmtree(transcript, ignore_errors=True)
     markers = " or ".join(t.marker for t in tasks)
-    cmd = [python(), "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.observe",
+    cmd = [python(), "-P", "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.observe",
            "-o", "addopts=", "-c", str(code / "pytest.ini"), "--rootdir", str(code),
            "--noconftest", "-q", "-m", markers, "--timeout=120",
            *[str(code / f) for f in lib_files(code, tasks)]]
