@@ -136,7 +136,8 @@ def _notebook_references(root: Path, rubric: Rubric, seed: int, scratch: Path
         if seed != 0:   # seed 0 is what the master's stored outputs were made with
             run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
             env = grading_env(seed, scratch / "cache", root)
-            executed = execute(master, run_dir, env, rubric.cell_timeout_s)
+            # The instructor's own cells: a generous limit, since a timeout here stops the run.
+            executed = execute(master, run_dir, env, max(600, 3 * rubric.cell_timeout_s))
             nbs.precheck(executed, graded, nb_path + " (executed)")
             shutil.rmtree(run_dir, ignore_errors=True)
         for cell in executed.cells:      # only graded outputs are compared; keep nothing else
