@@ -87,6 +87,7 @@ class Setup:
     strict: bool = True                     # list files outside the layout (grading, not check)
     lib_reference: dict | None = None       # the instructor's library transcript (pass 1)
     template: Path | None = None            # the stubbed workspace, built once per run
+    warm: Path | None = None                # pass 1's compiled C++ objects only (no sources)
 
 
 def seed_from_key(key: str) -> int:
@@ -121,7 +122,25 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
         library = pool.submit(_library_reference, setup, tested, scratch) if tested else None
         setup.references = _notebook_references(root, rubric, seed, scratch)
         setup.lib_reference = library.result() if library is not None else None
+    setup.warm = _compiled_only(scratch / "cache" / "inductor", scratch / "warm")
     return setup
+
+
+def _compiled_only(cache: Path, dest: Path) -> Path | None:
+    """The ``.so`` files of pass 1's Inductor cache, at their hashed paths, and nothing else.
+
+    Inductor looks a C++ kernel up by the hash of its source and loads the ``.so`` found next to
+    it, so a submission that generates the same kernel skips g++. The generated sources (``.cpp``,
+    output-code ``.py``) stay out: they would show a student what the solution compiles to.
+    """
+    if not cache.is_dir():
+        return None
+    for so in cache.rglob("*.so"):
+        if so.is_file() and not so.is_symlink():
+            target = dest / so.relative_to(cache)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(so, target)
+    return dest if dest.is_dir() else None
 
 
 def _notebook_references(root: Path, rubric: Rubric, seed: int, scratch: Path
@@ -228,6 +247,8 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                 cell_problems[(Path(nb_path).name, cid)] = what
             nbs.write(result.notebook, trusted / "nb" / Path(nb_path).name)
         box = _box(setup, work, slot)
+        if setup.warm is not None:
+            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor")
         outcomes: list[Outcome] = []
         logs: list[str] = []
         seconds_left = float(rubric.submission_timeout_s)
