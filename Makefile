@@ -11,7 +11,7 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-lib test-notebooks lint figures bench-capture bench-compiler \
-        bench-course record-gpu gpu-check notebooks student check grade clean
+        bench-course bench-grading record-gpu gpu-check notebooks student check grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -71,8 +71,12 @@ student: setup  ## build the solution-free release in dist/student/
 check: setup  ## students: run the visible checks of your own work, per task
 	$(PY) -m labkit.grading check
 
-grade: setup  ## instructors: make grade SUBMISSIONS=<dir> -> grades.csv, report.json, feedback/
-	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)"
+grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -> grades/ (each student in a bwrap sandbox)
+	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)" --jobs $(or $(JOBS),1) \
+	    $(if $(UNSAFE),--unsafe-no-sandbox)
+
+bench-grading: setup  ## seconds per full submission and submissions/hour for a 40-student class, JOBS=1 and 2
+	$(PY) benchmarks/bench_grading.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf dist build *.egg-info .pytest_cache

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# System tools the course needs beyond pip: graphviz's `dot` (diagrams) and chromium (browser tests).
+# System tools the course needs beyond pip: graphviz's `dot` (diagrams), chromium (browser tests) and
+# bubblewrap's `bwrap` (the sandbox `make grade` runs student code in; Linux only).
 # Installs them with apt when running as root on Debian/Ubuntu; otherwise says what to install.
 set -euo pipefail
 
 need=()
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+[ "$(uname -s)" = Linux ] && ! command -v bwrap >/dev/null 2>&1 && need+=(bubblewrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -25,5 +27,9 @@ for pkg in "${need[@]}"; do
     chromium)
         echo "note: /usr/bin/chromium is missing; the browser tests will be skipped." >&2
         echo "  Debian/Ubuntu: sudo apt-get install chromium" >&2 ;;
+    bubblewrap)
+        echo "note: bwrap (bubblewrap) is missing; \`make grade\` refuses to grade without it." >&2
+        echo "  Debian/Ubuntu: sudo apt-get install bubblewrap   Fedora: sudo dnf install bubblewrap" >&2
+        echo "  (students do not need it: \`make check\` runs without a sandbox)" >&2 ;;
     esac
 done

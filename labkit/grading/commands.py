@@ -16,6 +16,7 @@ from pathlib import Path
 
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as rubric_mod
+from labkit.grading import sandbox
 from labkit.grading.grade import (
     Report,
     Setup,
@@ -105,30 +106,64 @@ def self_check(root: Path, rubric: Rubric) -> Report:
     for nb_path in rubric.notebooks:
         source = root / checks_path(nb_path)
         references[nb_path] = nbs.read(source if source.exists() else root / nb_path)
-    setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False)
+    setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False,
+                  sandboxed=sandbox.available() == "", strict=False)
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
         return grade_one(setup, root, "self-check", Path(tmp))
 
 
 # -- grading outputs -------------------------------------------------------------------------------
 def write_all(reports: list[Report], rubric: Rubric, out: Path) -> None:
-    """All three outputs under ``out``."""
+    """All three outputs under ``out``, written once, after the last submission, from one list.
+
+    Each file is written next to its final name and renamed into place, so ``grades.csv`` and
+    ``report.json`` always hold the same run (no sandbox is alive by now to touch them).
+    """
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(reports, rubric, out / "grades.csv")
-    (out / "report.json").write_text(json.dumps(as_json(reports, rubric), indent=2) + "\n")
     for r in reports:
-        write_feedback(r, rubric, out / "feedback" / f"{r.student}.html")
+        write_feedback(r, rubric, out / "feedback" / f"{_file_name(r.student)}.html")
+    _replace(out / "report.json", json.dumps(as_json(reports, rubric), indent=2) + "\n")
+    _replace(out / "grades.csv", csv_text(reports, rubric))
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.write_text(text, newline="")
+    tmp.replace(path)
+
+
+def _file_name(student: str) -> str:
+    """A feedback file name from a folder name (no separators, no leading dot)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in student).lstrip(".")
+    return safe or "_"
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    """A CSV cell a spreadsheet shows as text, never runs (OWASP: prefix a formula start with ')."""
+    return "'" + value if value.startswith(FORMULA_START) else value
+
+
+def csv_text(reports: list[Report], rubric: Rubric) -> str:
+    """One row per student: points per task, total, maximum (deterministic, no timings)."""
+    import io
+
+    fh = io.StringIO()
+    writer = csv.writer(fh)
+    writer.writerow(["student", *[f"task {t.id}" for t in rubric.tasks], "total", "max"])
+    for r in reports:
+        pts = {s.task: s.points for s in r.scores}
+        writer.writerow([csv_cell(r.student), *[_num(pts[t.id]) for t in rubric.tasks],
+                         _num(r.total), _num(sum(t.points for t in rubric.tasks))])
+    return fh.getvalue()
 
 
 def write_csv(reports: list[Report], rubric: Rubric, path: Path) -> None:
-    """One row per student: points per task, total, maximum (deterministic, no timings)."""
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", *[f"task {t.id}" for t in rubric.tasks], "total", "max"])
-        for r in reports:
-            pts = {s.task: s.points for s in r.scores}
-            writer.writerow([r.student, *[_num(pts[t.id]) for t in rubric.tasks],
-                             _num(r.total), _num(sum(t.points for t in rubric.tasks))])
+    """``grades.csv`` alone (see :func:`write_all`)."""
+    _replace(path, csv_text(reports, rubric))
 
 
 def as_json(reports: list[Report], rubric: Rubric) -> dict[str, object]:
@@ -206,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "grades")
     p.add_argument("--key", help="grading key (default: kept in OUT/.grade-key)")
     p.add_argument("--task", action="append", help="only this task (repeatable)")
+    p.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade without bubblewrap (student code runs as you); marks every report")
     p = sub.add_parser("reference", help="instructors: execute the master exercise notebooks")
     p.add_argument("--notebook", action="append", help="only notebooks whose path contains this")
     args = parser.parse_args(argv)
@@ -232,13 +270,19 @@ def grade_command(args: argparse.Namespace, rubric: rubric_mod.Rubric) -> int:
     if not args.submissions.is_dir():
         print(f"no such folder: {args.submissions}", file=sys.stderr)
         return 2
+    why = sandbox.available()
+    if why and not args.unsafe_no_sandbox:
+        print(f"refusing to grade: no sandbox ({why}).\n{sandbox.INSTALL_HINT}", file=sys.stderr)
+        return 3
+    if why:
+        print(f"WARNING: grading WITHOUT a sandbox ({why}); every report says so", file=sys.stderr)
     rubric = rubric.only(args.task)
     seed = seed_from_key(load_key(args.out, args.key))
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
-        setup = prepare(ROOT, rubric, seed, Path(tmp))
+        setup = prepare(ROOT, rubric, seed, Path(tmp), sandboxed=not why)
         print(f"reference executed in {time.monotonic() - start:.0f} s")
-        reports = grade_all(setup, args.submissions, Path(tmp))
+        reports = grade_all(setup, args.submissions, Path(tmp), jobs=args.jobs)
     write_all(reports, rubric, args.out)
     for r in reports:
         print(f"{r.student}: {r.total:g}/{sum(t.points for t in rubric.tasks):g} ({r.seconds:.0f} s)")

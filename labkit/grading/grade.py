@@ -1,35 +1,47 @@
 """Grade submissions: graft each student's code into the instructor's notebooks, run, score by cell id.
 
 Per grading run: draw a secret seed from the grading key, execute every reference notebook once
-with the instructor's solution under that seed (pass 1: this run's expected outputs), then for each
-submission build a fresh workspace (stubbed library + allow-listed student files), graft only the
-source of student-editable cells, and run nbval and the task-marked tests (pass 2). A submission
-that cannot be read, crashes or hangs is reported as such; the others are graded as usual.
+with the instructor's solution under that seed (pass 1: this run's expected outputs) and run the
+library tasks' tests once on the instructor's library in a sandbox (their expected values). Then
+each submission is taken in through :mod:`labkit.grading.intake` (plain files of the layout only),
+gets a read-only workspace (stubbed library + its own files) and a scratch folder, and runs in its
+own sandbox (:mod:`labkit.grading.sandbox`): nbval stays outside with the expected outputs and
+only the kernel is inside; the library tests run inside and are judged outside
+(:mod:`labkit.grading.observe`). A submission that cannot be read, crashes or hangs is reported as
+such; the others are graded as usual, ``jobs`` at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import queue
 import re
 import secrets
 import shutil
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbformat import NotebookNode
 
 from labkit.grading import notebooks as nbs
-from labkit.grading.rubric import Rubric, Task, stub_file
+from labkit.grading.intake import stage
+from labkit.grading.observe import judge, read_transcript
+from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (
     SANITIZE,
     Outcome,
-    RunResult,
     build_workspace,
     execute,
     grading_env,
     run_pytest,
+    sandbox_env,
 )
+from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python
+from labkit.grading.sandbox import run as run_box
 
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
@@ -69,9 +81,13 @@ class Setup:
     rubric: Rubric
     references: dict[str, NotebookNode]     # notebook path -> reference with expected outputs
     seed: int
-    cache: Path | None = None               # warm compiler cache from pass 1, copied per run
     stub: bool = True                       # stub the library's solutions in the workspace
     unlink: bool = True                     # delete the graded notebooks once nbval has read them
+    sandboxed: bool = True                  # False: --unsafe-no-sandbox (every report is marked)
+    strict: bool = True                     # list files outside the layout (grading, not check)
+    lib_reference: dict | None = None       # the instructor's library transcript (pass 1)
+    template: Path | None = None            # the stubbed workspace, built once per run
+    warm: Path | None = None                # pass 1's compiled C++ objects only (no sources)
 
 
 def seed_from_key(key: str) -> int:
@@ -90,13 +106,46 @@ def load_key(out: Path, key: str | None) -> str:
     return path.read_text().strip()
 
 
-def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path) -> Setup:
-    """Pass 1: execute each reference notebook with the instructor's solution under ``seed``.
+def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: bool = True) -> Setup:
+    """Pass 1: this run's expected outputs (notebooks) and expected values (library tasks).
 
-    Seed 0 reuses the outputs stored in the master notebooks (the released, visible values): fast,
-    for smoke tests, but never for real grading, since students can see those values.
+    The notebooks are executed with the instructor's solution under ``seed`` while, on the other
+    core, the library tasks' tests run on the instructor's library in a sandbox. Seed 0 reuses the
+    outputs stored in the master notebooks (the released, visible values): fast, for smoke tests,
+    but never for real grading, since students can see those values.
     """
-    cache = scratch / "cache"
+    setup = Setup(root, rubric, {}, seed, sandboxed=sandboxed)
+    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
+    build_workspace(root, setup.template, rubric)
+    tested = [t for t in rubric.tasks if t.tests]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        library = pool.submit(_library_reference, setup, tested, scratch) if tested else None
+        setup.references = _notebook_references(root, rubric, seed, scratch)
+        setup.lib_reference = library.result() if library is not None else None
+    setup.warm = _compiled_only(scratch / "cache" / "inductor", scratch / "warm")
+    return setup
+
+
+def _compiled_only(cache: Path, dest: Path) -> Path | None:
+    """The ``.so`` files of pass 1's Inductor cache, at their hashed paths, and nothing else.
+
+    Inductor looks a C++ kernel up by the hash of its source and loads the ``.so`` found next to
+    it, so a submission that generates the same kernel skips g++. The generated sources (``.cpp``,
+    output-code ``.py``) stay out: they would show a student what the solution compiles to.
+    """
+    if not cache.is_dir():
+        return None
+    for so in cache.rglob("*.so"):
+        if so.is_file() and not so.is_symlink():
+            target = dest / so.relative_to(cache)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(so, target)
+    return dest if dest.is_dir() else None
+
+
+def _notebook_references(root: Path, rubric: Rubric, seed: int, scratch: Path
+                         ) -> dict[str, NotebookNode]:
+    """Each master notebook executed under ``seed``, outputs kept only for graded cells."""
     references = {}
     for nb_path in rubric.notebooks:
         graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
@@ -105,15 +154,35 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path) -> Setup:
         executed = master
         if seed != 0:   # seed 0 is what the master's stored outputs were made with
             run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
-            env = grading_env(seed, cache, root)
-            executed = execute(master, run_dir, env, rubric.cell_timeout_s)
+            env = grading_env(seed, scratch / "cache", root)
+            # The instructor's own cells: a generous limit, since a timeout here stops the run.
+            executed = execute(master, run_dir, env, max(600, 3 * rubric.cell_timeout_s))
             nbs.precheck(executed, graded, nb_path + " (executed)")
             shutil.rmtree(run_dir, ignore_errors=True)
         for cell in executed.cells:      # only graded outputs are compared; keep nothing else
             if cell.cell_type == "code" and cell.get("id") not in graded:
                 cell.outputs = []
         references[nb_path] = executed
-    return Setup(root, rubric, references, seed, cache)
+    return references
+
+
+def _library_reference(setup: Setup, tested: list[Task], scratch: Path) -> dict:
+    """The library tasks' transcript on the instructor's library (sandboxed; kept outside)."""
+    work = Path(tempfile.mkdtemp(prefix="ref-lib-", dir=scratch))
+    try:
+        build_workspace(setup.root, work / "code", None)
+        box = _box(setup, work, SLOTS - 1)            # a slot no submission uses
+        verdicts = library_run(setup, box, tested, setup.rubric.submission_timeout_s,
+                               work / "lib.log", reference=True)[0]
+        bad = [n for n, v in verdicts.items() if v[0] != "passed"]
+        if bad or not verdicts:
+            raise RuntimeError(f"the instructor's library fails its own marked tests: "
+                               f"{bad or 'none ran'}")
+        return read_transcript(Path(box.scratch) / "observe.jsonl")
+    finally:
+        if setup.sandboxed and os.geteuid() == 0:
+            end(Sandbox(code="", scratch="", slot=SLOTS - 1))
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _category(detail: str) -> str:
@@ -131,130 +200,116 @@ def _category(detail: str) -> str:
     return f"raised {names[-1]}" if names else "failed"
 
 
-def _safe_overlay(student: Path, files: list[str]) -> tuple[dict[str, Path], list[str]]:
-    """Allow-listed library files that are plain files inside the submission (no symlinks)."""
-    overlay, problems = {}, []
-    base = student.resolve()
-    for rel in files:
-        path = student / rel
-        if not path.exists() and not path.is_symlink():
-            continue
-        links = [p for p in [path, *path.parents] if p.is_symlink()]
-        if links or not path.is_file() or base not in path.resolve().parents:
-            problems.append(f"{rel}: not a plain file inside the submission, ignored")
-            continue
-        overlay[rel] = path
-    return overlay, problems
+UNSAFE_WARNING = ("WARNING: graded WITHOUT a sandbox (--unsafe-no-sandbox): this submission's code "
+                  "ran as the grader's user and could have read or changed what grading trusts")
 
 
-def grade_one(setup: Setup, student: Path, name: str, scratch: Path) -> Report:
+def _box(setup: Setup, work: Path, slot: int) -> Sandbox:
+    """The sandbox of one run: ``work/code`` read-only, ``work/scratch`` and sockets writable."""
+    scratch = work / "scratch"
+    env = sandbox_env(setup.seed, scratch, work / "code")
+    return Sandbox(code=str(work / "code"), scratch=str(scratch), sockets=str(work / "sock"),
+                   slot=slot, enabled=setup.sandboxed, env=tuple(sorted(env.items())))
+
+
+def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int = 0) -> Report:
     """Grade one submission folder (notebooks and library files at their repository paths)."""
     rubric = setup.rubric
-    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=scratch))
-    logs = Path(tempfile.mkdtemp(prefix="out-", dir=scratch))
-    overlay, problems = _safe_overlay(student, rubric.library_files())
-    build_workspace(setup.root, ws, rubric if setup.stub else None, overlay)
-    cell_problems: dict[tuple[str, str], str] = {}
-    for nb_path, reference in setup.references.items():
-        editable = [c for t in rubric.for_notebook(nb_path) for c in t.editable]
-        result = nbs.graft(reference, student / nb_path, editable)
-        if result.read_error:
-            problems.append(f"{nb_path}: {result.read_error}")
-        for cid, what in result.problems.items():
-            cell_problems[(Path(nb_path).name, cid)] = what
-        nbs.write(result.notebook, ws / "nb" / Path(nb_path).name)
-    nothing = not overlay and all(p.startswith(("notebook not handed in", "could not read"))
-                                  for p in [problems_of(problems, nb) for nb in setup.references])
-    if nothing:   # nothing to run: no readable notebook, no library file
-        scores = [TaskScore(t.id, 0.0, t.points, ["nothing of yours to grade"]) for t in rubric.tasks]
-        shutil.rmtree(ws, ignore_errors=True)
-        shutil.rmtree(logs, ignore_errors=True)
-        return Report(name, scores, problems)
-    cache = ws / ".cache"
-    if setup.cache is not None and setup.cache.exists():
-        shutil.copytree(setup.cache, cache)
-    env = grading_env(setup.seed, cache, ws)
-    if setup.unlink:
-        env["LABKIT_GRADING_UNLINK"] = "1"
-    runs: list[RunResult] = []
-    reruns: list[RunResult] = []
-    seconds_left = float(rubric.submission_timeout_s)
-    if setup.references:
-        run = run_pytest(["--noconftest", "--nbval-lax", "--nbval-current-env",
-                          f"--nbval-sanitize-with={ws / 'labkit' / 'grading' / SANITIZE.name}",
-                          f"--nbval-cell-timeout={rubric.cell_timeout_s}",
-                          "--nbval-kernel-startup-timeout=120",
-                          *sorted(str(p) for p in (ws / "nb").glob("*.ipynb"))],
-                         ws, env, seconds_left, logs / "nb.xml", logs / "nb.jsonl",
-                         hide=setup.root)
-        runs.append(run)
-        seconds_left = max(30.0, seconds_left - run.seconds)
-        if run.timed_out:
-            problems.append("notebooks: the time limit per submission was reached; "
-                            "cells that had not finished score 0")
-    tested = [t for t in rubric.tasks if t.tests]
-    if tested:
-        run = _run_tests(ws, tested, env, seconds_left, logs, "lib", hide=setup.root)
-        runs.append(run)
-        seconds_left = max(30.0, seconds_left - run.seconds)
-        if run.timed_out:
-            problems.append("library tests: the time limit per submission was reached")
-        reruns = _isolated_reruns(setup, student, tested, run, env, seconds_left, scratch)
-    for r in runs:
-        if not r.outcomes and not r.timed_out:
-            problems.append("a grading run produced no results (see the instructor log)")
-    rescued = {m for r in reruns for o in r.outcomes for m in o.properties.get("task_marker", [])}
-    outcomes = [o for r in runs for o in r.outcomes
-                if not rescued & set(o.properties.get("task_marker", []))]
-    outcomes += [o for r in reruns for o in r.outcomes]
-    scores = [score_task(t, outcomes, cell_problems) for t in rubric.tasks]
-    report = Report(name, scores, problems, round(sum(r.seconds for r in runs + reruns), 1),
-                    [r.output_tail for r in runs])
-    shutil.rmtree(ws, ignore_errors=True)
-    shutil.rmtree(logs, ignore_errors=True)
-    return report
+    start = time.monotonic()
+    trusted = Path(tempfile.mkdtemp(prefix="trusted-", dir=scratch))   # never inside a sandbox
+    work = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch))
+    try:
+        intake = stage(student, rubric.library_files() + list(rubric.notebooks),
+                       set(rubric.notebooks), trusted / "staged", list_ignored=setup.strict)
+        problems = list(intake.problems)
+        if not setup.sandboxed and setup.strict:
+            problems.insert(0, UNSAFE_WARNING)
+        staged = intake.staged
+        overlay = {rel: staged / rel for rel in rubric.library_files() if rel in intake.files}
+        handed = [nb for nb in setup.references if nb in intake.files]
+        if intake.refused or (not overlay and not handed):
+            why = "submission refused" if intake.refused else "nothing of yours to grade"
+            scores = [TaskScore(t.id, 0.0, t.points, [why]) for t in rubric.tasks]
+            return Report(name, scores, problems)
+        if setup.template is not None:   # stubbing parses Python (ast is not thread-safe in 3.11)
+            shutil.copytree(setup.template, work / "code", symlinks=True)
+            os.chmod(work / "code", 0o755)        # copytree kept mkdtemp's 0700: the sandbox reads it
+            build_workspace(setup.template, work / "code", None, overlay, copy=False)
+        else:
+            build_workspace(setup.root, work / "code", rubric if setup.stub else None, overlay)
+        cell_problems: dict[tuple[str, str], str] = {}
+        for nb_path, reference in setup.references.items():
+            editable = [c for t in rubric.for_notebook(nb_path) for c in t.editable]
+            result = nbs.graft(reference, staged / nb_path if nb_path in handed else None, editable)
+            if result.read_error:
+                problems.append(f"{nb_path}: {result.read_error}")
+            for cid, what in result.problems.items():
+                cell_problems[(Path(nb_path).name, cid)] = what
+            nbs.write(result.notebook, trusted / "nb" / Path(nb_path).name)
+        box = _box(setup, work, slot)
+        if setup.warm is not None:
+            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor")
+        outcomes: list[Outcome] = []
+        logs: list[str] = []
+        seconds_left = float(rubric.submission_timeout_s)
+        if setup.references:
+            env = grading_env(setup.seed, trusted / "cache", setup.root)
+            env["LABKIT_GRADING_UNLINK"] = "1" if setup.unlink else "0"
+            run = run_pytest(["--noconftest", "--nbval-lax", "--nbval-current-env",
+                              f"--nbval-sanitize-with={SANITIZE}",
+                              f"--nbval-cell-timeout={rubric.cell_timeout_s}",
+                              "--nbval-kernel-startup-timeout=120",
+                              *sorted(str(p) for p in (trusted / "nb").glob("*.ipynb"))],
+                             trusted, env, seconds_left, trusted / "nb.xml", trusted / "nb.jsonl",
+                             box=box)
+            outcomes += run.outcomes
+            logs.append(run.output_tail)
+            seconds_left = max(30.0, seconds_left - run.seconds)
+            if run.timed_out:
+                problems.append("notebooks: the time limit per submission was reached; "
+                                "cells that had not finished score 0")
+            elif not run.outcomes:
+                problems.append("a grading run produced no results (see the instructor log)")
+        tested = [t for t in rubric.tasks if t.tests]
+        if tested:
+            verdicts, finished = library_run(setup, box, tested, seconds_left, trusted / "lib.log")
+            logs.append(finished.output_tail)
+            if finished.timed_out:
+                problems.append("library tests: the time limit per submission was reached")
+            outcomes += [Outcome(nid, out, detail, {"task_marker": marks})
+                         for nid, (out, detail, marks) in verdicts.items()]
+        scores = [score_task(t, outcomes, cell_problems) for t in rubric.tasks]
+        return Report(name, scores, problems, round(time.monotonic() - start, 1), logs)
+    finally:
+        if setup.sandboxed and os.geteuid() == 0:
+            end(Sandbox(code="", scratch="", slot=slot))   # nothing of this student outlives it
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(trusted, ignore_errors=True)
 
 
-def _run_tests(ws: Path, tasks: list[Task], env: dict[str, str], seconds: float, logs: Path,
-               tag: str, hide: Path | None = None) -> RunResult:
-    """The instructor's tests marked for ``tasks``, run in workspace ``ws``."""
-    files = sorted({str(p.relative_to(ws)) for t in tasks for pattern in t.tests
-                    for p in ws.glob(pattern)})
+def lib_files(root: Path, tasks: list[Task]) -> list[str]:
+    """The test files holding ``tasks``' marked tests (relative to a workspace)."""
+    return sorted({str(p.relative_to(root)) for t in tasks for pattern in t.tests
+                   for p in root.glob(pattern)})
+
+
+def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, log: Path,
+                reference: bool = False) -> tuple[dict[str, tuple[str, str, list[str]]], Finished]:
+    """The marked tests of ``tasks`` inside ``box``; verdicts judged here against the reference."""
+    code = Path(box.code)
+    transcript = Path(box.scratch) / "observe.jsonl"
+    try:   # whatever the notebook run left there goes (a link: just the link)
+        transcript.unlink(missing_ok=True)
+    except IsADirectoryError:
+        shutil.rmtree(transcript, ignore_errors=True)
     markers = " or ".join(t.marker for t in tasks)
-    return run_pytest(["-m", markers, "--timeout=120", *files], ws, env, seconds,
-                      logs / f"{tag}.xml", logs / f"{tag}.jsonl", hide=hide)
-
-
-def _isolated_reruns(setup: Setup, student: Path, tasks: list[Task], first: RunResult,
-                     env: dict[str, str], seconds: float, scratch: Path) -> list[RunResult]:
-    """Re-run each failed library task with only ITS files from the student.
-
-    End-to-end tests of one compiler unit exercise the others too (a lowering test goes through
-    the scheduler), so a wrong answer to 5.4 would also fail 5.1. Each failed task gets a second
-    chance in a workspace where every other task's file is the instructor's; the student sees no
-    more than before (feedback never quotes code), and a pass in either run counts.
-    """
-    failed = [t for t in tasks if t.files and any((student / f).is_file() for f in t.files)
-              and score_task(t, first.outcomes, {}).points == 0.0]
-    others = [t for t in tasks if t.files]
-    if not failed or len(others) < 2:
-        return []
-    reruns = []
-    for task in failed:
-        ws = Path(tempfile.mkdtemp(prefix="iso-", dir=scratch))
-        overlay, _ = _safe_overlay(student, list(task.files))
-        build_workspace(setup.root, ws, None, overlay)
-        for rel in task.files:
-            if rel not in overlay and (ws / rel).exists():
-                (ws / rel).write_text(stub_file(ws / rel, task.id))
-        run = _run_tests(ws, [task], {**env, "PYTHONPATH": str(ws)}, seconds, ws, "iso",
-                         hide=setup.root)
-        seconds = max(30.0, seconds - run.seconds)
-        mine = [o for o in run.outcomes if task.marker in o.properties.get("task_marker", [])]
-        if mine and all(o.outcome == "passed" for o in mine):
-            reruns.append(run)
-        shutil.rmtree(ws, ignore_errors=True)
-    return reruns
+    cmd = [python(), "-P", "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.observe",
+           "-o", "addopts=", "-c", str(code / "pytest.ini"), "--rootdir", str(code),
+           "--noconftest", "-q", "-m", markers, "--timeout=120",
+           *[str(code / f) for f in lib_files(code, tasks)]]
+    finished = run_box(box, cmd, seconds, log)
+    verdicts = judge(read_transcript(transcript), None if reference else setup.lib_reference)
+    return verdicts, finished
 
 
 def problems_of(problems: list[str], nb_path: str) -> str:
@@ -301,18 +356,29 @@ def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[st
 
 
 def submissions_in(folder: Path) -> list[Path]:
-    """Each sub-folder is one student's submission, graded in name order."""
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Each entry of ``folder`` is one student's submission, graded in name order.
+
+    Entries that are not plain folders (links, files) are kept: intake refuses them with a message.
+    """
+    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
 
 
-def grade_all(setup: Setup, folder: Path, scratch: Path) -> list[Report]:
-    """Grade every submission; one that breaks the grader is reported, never fatal."""
-    reports = []
-    for student in submissions_in(folder):
+def grade_all(setup: Setup, folder: Path, scratch: Path, jobs: int = 1) -> list[Report]:
+    """Grade every submission, ``jobs`` at a time (one sandbox slot each); never fatal."""
+    jobs = max(1, min(jobs, SLOTS - 1))
+    slots: queue.Queue[int] = queue.Queue()
+    for k in range(max(1, jobs)):
+        slots.put(k)
+
+    def one(student: Path) -> Report:
+        slot = slots.get()
         try:
-            reports.append(grade_one(setup, student, student.name, scratch))
+            return grade_one(setup, student, student.name, scratch, slot)
         except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the run
             zero = [TaskScore(t.id, 0.0, t.points, ["not graded"]) for t in setup.rubric.tasks]
-            reports.append(Report(student.name, zero,
-                                  [f"grading failed: {type(exc).__name__}: {exc}"[:300]]))
-    return reports
+            return Report(student.name, zero, [f"grading failed: {type(exc).__name__}: {exc}"[:300]])
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, submissions_in(folder)))

@@ -1,27 +1,22 @@
-"""Run things for grading: workspaces, references, pytest/nbval with limits, and the pytest plugin.
+"""Run things for grading: workspaces, references, nbval with a sandboxed kernel, and its plugin.
 
-Every run is a subprocess in its own session, killed as a group at its time limit, with its own
-Inductor/Triton caches and a seed passed through ``LABKIT_GRADE_SEED``. Loaded into those runs as
-``-p labkit.grading.runner``, this module is also the plugin: it registers the ``taskN_M`` markers,
-drops stderr from nbval's comparison (library warnings are noise), writes each item's cell id and
-task markers into the JUnit XML, logs every result as it happens (a run killed at its time limit
-still leaves a record), and in grading runs deletes the graded notebooks once nbval has read them,
-before any student code runs. Where it can (root on Linux, with ``unshare``), a run also gets its
-own mount namespace in which the instructor's tree is an empty directory, so student code cannot
-read the master notebooks or the solutions in it.
+The trusted side runs here, as the grader: nbval (which holds the expected outputs), the JUnit XML
+and the logs. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
+process as ``-p labkit.grading.runner``, this module is also the plugin that starts every notebook
+kernel inside the submission's sandbox (ipc transport through a socket folder bound into it, since
+the sandbox has no network), caps the output a kernel may send, registers the ``taskN_M`` markers,
+drops stderr from nbval's comparison, writes each item's cell id into the JUnit XML and logs every
+result as it happens (a run killed at its time limit still leaves a record).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -31,6 +26,7 @@ import pytest
 from nbformat import NotebookNode
 
 from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
+from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
 SEED_ENV = "LABKIT_GRADE_SEED"
 SANITIZE = Path(__file__).with_name("sanitize.cfg")
@@ -80,10 +76,41 @@ def grading_env(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
     return env
 
 
+def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
+    """The whole environment of a sandboxed command (bwrap clears everything else)."""
+    cache = scratch / ".cache"
+    return {
+        "PYTHONPATH": str(code),
+        SEED_ENV: str(seed),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        "TRITON_INTERPRET": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "LABKIT_CACHE_DIR": str(cache / "labkit"),
+        "MPLCONFIGDIR": str(cache / "mpl"),
+        "XDG_CACHE_HOME": str(cache),
+        "JUPYTER_RUNTIME_DIR": str(scratch / ".jupyter"),
+        "IPYTHONDIR": str(scratch / ".ipython"),
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "LABKIT_OBSERVE": str(scratch / "observe.jsonl"),
+    }
+
+
 def build_workspace(root: Path, dest: Path, stub: Rubric | None,
-                    overlay: dict[str, Path] | None = None) -> None:
+                    overlay: dict[str, Path] | None = None, copy: bool = True) -> None:
     """Copy labkit/, tests/ and conftest.py; stub every solution (given a rubric); overlay files."""
     dest.mkdir(parents=True, exist_ok=True)
+    if not copy:
+        for rel, src in (overlay or {}).items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / rel)
+        return
     shutil.copytree(root / "labkit", dest / "labkit", ignore=COPY_IGNORE, dirs_exist_ok=True)
     if (root / "tests").is_dir():
         shutil.copytree(root / "tests", dest / "tests", ignore=COPY_IGNORE, dirs_exist_ok=True)
@@ -100,53 +127,21 @@ def build_workspace(root: Path, dest: Path, stub: Rubric | None,
         shutil.copyfile(src, target)
 
 
-@functools.cache
-def can_hide_trees() -> bool:
-    """True when this process may give a child its own mount namespace (root + unshare)."""
-    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-def hiding(cmd: list[str], hide: Path | None, scratch: Path) -> list[str]:
-    """Wrap ``cmd`` so that it sees ``hide`` as an empty directory (its Python env kept visible).
-
-    Without the rights for a mount namespace the command is returned as it is and a warning is
-    printed: the run then relies on the other defences (fresh seeds, graded copies deleted).
-    """
-    if hide is None:
-        return cmd
-    if not can_hide_trees():
-        print(f"warning: cannot hide {hide} from student code (needs root and unshare)",
-              file=sys.stderr)
-        return cmd
-    hide = hide.resolve()
-    keep = [p for p in {Path(sys.prefix).resolve()} if p.is_relative_to(hide)]  # a venv inside
-    spots = [Path(tempfile.mkdtemp(prefix="keep-", dir=scratch)) for _ in keep]
-    q = shlex.quote
-    lines = ["set -e"]
-    lines += [f"mount --bind {q(str(p))} {q(str(m))}" for p, m in zip(keep, spots)]
-    lines.append(f"mount -t tmpfs -o size=1m,mode=755 labkit-hidden {q(str(hide))}")
-    for p, m in zip(keep, spots):
-        lines += [f"mkdir -p {q(str(p))}", f"mount --bind {q(str(m))} {q(str(p))}"]
-    lines.append('exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh",
-            *cmd]
-
-
 def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-               junit: Path, log: Path, hide: Path | None = None) -> RunResult:
-    """``python -m pytest ARGS`` under the grading plugin, killed (whole group) at ``timeout_s``.
+               junit: Path, log: Path, box: Sandbox | None = None) -> RunResult:
+    """``python -m pytest ARGS`` (trusted, here) under the grading plugin, killed at ``timeout_s``.
 
-    ``hide``: a directory (the instructor's tree) the run must not be able to read.
+    ``box``: the sandbox every notebook kernel of this run starts in (its whole namespace is
+    killed with the run).
     """
-    env = {**env, "LABKIT_GRADING_LOG": str(log)}
+    env = {**env, LOG_ENV: str(log)}
+    if box is not None:
+        env[SANDBOX_ENV] = box.to_json()
+        box.prepare()
+    (cwd / "pytest.ini").write_text("[pytest]\n")
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.runner",
            "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
            f"--junitxml={junit}", "-q", *args]
-    cmd = hiding(cmd, hide, junit.parent)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, text=True)
@@ -157,6 +152,8 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+    if box is not None:
+        end(box)
     seconds = time.monotonic() - start
     outcomes = parse_junit(junit) if junit.exists() and not timed_out else parse_log(log)
     return RunResult(outcomes, seconds, timed_out, proc.returncode, (out or "")[-3000:])
@@ -222,10 +219,63 @@ UNLINK_ENV = "LABKIT_GRADING_UNLINK"     # "1": delete collected notebooks befor
 LOG_ENV = "LABKIT_GRADING_LOG"           # path of the JSON-lines result log
 
 
+MAX_KERNEL_OUTPUT = 16 << 20             # bytes of output one notebook's kernel may send
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Register one marker per rubric task (pyproject may not list them yet)."""
+    """Register one marker per rubric task; start kernels in the run's sandbox (if one is given)."""
     for line in load().markers():
         config.addinivalue_line("markers", line)
+    spec = os.environ.get(SANDBOX_ENV)
+    if spec:
+        _sandbox_kernels(Sandbox.from_json(spec))
+
+
+def _sandbox_kernels(box: Sandbox) -> None:
+    """Make nbval's kernels start inside ``box`` and cap what they may send back."""
+    import nbval.kernel
+    from jupyter_client.manager import KernelManager
+
+    class SandboxedKernelManager(KernelManager):
+        """A kernel inside the sandbox: argv wrapped in bwrap, ipc sockets in a bound folder."""
+
+        def __init__(self, **kwargs):
+            if box.enabled:   # no network in the sandbox: unix sockets in a folder it shares
+                kwargs.update(transport="ipc", ip=str(Path(box.sockets) / "kernel"),
+                              connection_file=str(Path(box.sockets) / "kernel.json"))
+            super().__init__(**kwargs)
+            # A signal would reach bwrap, not the kernel (its own session inside): interrupt a
+            # timed-out cell with a control message, which ipykernel turns into its own SIGINT.
+            self.kernel_spec.interrupt_mode = "message"
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            if cmd and Path(cmd[0]).name.startswith("python"):
+                from labkit.grading.sandbox import python
+
+                cmd[0] = python()
+            return box.wrap(cmd, box.scratch)
+
+        def write_connection_file(self, **kwargs):
+            super().write_connection_file(**kwargs)
+            if box.enabled and os.geteuid() == 0:   # the kernel (sandbox uid) must read it
+                os.chown(self.connection_file, box.uid, box.uid)
+
+    nbval.kernel.KernelManager = SandboxedKernelManager
+    original = nbval.kernel.RunningKernel.get_message
+    sent = [0]
+
+    def get_message(self, stream, timeout=None):
+        msg = original(self, stream, timeout)
+        first = sent[0] <= MAX_KERNEL_OUTPUT
+        sent[0] += len(json.dumps(msg.get("content", {}), default=str))
+        if sent[0] > MAX_KERNEL_OUTPUT:
+            if first:
+                self.km.shutdown_kernel(now=True)      # the flood stops; later cells fail
+            raise RuntimeError(f"Kernel died: over {MAX_KERNEL_OUTPUT} bytes of output")
+        return msg
+
+    nbval.kernel.RunningKernel.get_message = get_message
 
 
 def pytest_collectstart(collector: pytest.Collector) -> None:

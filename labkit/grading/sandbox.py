@@ -1,0 +1,283 @@
+"""The sandbox every piece of student code runs in: bubblewrap, an unprivileged uid, limits.
+
+A sandboxed command sees a read-only system (``/usr``, a few ``/etc`` files), the read-only Python
+environment, the read-only workspace code (stubbed library + the student's files + tests), and
+exactly one writable place: the submission's scratch folder (its cwd, ``HOME``, ``/tmp`` and
+caches). It has its own PID namespace (``/proc`` lists only the sandbox), no network, no IPC with
+the host, a new session (no terminal), and limits on memory, CPU time, processes, file size and
+open files. Its processes all die when the sandbox's turn ends: bubblewrap's init is PID 1 of the
+namespace, killed with the outer ``bwrap`` (``--die-with-parent``), and the kernel then kills every
+process left in the namespace.
+
+As root (the usual grading setup) bwrap runs privileged and ``setpriv`` drops the command to a
+uid/gid of its own (:func:`uid_for`; no groups, no capabilities, ``no_new_privs``): the student's
+processes are a real unprivileged user on the host, and two parallel sandboxes are two different
+users. As another user bwrap uses a user namespace (``--uid 65534``) instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SANDBOX_ENV = "LABKIT_SANDBOX"          # JSON of a Sandbox, for the nbval process's kernel manager
+BASE_UID = 61000                        # sandbox uids: see uid_for (root graders only)
+SLOTS = 20                              # parallel sandboxes one grading process may use
+
+
+def uid_for(slot: int, pid: int | None = None) -> int:
+    """The host uid of sandbox ``slot`` of this grading process.
+
+    Each process gets its own block of uids, so two grading runs on one machine never share a
+    uid (the leftover sweep kills every process of a sandbox uid).
+    """
+    return BASE_UID + ((os.getpid() if pid is None else pid) % 400) * SLOTS + slot % SLOTS
+INSTALL_HINT = ("bubblewrap (bwrap) is needed to grade safely: `sudo apt-get install bubblewrap` "
+                "(Debian/Ubuntu; `make setup` installs it when run as root). Without it, "
+                "`make grade UNSAFE=1` grades with no sandbox and marks every report.")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed command (per process, as with ``prlimit``)."""
+
+    memory_bytes: int = 8 << 30          # RLIMIT_AS
+    cpu_s: int = 900                     # RLIMIT_CPU
+    processes: int = 512                 # RLIMIT_NPROC (per uid, threads count)
+    file_bytes: int = 256 << 20          # RLIMIT_FSIZE: any file written, the output log included
+    open_files: int = 1024               # RLIMIT_NOFILE
+    tmp_bytes: int = 512 << 20           # size of the sandbox's own /tmp (a tmpfs)
+
+    def prlimit(self) -> list[str]:
+        """``prlimit`` arguments setting these limits (soft = hard)."""
+        return ["prlimit", f"--as={self.memory_bytes}", f"--cpu={self.cpu_s}",
+                f"--nproc={self.processes}", f"--fsize={self.file_bytes}",
+                f"--nofile={self.open_files}", "--core=0", "--"]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where one submission's code may look and write; ``enabled=False`` is the unsafe mode."""
+
+    code: str                            # read-only: the workspace library, tests, pytest.ini
+    scratch: str                         # read-write: cwd, HOME, /tmp, caches
+    sockets: str = ""                    # read-write: the kernel's ipc sockets + connection file
+    slot: int = 0
+    enabled: bool = True
+    limits: Limits = field(default_factory=Limits)
+    env: tuple[tuple[str, str], ...] = ()
+    uid: int = -1                        # the host uid of its processes (root graders); -1: derive
+
+    def __post_init__(self) -> None:
+        if self.uid < 0:
+            object.__setattr__(self, "uid", uid_for(self.slot))
+
+    def to_json(self) -> str:
+        """For the nbval subprocess (``LABKIT_SANDBOX``)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Sandbox:
+        """Inverse of :meth:`to_json`."""
+        raw = json.loads(text)
+        raw["limits"] = Limits(**raw["limits"])
+        raw["env"] = tuple(tuple(kv) for kv in raw["env"])
+        return cls(**raw)
+
+    def environment(self) -> dict[str, str]:
+        """The whole environment of a sandboxed command (everything else is cleared)."""
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.scratch, "USER": "student",
+                "LOGNAME": "student", "LANG": "C.UTF-8", "TMPDIR": "/tmp", **dict(self.env)}
+
+    def prepare(self) -> None:
+        """Create the writable folders, owned by the sandbox's uid when we are root."""
+        for path in (self.scratch, self.sockets):
+            if not path:
+                continue
+            Path(path).mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0 and self.enabled:
+                for p in [Path(path), *Path(path).rglob("*")]:
+                    os.lchown(p, self.uid, self.uid)
+                os.chmod(path, 0o700)
+
+    def wrap(self, cmd: list[str], cwd: str | None = None) -> list[str]:
+        """``cmd`` as it runs inside this sandbox (or under limits only, when disabled)."""
+        inner = [*self.limits.prlimit(), *cmd] if shutil.which("prlimit") else list(cmd)
+        if not self.enabled:   # unsafe mode: still the sandbox's environment, cwd and limits
+            return ["env", "-i", f"--chdir={cwd or self.scratch}",
+                    *[f"{k}={v}" for k, v in sorted(self.environment().items())], *inner]
+        return bwrap_argv(self, cwd or self.scratch) + inner
+
+
+def python() -> str:
+    """This environment's interpreter by a path that exists inside the sandbox (links resolved)."""
+    return str(Path(sys.prefix).resolve() / "bin" / "python")
+
+
+def _python_roots() -> list[Path]:
+    """The folders the interpreter and the environment live in (bound read-only)."""
+    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+             Path(os.path.realpath(sys.executable)).parent.parent}
+    return sorted(r for r in roots if not r.is_relative_to("/usr") and r != Path("/"))
+
+
+ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
+       "passwd", "group", "hosts", "ssl", "ca-certificates", "fonts", "matplotlibrc", "mime.types"]
+
+
+def _dirs_for(path: Path, made: set[Path]) -> list[str]:
+    """``--dir`` arguments (mode 0755) for every missing parent of ``path``, outermost first."""
+    out = []
+    for parent in reversed(path.parents):
+        if parent == Path("/") or parent in made:
+            continue
+        made.add(parent)
+        out += ["--perms", "0755", "--dir", str(parent)]
+    return out
+
+
+def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
+    """The bwrap (+ setpriv as root) prefix for one command in ``box``."""
+    root = os.geteuid() == 0
+    argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
+            "--hostname", "sandbox"]
+    if root:   # privileged bwrap: setpriv needs these two to drop to the sandbox uid, then drops all
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                 "--cap-add", "CAP_SETPCAP"]
+    else:
+        argv += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin", "lib32"):
+        p = Path("/") / name
+        if p.is_symlink():
+            argv += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            argv += ["--ro-bind", str(p), str(p)]
+    made: set[Path] = set()
+    argv += ["--perms", "0755", "--dir", "/etc"]
+    made.add(Path("/etc"))
+    for name in ETC:
+        if (Path("/etc") / name).exists():
+            argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--size", str(box.limits.tmp_bytes), "--tmpfs", "/tmp"]
+    for r in _python_roots():
+        argv += _dirs_for(r, made) + ["--ro-bind", str(r), str(r)]
+    code = Path(box.code)
+    argv += _dirs_for(code, made) + ["--ro-bind", str(code), str(code)]
+    for rw in (box.scratch, box.sockets):
+        if rw:
+            argv += _dirs_for(Path(rw), made) + ["--bind", rw, rw]
+    for key, value in sorted(box.environment().items()):
+        argv += ["--setenv", key, value]
+    argv.append("--")
+    if root:
+        argv += ["setpriv", f"--reuid={box.uid}", f"--regid={box.uid}", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return argv + ["env", f"--chdir={cwd}"]   # after the uid drop: the folders are 0700, the uid's
+
+
+@functools.cache
+def available() -> str:
+    """'' when a sandbox can run here, else why not (checked once by running one)."""
+    if sys.platform != "linux":
+        return f"bubblewrap sandboxes need Linux (this is {sys.platform})"
+    missing = [t for t in ("bwrap", "prlimit") + (("setpriv",) if os.geteuid() == 0 else ())
+               if not shutil.which(t)]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="labkit-probe-") as tmp:
+        (Path(tmp) / "code").mkdir()
+        box = Sandbox(code=str(Path(tmp) / "code"), scratch=str(Path(tmp) / "scratch"), slot=999)
+        box.prepare()
+        try:
+            res = subprocess.run(box.wrap([python(), "-c", "import os; print(os.getuid())"]),
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap failed to start: {exc}"
+        if res.returncode != 0 or res.stdout.strip() in ("", "0"):
+            return f"bwrap failed: {(res.stderr or res.stdout).strip()[-300:]}"
+    return ""
+
+
+def leftovers(uid: int) -> list[int]:
+    """PIDs of host processes running as ``uid`` (a sandbox uid: there should be none after a run)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def end(box: Sandbox, proc: subprocess.Popen | None = None) -> None:
+    """End a sandbox's turn: kill its bwrap (the namespace dies with it) and any stray process."""
+    if proc is not None and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    if box.enabled and os.geteuid() == 0:
+        for _ in range(50):               # the namespace's processes are reaped asynchronously
+            pids = leftovers(box.uid)
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+
+@dataclass
+class Finished:
+    """A sandboxed command's end: exit status, whether it was killed at its limit, output tail."""
+
+    returncode: int
+    timed_out: bool
+    seconds: float
+    output_tail: str
+
+
+def run(box: Sandbox, cmd: list[str], timeout_s: float, log: Path,
+        cwd: str | None = None) -> Finished:
+    """Run ``cmd`` in ``box``; its output goes to ``log`` (a trusted file, capped by RLIMIT_FSIZE)."""
+    box.prepare()
+    start = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(box.wrap(cmd, cwd), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                cwd=box.scratch)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        end(box, proc)
+        proc.wait()
+    return Finished(proc.returncode, timed_out, time.monotonic() - start, tail(log))
+
+
+def tail(path: Path, size: int = 6000) -> str:
+    """The last ``size`` bytes of a (possibly huge) file, as text."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - size))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
