@@ -54,7 +54,7 @@ def lab_command(
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     if open_first:
-        argv.append(f"--ServerApp.default_url=/lab/tree/{open_first}")
+        argv.append(f"--LabApp.default_url=/lab/tree/{open_first}")  # LabApp's wins over ServerApp's
     if hasattr(os, "getuid") and os.getuid() == 0:
         argv.append("--allow-root")  # jupyter refuses root without it (containers, CI)
     return argv, token
