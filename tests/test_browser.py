@@ -57,7 +57,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 SHOTS = ROOT / "figures" if os.environ.get("LABKIT_SCREENSHOTS") == "1" else None
 STEPS = ["Dynamo", "AOTAutograd", "Inductor", "Kernels", "Triton IR", "labkit", "Timing"]
 CHAPTER = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 RUN_LIMIT_S = 420  # one notebook's Run All (the slowest take ~30 s under nbval on 2 cores)
 
@@ -166,9 +165,19 @@ def _shots(tmp_path: Path) -> Path:
 
 
 # -- driving JupyterLab ------------------------------------------------------------------------
+_KERNEL_STATUS_JS = """() => [...document.querySelectorAll('.jp-StatusBar-Widget')]
+    .map(e => e.textContent).find(t => / \\| [A-Z][a-z]+/.test(t)) || ''"""
+
+
 def _wait_idle(page, timeout_ms: int = 120_000) -> None:
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle'], "
-                 ".jp-StatusBar-Widget:has-text('Idle')").first.wait_for(timeout=timeout_ms)
+    """Until the status bar names a kernel (not "No Kernel") and says it is Idle."""
+    deadline = time.time() + timeout_ms / 1000
+    while time.time() < deadline:
+        status = page.evaluate(_KERNEL_STATUS_JS)
+        if "| Idle" in status and "No Kernel" not in status:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the kernel was not idle within {timeout_ms / 1000:.0f} s: status bar {status!r}")
 
 
 def _open(browser, lab: Lab, path: str):
@@ -192,7 +201,8 @@ _STATE_JS = """() => {
   const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '');
   const outs = [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')];
   const text = el => el.textContent || '';
-  const widgetOuts = outs.filter(o => o.getAttribute('data-mime-type') === '%s');
+  // a widget output is a panel of its own; every other output names its MIME type
+  const widgetOuts = outs.filter(o => !o.hasAttribute('data-mime-type') && o.classList.contains('lm-Panel'));
   return {
     prompts,
     errors: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.error'
@@ -203,14 +213,22 @@ _STATE_JS = """() => {
     widgetOutputs: widgetOuts.length,
     notFound: widgetOuts.filter(o => text(o).includes('model not found')).length,
     loading: widgetOuts.filter(o => text(o).trim() === 'Loading widget...').length,
-    drawn: widgetOuts.filter(o => o.querySelector('.jupyter-widgets, .widget-box, .lm-Widget')).length,
+    drawn: widgetOuts.filter(o => o.querySelector('.jupyter-widgets')).length,
     lkWidgets: document.querySelectorAll('.jp-Notebook .lk-widget').length,
     lkTabs: [...document.querySelectorAll('.jp-Notebook .lk-widget')].map(
         w => w.querySelectorAll('.lk-tabs > .lm-TabBar .lm-TabBar-tab').length),
     images: [...document.querySelectorAll('.jp-Notebook .jp-RenderedMarkdown img')].map(
         i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
   };
-}""" % WIDGET_MIME
+}"""
+
+
+# Visible labkit panes whose right edge lies past the box (column) that holds them: those are cut.
+_CUT_JS = """w => [...w.querySelectorAll('.lk-code, .lk-plain, .lk-root, select')]
+  .filter(e => e.offsetParent !== null)
+  .map(e => [e, e.parentElement.closest('.widget-box')])
+  .filter(([e, box]) => box && e.getBoundingClientRect().right > box.getBoundingClientRect().right + 1)
+  .map(([e, box]) => e.className + ': ' + (e.textContent || '').slice(0, 60))"""
 
 
 def _state(page) -> dict:
@@ -218,18 +236,21 @@ def _state(page) -> dict:
 
 
 def _run_all(page, n_code: int, timeout_s: float = RUN_LIMIT_S) -> dict:
-    """Run > Run All Cells, then wait until every code cell has its execution count."""
+    """Run > Run All Cells, then wait until every code cell has a fresh execution count."""
     _menu(page, "Run", "Run All Cells")
+    started = False  # the stored notebook has counts too: first see the run start
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         st = _state(page)
+        running = any("*" in p for p in st["prompts"])
+        started = started or running
         done = [p for p in st["prompts"] if re.search(r"\[\d+\]", p)]
-        if len(done) == n_code and not any("*" in p for p in st["prompts"]):
+        if started and not running and len(done) == n_code:
             _wait_idle(page)
             return _state(page)
-        if st["errors"]:  # Run All stops at an error: no point waiting
+        if started and st["errors"]:  # Run All stops at an error: no point waiting
             return st
-        time.sleep(1)
+        time.sleep(0.5)
     pytest.fail(f"Run All did not finish in {timeout_s:.0f} s: prompts {_state(page)['prompts']}")
 
 
@@ -337,7 +358,7 @@ def test_student_walk(lab, browser, name, tmp_path):
         assert not live["stderr"], f"stderr outputs: {live['stderr']}"
         assert live["loading"] == 0 and live["notFound"] == 0, live
         assert live["drawn"] == live["widgetOutputs"], live
-        assert live["lkWidgets"] >= min(shows, 1), f"{shows} labkit.show cells, {live['lkWidgets']} widgets"
+        assert live["lkWidgets"] == shows, f"{shows} labkit.show cells, {live['lkWidgets']} widgets"
         assert all(n == len(STEPS) for n in live["lkTabs"]), live["lkTabs"]
         broken = [i["src"] for i in live["images"] if not i["ok"]]
         assert not broken, f"images that did not load: {broken}"
@@ -347,9 +368,11 @@ def test_student_walk(lab, browser, name, tmp_path):
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
             pane = w.locator(".lk-code:visible").first
             pane.wait_for(timeout=30_000)
-            # code panes scroll inside the widget instead of running past its right edge
-            box, outer = pane.bounding_box(), w.bounding_box()
-            assert box["x"] + box["width"] <= outer["x"] + outer["width"] + 1, (box, outer)
+            # code panes scroll and text wraps inside their column instead of being cut at its edge
+            cut = w.evaluate(_CUT_JS)
+            assert not cut, f"cut at the right edge of their column: {cut}"
+            page.mouse.move(0, 0)
+            w.screenshot(path=str(_shots(tmp_path) / f"kernels_tab_{name[:2]}.png"))
         saved = _save(page, path)
         assert WIDGET_STATE in saved["metadata"].get("widgets", {}) or not live["widgetOutputs"], \
             "saved without widget state (saveState)"

@@ -281,6 +281,13 @@ CSS = """
 .lk-table td, .lk-table th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .lk-table td:first-child, .lk-table th:first-child { text-align: left; }
 .lk-svg svg { max-width: 100%; height: auto; }
+.lk-root ul.lk-hl li, .lk-root code { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* ipywidgets lays boxes out with flexbox, where an item is at least as wide as its content: a long
+   code line would widen its HTML widget past the column, which clips it. min-width: 0 lets the
+   widgets shrink to the column, so code panes scroll sideways and prose wraps. */
+.lk-widget .widget-html, .lk-widget .widget-html-content, .lk-widget .widget-box,
+.lk-widget .widget-box > * { min-width: 0; max-width: 100%; }
+.lk-widget .widget-html-content { white-space: normal; }
 """
 
 
