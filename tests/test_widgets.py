@@ -417,3 +417,17 @@ def test_triton_ir_tab_picks_one_kernel_at_a_time(trace):
     pick.value = "triton_poi_fused_mul_0"
     w.kernel_pick.value = len(t.kernels) - 1  # picking a kernel in the Kernels tab shows its IR
     assert pick.value == "second"
+
+
+def test_progress_bar_closes_every_widget_it_made():
+    """A live box left behind that names closed children breaks the frontend's restore of all
+    widgets after a page refresh (every show output then stays on "Loading widget...")."""
+    from labkit.widgets.progress import ProgressBar
+
+    p = ProgressBar(live=True)
+    p("dynamo.graph")
+    box = p._box
+    made = [box, *box.children]
+    assert box.comm is not None and all(w.comm is not None for w in made)
+    p("done")
+    assert [w.comm for w in made] == [None] * len(made)

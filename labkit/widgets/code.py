@@ -1,8 +1,10 @@
 """Code views: syntax highlighting per IR language, line numbers, a copy-friendly plain view.
 
 Every text a view shows goes through :func:`normalize` first, so what a notebook stores is the
-same on every run: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes ``__compiled_fn_2``,
-object addresses become ``0x…`` and temporary cache paths lose their random directories.
+same on every run and machine: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes
+``__compiled_fn_2``, object addresses become ``0x…``, temporary cache paths lose their random
+directories, and absolute paths of installed packages and of labkit's own files become import-style
+relative paths (``torch/_inductor/...``, ``labkit/capture/examples.py``), also in GPU recordings.
 
 Highlighting is token-by-token with pygments, split into lines by us (not by pygments' own
 formatter), so the code view and the side-by-side diff colour lines the same way. Colours come
@@ -137,6 +139,10 @@ _NORMALIZE = [
     (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x…"),
     # random temp/cache directories: keep the file name, drop the path that changes every run
     (re.compile(r"(?:/tmp|/var/folders|/private/var)/[^\s'\"]*/([^\s/'\"]+)"), r"…/\1"),
+    # installed packages by import path: .../python3.12/site-packages/torch/x.py -> torch/x.py
+    (re.compile(r"(?:/[\w.+~-]+)+/(?:site|dist)-packages/"), ""),
+    # labkit's own files relative to the checkout, wherever it was (a recording's machine too)
+    (re.compile(r"(?:/[\w.+~-]+)*/(labkit/(?:[\w.-]+/)*[\w.-]+\.py)\b"), r"\1"),
 ]
 
 
