@@ -399,7 +399,7 @@ def test_student_walk(lab, browser, name, tmp_path):
             w.locator(".lk-code:visible").first.wait_for(timeout=30_000)
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Dynamo')").click()
             page.keyboard.press("Escape")
-            page.locator(".jp-Notebook").first.evaluate("n => n.scrollTo(0, 0)")
+            page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
         if name == Path(FIRST_NOTEBOOK).name:
             page.mouse.move(0, 0)
             page.screenshot(path=str(_shots(tmp_path) / "lab_chapter.png"))
