@@ -349,10 +349,22 @@ def test_student_walk(lab, browser, name, tmp_path):
     shows = sum(bool(re.search(r"^[^#\n]*labkit\.show\(", "".join(c["source"]), re.M)) for c in code)
     seen_404 = len(lab.not_found())
 
+    try:
+        live = _walk_live(lab, browser, name, path, len(code), shows, tmp_path)
+        _shut_down_kernels(lab)
+        _walk_reopened(lab, browser, name, live, tmp_path)
+    finally:
+        _shut_down_kernels(lab)
+    new_404 = lab.not_found()[seen_404:]
+    assert not new_404, f"the server answered 404 for {new_404}"
+
+
+def _walk_live(lab: Lab, browser, name: str, path: Path, n_code: int, shows: int, tmp_path: Path) -> dict:
+    """Open, Run All, check; save; refresh the page while the kernel runs, check. The live state."""
     page = _open(browser, lab, f"notebooks/{name}")
     try:
         assert page.locator(".jp-Notification-Toast").count() == 0, "a notification toast is shown"
-        live = _run_all(page, len(code))
+        live = _run_all(page, n_code)
         live = _settled(page)
         assert not live["errors"], f"error outputs: {live['errors']}"
         assert not live["stderr"], f"stderr outputs: {live['stderr']}"
@@ -382,11 +394,16 @@ def test_student_walk(lab, browser, name, tmp_path):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
         _wait_idle(page)
         _expect_content(_settled(page), live, "after a page refresh")
+        return live
+    except BaseException:
+        page.screenshot(path=str(tmp_path / "failed.png"))
+        raise
     finally:
         page.close()
 
-    # reopened with a new kernel: the saved widget state shows the content
-    _shut_down_kernels(lab)
+
+def _walk_reopened(lab: Lab, browser, name: str, live: dict, tmp_path: Path) -> None:
+    """Reopened with a new kernel: the saved widget state shows the content, and its tabs switch."""
     page = _open(browser, lab, f"notebooks/{name}")
     try:
         st = _settled(page)
@@ -403,11 +420,11 @@ def test_student_walk(lab, browser, name, tmp_path):
         if name == Path(FIRST_NOTEBOOK).name:
             page.mouse.move(0, 0)
             page.screenshot(path=str(_shots(tmp_path) / "lab_chapter.png"))
+    except BaseException:
+        page.screenshot(path=str(tmp_path / "failed.png"))
+        raise
     finally:
         page.close()
-        _shut_down_kernels(lab)
-    new_404 = lab.not_found()[seen_404:]
-    assert not new_404, f"the server answered 404 for {new_404}"
 
 
 # -- labkit.show of the toy example, clicked through -------------------------------------------
