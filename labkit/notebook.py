@@ -8,6 +8,7 @@ The recordings are the committed ``figures/recordings/<name>.json`` files of thi
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import warnings
@@ -26,6 +27,10 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     # Keeps stderr empty; a warning that IS the lesson is caught explicitly in its notebook.
     warnings.filterwarnings("ignore")
+    # The CUDA build of torch (what `pip install torch` gives on Linux) on a machine without a
+    # GPU logs "No CUDA runtime is found, using CUDA_HOME=..." when Inductor builds C++: true,
+    # and beside the point on a CPU, where the chapter runs on the CPU on purpose.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     import torch
 
     random.seed(seed)
