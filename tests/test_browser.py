@@ -254,13 +254,14 @@ def _run_all(page, n_code: int, timeout_s: float = RUN_LIMIT_S) -> dict:
     pytest.fail(f"Run All did not finish in {timeout_s:.0f} s: prompts {_state(page)['prompts']}")
 
 
-def _settled(page, timeout_s: float = 60) -> dict:
-    """The page's state once no widget output says "Loading widget..." (or after timeout_s)."""
+def _settled(page, timeout_s: float = 60, expect_outputs: int = 0) -> dict:
+    """The page's state once ``expect_outputs`` widget outputs are there and none says
+    "Loading widget..." (or after timeout_s: the checks then say what is wrong)."""
     deadline = time.time() + timeout_s
     while True:
         st = _state(page)
-        if (st["loading"] == 0 and st["drawn"] + st["notFound"] >= st["widgetOutputs"]) \
-                or time.time() > deadline:
+        if (st["loading"] == 0 and st["widgetOutputs"] >= expect_outputs
+                and st["drawn"] + st["notFound"] >= st["widgetOutputs"]) or time.time() > deadline:
             return st
         time.sleep(1)
 
@@ -378,8 +379,8 @@ def _walk_live(lab: Lab, browser, name: str, path: Path, n_code: int, shows: int
             w = page.locator(".lk-widget").first
             w.scroll_into_view_if_needed()
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
-            pane = w.locator(".lk-code:visible").first
-            pane.wait_for(timeout=30_000)
+            # a kernel's code, or the note that this trace has none (backend="eager")
+            w.locator(".lk-code:visible, .lk-note:visible").first.wait_for(timeout=30_000)
             # code panes scroll and text wraps inside their column instead of being cut at its edge
             cut = w.evaluate(_CUT_JS)
             assert not cut, f"cut at the right edge of their column: {cut}"
@@ -393,7 +394,7 @@ def _walk_live(lab: Lab, browser, name: str, path: Path, n_code: int, shows: int
         page.reload(timeout=120_000)
         page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
         _wait_idle(page)
-        _expect_content(_settled(page), live, "after a page refresh")
+        _expect_content(_settled(page, expect_outputs=live["widgetOutputs"]), live, "after a page refresh")
         return live
     except BaseException:
         page.screenshot(path=str(tmp_path / "failed.png"))
@@ -406,14 +407,14 @@ def _walk_reopened(lab: Lab, browser, name: str, live: dict, tmp_path: Path) -> 
     """Reopened with a new kernel: the saved widget state shows the content, and its tabs switch."""
     page = _open(browser, lab, f"notebooks/{name}")
     try:
-        st = _settled(page)
+        st = _settled(page, expect_outputs=live["widgetOutputs"])
         _expect_content(st, live, "reopened with a new kernel")
         assert not st["errors"], st["errors"]
         if st["lkWidgets"]:  # drawn from the saved state: its tabs still switch
             w = page.locator(".lk-widget").first
             w.scroll_into_view_if_needed()
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
-            w.locator(".lk-code:visible").first.wait_for(timeout=30_000)
+            w.locator(".lk-code:visible, .lk-note:visible").first.wait_for(timeout=30_000)
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Dynamo')").click()
             page.keyboard.press("Escape")
             page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
