@@ -416,6 +416,9 @@ def _walk_reopened(lab: Lab, browser, name: str, live: dict, tmp_path: Path) -> 
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
             w.locator(".lk-code:visible, .lk-note:visible").first.wait_for(timeout=30_000)
             w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Dynamo')").click()
+            if name == Path(FIRST_NOTEBOOK).name:
+                page.mouse.move(0, 0)
+                w.screenshot(path=str(_shots(tmp_path) / "lab_reopened_widget.png"))
             page.keyboard.press("Escape")
             page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
         if name == Path(FIRST_NOTEBOOK).name:
