@@ -10,7 +10,7 @@ EXTRAS  := $(if $(shell command -v nvidia-smi 2>/dev/null),dev,dev,cpu)
 NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help setup lab test test-lib test-notebooks lint figures bench-capture bench-compiler \
+.PHONY: help setup lab test test-torch test-lib test-notebooks lint figures bench-capture bench-compiler \
         bench-course bench-grading record-gpu gpu-check notebooks student check grade clean
 
 help:  ## list the targets
@@ -27,13 +27,29 @@ $(STAMP): pyproject.toml tools/setup_system.sh
 	@touch $(STAMP)
 	@echo "setup done: $$($(PY) -c 'import labkit, json; print(json.dumps(labkit.versions()))')"
 
-lab: setup  ## start JupyterLab on notebooks/ (127.0.0.1, token auth on)
+lab: setup  ## start JupyterLab on the repo, opening notebooks/00_overview.ipynb (127.0.0.1, token auth on)
 	$(PY) tools/serve_lab.py
 
 test: setup  ## the whole suite: pytest over tests/ and nbval over notebooks/
 	$(PY) tools/build_notebooks.py --check
 	$(PY) -m pytest tests
 	$(if $(NOTEBOOKS),$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
+
+# Another torch in a venv of its own (CI and `make setup` stay on the pin in pyproject.toml).
+# Supported: 2.11 (the GPU machine), 2.13 (the pin), 2.15 (the newest). TORCH_VENV reuses a venv.
+TORCH       ?=
+TORCH_VENV  ?= .venv-torch-$(TORCH)
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+TPY         := $(TORCH_VENV)/bin/python
+
+test-torch:  ## make test-torch TORCH=2.15.0: library tests + nbval over the chapter on that torch, in .venv-torch-2.15.0
+	@test -n "$(TORCH)" || { echo "usage: make test-torch TORCH=2.15.0  (a torch version on PyPI)"; exit 2; }
+	@test -x $(TPY) || python3 -m venv $(TORCH_VENV)
+	$(TPY) -m pip install -q "torch==$(TORCH)" $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(TPY) -m pip install -q $$(python3 tools/pinned_deps.py $(EXTRAS) --except torch)
+	@$(TPY) -c 'import torch; v = torch.__version__.split("+")[0]; assert v == "$(TORCH)", f"torch {v} in $(TORCH_VENV), not $(TORCH)"'
+	PYTHONPATH="$(CURDIR)" $(TPY) -m pytest tests
+	$(if $(NOTEBOOKS),PYTHONPATH="$(CURDIR)" $(TPY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
 
 test-lib: setup  ## library tests only (no notebooks)
 	$(PY) -m pytest tests
@@ -78,5 +94,5 @@ grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -
 bench-grading: setup  ## seconds per full submission and submissions/hour for a 40-student class, JOBS=1 and 2
 	$(PY) benchmarks/bench_grading.py
 
-clean:  ## remove build outputs (keeps .venv)
+clean:  ## remove build outputs (keeps .venv and .venv-torch-*)
 	rm -rf dist build *.egg-info .pytest_cache

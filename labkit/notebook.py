@@ -8,6 +8,7 @@ The recordings are the committed ``figures/recordings/<name>.json`` files of thi
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import warnings
@@ -26,6 +27,10 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     # Keeps stderr empty; a warning that IS the lesson is caught explicitly in its notebook.
     warnings.filterwarnings("ignore")
+    # The CUDA build of torch (what `pip install torch` gives on Linux) on a machine without a
+    # GPU logs "No CUDA runtime is found, using CUDA_HOME=..." when Inductor builds C++: true,
+    # and beside the point on a CPU, where the chapter runs on the CPU on purpose.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     import torch
 
     random.seed(seed)
@@ -44,8 +49,31 @@ def recording_names() -> list[str]:
     return sorted(p.stem for p in RECORDINGS.glob("*.json"))
 
 
+# What a capture says about the machine it ran on, and what that means when read elsewhere.
+_SAID_HERE = (
+    ("depyf is not installed here", "depyf was not installed on the machine that recorded this"),
+)
+
+
+def _as_recorded(trace: Trace) -> Trace:
+    """The recording with its notes about "here" restated as notes about the recording machine."""
+    def fix(text: str) -> str:
+        for here, there in _SAID_HERE:
+            text = text.replace(here, there)
+        return text
+
+    for st in trace.stages:
+        st.text = fix(st.text)
+        st.meta = {k: fix(v) if isinstance(v, str) else v for k, v in st.meta.items()}
+    return trace
+
+
 def recording(name: str) -> Trace:
-    """The Trace in figures/recordings/<name>.json; FileNotFoundError listing the names if none."""
+    """The Trace in figures/recordings/<name>.json; FileNotFoundError listing the names if none.
+
+    Notes the capture wrote about its own machine ("depyf is not installed here") are restated
+    as notes about the recording machine; paths are shortened by the views (widgets.code.normalize).
+    """
     names = recording_names()
     if name not in names:
         raise FileNotFoundError(
@@ -53,7 +81,7 @@ def recording(name: str) -> Trace:
             f"available: {', '.join(names) or '(none)'}. To record more, run `make record-gpu` "
             "on a CUDA machine (it records every example in labkit/capture/examples.py)."
         )
-    return Trace.from_json(RECORDINGS / f"{name}.json")
+    return _as_recorded(Trace.from_json(RECORDINGS / f"{name}.json"))
 
 
 def trace_label(trace: Trace) -> str:

@@ -1,9 +1,22 @@
-"""labkit.show in a real browser: JupyterLab started as `make lab` starts it, driven by headless Chromium.
+"""The chapter in a real browser: JupyterLab started as `make lab` starts it, driven by headless Chromium.
 
-The test writes a one-cell notebook that shows a Trace, opens it in a fresh JupyterLab workspace,
-runs the cell and checks what a student would see: the step tabs, code after clicking a tab, the
-SVG diagram, the timing plot, and provenance (picking a kernel). It saves the screenshot the README
-shows (figures/show_widget.png). Skips, with the reason, when Chromium or Playwright is missing.
+Three kinds of test:
+
+- ``test_lab_serves_the_repository`` (no browser): the server `make lab` starts is rooted at the
+  repository (README, figures/, the library files the exercises edit), opens the chapter, serves
+  the figures the notebooks link, asks no "Jupyter news" question and saves widget state.
+- ``test_student_walk[NN_name]``: what a student does with each chapter notebook. Open it, Run
+  All, and check: no error output, every widget output drawn (none stuck on "Loading widget..."
+  or "model not found"), ``labkit.show`` widgets live, every image of the text loaded, no 404 in the
+  server log. Then save, refresh the page while the kernel runs (widgets come back from the
+  kernel), shut the kernel down and reopen the notebook with a new one: the widgets show their
+  saved content. 00 walks in every run; the other nine are marked ``slow``.
+- ``test_show_widget_renders_in_jupyterlab``: labkit.show of the toy example, clicked through tab
+  by tab (the README's screenshot of the widget).
+
+The walk runs on a copy of the chapter in a temporary root, so saving never touches the checkout.
+Screenshots go to a temporary directory, or to figures/ (the README's) with LABKIT_SCREENSHOTS=1.
+Skips, with the reason, when Chromium or Playwright is missing.
 """
 
 from __future__ import annotations
@@ -11,16 +24,21 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from serve_lab import FIRST_NOTEBOOK, free_port, http_status, lab_command, wait_until_up  # noqa: E402
 
 
 def _find_chromium() -> str:
@@ -36,40 +54,13 @@ def _find_chromium() -> str:
 CHROMIUM = _find_chromium()
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-SCREENSHOT = ROOT / "figures" / "show_widget.png"
+SHOTS = ROOT / "figures" if os.environ.get("LABKIT_SCREENSHOTS") == "1" else None
 STEPS = ["Dynamo", "AOTAutograd", "Inductor", "Kernels", "Triton IR", "labkit", "Timing"]
+CHAPTER = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+RUN_LIMIT_S = 420  # one notebook's Run All (the slowest take ~30 s under nbval on 2 cores)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-# The notebook: a setup cell, then the cell the README screenshot shows, which is the issue's
-# done-criterion: labkit.show(labkit.explore(toy_example, a, b)). Where labkit.explore cannot be
-# imported, the hand-built toy_example Trace of the widget tests stands in (EXPLORE = False).
-SETUP = """\
-import labkit
-from labkit.capture.examples import toy_example, toy_inputs
-if not callable(labkit.explore):  # labkit 0.1.0's lazy loader hands back the module
-    labkit.explore = labkit.explore.explore
-a, b = toy_inputs()
-"""
-SHOW = "labkit.show(labkit.explore(toy_example, a, b))"
-PROGRESS = """\
-from labkit.widgets import progress_bar
-p = progress_bar()
-t2 = labkit.explore(toy_example, a, b, progress=p, timing=False)
-print(p.messages[-1], len(p.messages) > 5)
-"""
-SETUP_FIXTURE = """\
-import sys
-sys.path.insert(0, {tests!r})
-import labkit
-from trace_fixtures import toy_trace
-"""
-SHOW_FIXTURE = """\
-trace = toy_trace()  # what labkit.explore(toy_example, a, b) records
-labkit.show(trace)
-"""
-EXPLORE = all(importlib.util.find_spec(m) is not None
-              for m in ("labkit.explore", "labkit.capture.examples"))
+pytestmark = [pytest.mark.browser]
 
 
 def _kernel_name() -> str:
@@ -79,62 +70,400 @@ def _kernel_name() -> str:
     return "labkit" if "labkit" in KernelSpecManager().find_kernel_specs() else "python3"
 
 
+# -- the server ----------------------------------------------------------------------------------
+@dataclass
+class Lab:
+    base: str
+    token: str
+    root: Path
+    log: Path
+
+    def url(self, path: str, workspace: str | None = None) -> str:
+        ws = workspace or f"w{secrets.token_hex(4)}"  # a fresh workspace: no tabs from before
+        return f"{self.base}/lab/workspaces/{ws}/tree/{path}?reset&token={self.token}"
+
+    def api(self, method: str, path: str) -> object:
+        req = urllib.request.Request(f"{self.base}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def not_found(self) -> list[str]:
+        """The paths the server answered 404 since it started."""
+        return re.findall(r"\b404 (?:GET|HEAD) (\S+)", self.log.read_text(errors="replace"))
+
+
+def _start(argv: list[str], log_path: Path, cwd: Path, env: dict[str, str], port: int, token: str):
+    log = open(log_path, "w")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    if not wait_until_up(proc, port, token):
+        proc.kill()
+        pytest.fail("JupyterLab did not start:\n" + log_path.read_text()[-3000:])
+    return proc, log
+
+
+def _stop(proc, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _kernel_env(tmp: Path) -> dict[str, str]:
+    """The server's (and so the kernels') environment: this checkout's labkit first on the path,
+    Jupyter's config and runtime files in ``tmp`` (nothing read from or written to ~/.jupyter)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"),
+            "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Lab:
+    """`make lab`'s server over a copy of the chapter (notebooks/, figures/, README.md)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; `make setup` does it)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    tmp = tmp_path_factory.mktemp("lab")
+    root = tmp / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copytree(ROOT / "figures", root / "figures")
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    kernel = _kernel_name()
+    for name in CHAPTER:
+        nb = json.loads((ROOT / "notebooks" / name).read_text())
+        nb["metadata"]["kernelspec"]["name"] = kernel  # a missing kernel opens a blocking dialog
+        (root / "notebooks" / name).write_text(json.dumps(nb, indent=1))
+    port, token = free_port(), secrets.token_urlsafe(16)
+    argv, token = lab_command(root_dir=root, port=port, token=token)
+    # the same server as `make lab`, with empty user settings and workspaces of its own
+    argv += [f"--LabApp.user_settings_dir={tmp / 'user-settings'}",
+             f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
+    proc, log = _start(argv, tmp / "lab.log", root, _kernel_env(tmp), port, token)
+    try:
+        yield Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log")
+    finally:
+        _stop(proc, log)
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _shots(tmp_path: Path) -> Path:
+    return SHOTS if SHOTS is not None else tmp_path
+
+
+# -- driving JupyterLab ------------------------------------------------------------------------
+_KERNEL_STATUS_JS = """() => [...document.querySelectorAll('.jp-StatusBar-Widget')]
+    .map(e => e.textContent).find(t => / \\| [A-Z][a-z]+/.test(t)) || ''"""
+
+
+def _wait_idle(page, timeout_ms: int = 120_000) -> None:
+    """Until the status bar names a kernel (not "No Kernel") and says it is Idle."""
+    deadline = time.time() + timeout_ms / 1000
+    while time.time() < deadline:
+        status = page.evaluate(_KERNEL_STATUS_JS)
+        if "| Idle" in status and "No Kernel" not in status:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the kernel was not idle within {timeout_ms / 1000:.0f} s: status bar {status!r}")
+
+
+def _open(browser, lab: Lab, path: str):
+    """A new page with ``path`` open in a fresh workspace, its kernel started and idle."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(lab.url(path), timeout=120_000)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
+    _wait_idle(page)
+    return page
+
+
+def _menu(page, menu: str, item: str) -> None:
+    page.locator(f".lm-MenuBar-itemLabel:text-is('{menu}')").click()
+    page.locator(f".lm-Menu-itemLabel:text-is('{item}')").first.click()
+
+
+# Everything the checks need, read from the DOM in one go. textContent, not innerText: cells that
+# are scrolled away are not laid out (content-visibility) but their outputs are in the DOM.
+_STATE_JS = """() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+  const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '');
+  const outs = [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')];
+  const text = el => el.textContent || '';
+  // a widget output is a panel of its own; every other output names its MIME type
+  const widgetOuts = outs.filter(o => !o.hasAttribute('data-mime-type') && o.classList.contains('lm-Panel'));
+  return {
+    prompts,
+    errors: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.error'
+                            || o.querySelector('.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]'))
+                .map(o => text(o).slice(0, 400)),
+    stderr: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
+                .map(o => text(o).slice(0, 400)),
+    widgetOutputs: widgetOuts.length,
+    notFound: widgetOuts.filter(o => text(o).includes('model not found')).length,
+    loading: widgetOuts.filter(o => text(o).trim() === 'Loading widget...').length,
+    drawn: widgetOuts.filter(o => o.querySelector('.jupyter-widgets')).length,
+    lkWidgets: document.querySelectorAll('.jp-Notebook .lk-widget').length,
+    lkTabs: [...document.querySelectorAll('.jp-Notebook .lk-widget')].map(
+        w => w.querySelectorAll('.lk-tabs > .lm-TabBar .lm-TabBar-tab').length),
+    images: [...document.querySelectorAll('.jp-Notebook .jp-RenderedMarkdown img')].map(
+        i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+  };
+}"""
+
+
+# Visible labkit panes whose right edge lies past the box (column) that holds them: those are cut.
+_CUT_JS = """w => [...w.querySelectorAll('.lk-code, .lk-plain, .lk-root, select')]
+  .filter(e => e.offsetParent !== null)
+  .map(e => [e, e.parentElement.closest('.widget-box')])
+  .filter(([e, box]) => box && e.getBoundingClientRect().right > box.getBoundingClientRect().right + 1)
+  .map(([e, box]) => e.className + ': ' + (e.textContent || '').slice(0, 60))"""
+
+
+def _state(page) -> dict:
+    return page.evaluate(_STATE_JS)
+
+
+def _run_all(page, n_code: int, timeout_s: float = RUN_LIMIT_S) -> dict:
+    """Run > Run All Cells, then wait until every code cell has a fresh execution count."""
+    _menu(page, "Run", "Run All Cells")
+    started = False  # the stored notebook has counts too: first see the run start
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        st = _state(page)
+        running = any("*" in p for p in st["prompts"])
+        started = started or running
+        done = [p for p in st["prompts"] if re.search(r"\[\d+\]", p)]
+        if started and not running and len(done) == n_code:
+            _wait_idle(page)
+            return _state(page)
+        if started and st["errors"]:  # Run All stops at an error: no point waiting
+            return st
+        time.sleep(0.5)
+    pytest.fail(f"Run All did not finish in {timeout_s:.0f} s: prompts {_state(page)['prompts']}")
+
+
+def _settled(page, timeout_s: float = 60, expect_outputs: int = 0) -> dict:
+    """The page's state once ``expect_outputs`` widget outputs are there and none says
+    "Loading widget..." (or after timeout_s: the checks then say what is wrong)."""
+    deadline = time.time() + timeout_s
+    while True:
+        st = _state(page)
+        if (st["loading"] == 0 and st["widgetOutputs"] >= expect_outputs
+                and st["drawn"] + st["notFound"] >= st["widgetOutputs"]) or time.time() > deadline:
+            return st
+        time.sleep(1)
+
+
+def _save(page, path: Path) -> dict:
+    """Ctrl+S, then wait until the file on disk holds the widget state JupyterLab saves with it."""
+    before = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5}, force=True)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if path.stat().st_mtime_ns != before:
+            try:
+                return json.loads(path.read_text())
+            except json.JSONDecodeError:
+                pass  # caught mid-write
+        time.sleep(0.5)
+    pytest.fail(f"{path.name} was not saved within 60 s of Ctrl+S")
+
+
+def _shut_down_kernels(lab: Lab) -> None:
+    for k in lab.api("GET", "/api/kernels"):
+        lab.api("DELETE", f"/api/kernels/{k['id']}")
+
+
+def _expect_content(st: dict, live: dict, when: str) -> None:
+    """The widgets seen after ``when`` are those of the live run, drawn, none broken or stuck."""
+    assert st["notFound"] == 0, f"{when}: {st['notFound']} widget outputs read 'model not found'"
+    assert st["loading"] == 0, f"{when}: {st['loading']} widget outputs stuck on 'Loading widget...'"
+    assert st["widgetOutputs"] == live["widgetOutputs"], (when, st["widgetOutputs"], live["widgetOutputs"])
+    assert st["drawn"] == st["widgetOutputs"], f"{when}: {st}"
+    assert st["lkWidgets"] == live["lkWidgets"], f"{when}: labkit.show widgets {st['lkWidgets']} of {live['lkWidgets']}"
+    assert st["lkTabs"] == live["lkTabs"], f"{when}: the step tabs differ: {st['lkTabs']} vs {live['lkTabs']}"
+
+
+# -- tests ----------------------------------------------------------------------------------------
+def test_lab_serves_the_repository(tmp_path):
+    """`make lab`'s server, as is (root = this checkout): what its file browser and pages get."""
+    port, token = free_port(), secrets.token_urlsafe(16)
+    argv, token = lab_command(port=port, token=token)
+    argv += [f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
+             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"]
+    proc, log = _start(argv, tmp_path / "lab.log", ROOT, _kernel_env(tmp_path), port, token)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> dict:
+        req = urllib.request.Request(base + path, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
+    try:
+        top = {c["name"] for c in get("/api/contents?content=1")["content"]}
+        assert {"README.md", "figures", "notebooks", "labkit"} <= top, top
+        # what exercises 5.1-5.4 and 7.1 ask students to edit can be opened
+        for f in ("labkit/compiler/lower.py", "labkit/compiler/decompose.py",
+                  "labkit/compiler/schedule.py", "labkit/exercises/triton_softmax.py"):
+            assert get(f"/api/contents/{f}?content=0")["type"] == "file", f
+        # the figures the notebooks link as ../figures/*.svg resolve inside the root
+        for svg in ("pipeline.svg", "dispatch_path.svg"):
+            assert http_status(f"{base}/files/figures/{svg}?token={token}") == 200, svg
+        # /lab opens the chapter
+        req = urllib.request.Request(f"{base}/?token={token}")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.url.split("?")[0].endswith(f"/lab/tree/{FIRST_NOTEBOOK}"), r.url
+        # the defaults overrides.json changes (the server hands them out as the schemas' defaults)
+        def default(plugin: str, key: str) -> object:
+            return get(f"/lab/api/settings/{plugin}")["schema"]["properties"][key]["default"]
+
+        assert default("@jupyterlab/apputils-extension:notification", "fetchNews") == "false"
+        assert default("@jupyter-widgets/jupyterlab-manager:plugin", "saveState") is True
+    finally:
+        _stop(proc, log)
+    assert "404" not in (tmp_path / "lab.log").read_text()
+
+
+WALK = [pytest.param(n, marks=() if n == Path(FIRST_NOTEBOOK).name else pytest.mark.slow, id=n[:-6])
+        for n in CHAPTER]
+
+
+@pytest.mark.parametrize("name", WALK)
+def test_student_walk(lab, browser, name, tmp_path):
+    path = lab.root / "notebooks" / name
+    source = json.loads(path.read_text())
+    code = [c for c in source["cells"] if c["cell_type"] == "code"]
+    shows = sum(bool(re.search(r"^[^#\n]*labkit\.show\(", "".join(c["source"]), re.M)) for c in code)
+    seen_404 = len(lab.not_found())
+
+    try:
+        live = _walk_live(lab, browser, name, path, len(code), shows, tmp_path)
+        _shut_down_kernels(lab)
+        _walk_reopened(lab, browser, name, live, tmp_path)
+    finally:
+        _shut_down_kernels(lab)
+    new_404 = lab.not_found()[seen_404:]
+    assert not new_404, f"the server answered 404 for {new_404}"
+
+
+def _walk_live(lab: Lab, browser, name: str, path: Path, n_code: int, shows: int, tmp_path: Path) -> dict:
+    """Open, Run All, check; save; refresh the page while the kernel runs, check. The live state."""
+    page = _open(browser, lab, f"notebooks/{name}")
+    try:
+        assert page.locator(".jp-Notification-Toast").count() == 0, "a notification toast is shown"
+        live = _run_all(page, n_code)
+        live = _settled(page)
+        assert not live["errors"], f"error outputs: {live['errors']}"
+        assert not live["stderr"], f"stderr outputs: {live['stderr']}"
+        assert live["loading"] == 0 and live["notFound"] == 0, live
+        assert live["drawn"] == live["widgetOutputs"], live
+        assert live["lkWidgets"] == shows, f"{shows} labkit.show cells, {live['lkWidgets']} widgets"
+        assert all(n == len(STEPS) for n in live["lkTabs"]), live["lkTabs"]
+        broken = [i["src"] for i in live["images"] if not i["ok"]]
+        assert not broken, f"images that did not load: {broken}"
+        if live["lkWidgets"]:  # the widget answers clicks: its Kernels tab shows a kernel's source
+            w = page.locator(".lk-widget").first
+            w.scroll_into_view_if_needed()
+            w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
+            # a kernel's code, or the note that this trace has none (backend="eager")
+            w.locator(".lk-code:visible, .lk-note:visible").first.wait_for(timeout=30_000)
+            # code panes scroll and text wraps inside their column instead of being cut at its edge
+            cut = w.evaluate(_CUT_JS)
+            assert not cut, f"cut at the right edge of their column: {cut}"
+            page.mouse.move(0, 0)
+            w.screenshot(path=str(tmp_path / f"kernels_tab_{name[:2]}.png"))
+        saved = _save(page, path)
+        assert WIDGET_STATE in saved["metadata"].get("widgets", {}) or not live["widgetOutputs"], \
+            "saved without widget state (saveState)"
+
+        # a page refresh while the kernel still runs: the widgets come back from the kernel
+        page.reload(timeout=120_000)
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
+        _wait_idle(page)
+        _expect_content(_settled(page, expect_outputs=live["widgetOutputs"]), live, "after a page refresh")
+        return live
+    except BaseException:
+        page.screenshot(path=str(tmp_path / "failed.png"))
+        raise
+    finally:
+        page.close()
+
+
+def _walk_reopened(lab: Lab, browser, name: str, live: dict, tmp_path: Path) -> None:
+    """Reopened with a new kernel: the saved widget state shows the content, and its tabs switch."""
+    page = _open(browser, lab, f"notebooks/{name}")
+    try:
+        st = _settled(page, expect_outputs=live["widgetOutputs"])
+        _expect_content(st, live, "reopened with a new kernel")
+        assert not st["errors"], st["errors"]
+        if st["lkWidgets"]:  # drawn from the saved state: its tabs still switch
+            w = page.locator(".lk-widget").first
+            w.scroll_into_view_if_needed()
+            w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Kernels')").click()
+            w.locator(".lk-code:visible, .lk-note:visible").first.wait_for(timeout=30_000)
+            w.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab:has-text('Dynamo')").click()
+            if name == Path(FIRST_NOTEBOOK).name:
+                page.mouse.move(0, 0)
+                w.screenshot(path=str(_shots(tmp_path) / "lab_reopened_widget.png"))
+            page.keyboard.press("Escape")
+            page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
+        if name == Path(FIRST_NOTEBOOK).name:
+            page.mouse.move(0, 0)
+            page.screenshot(path=str(_shots(tmp_path) / "lab_chapter.png"))
+    except BaseException:
+        page.screenshot(path=str(tmp_path / "failed.png"))
+        raise
+    finally:
+        page.close()
+
+
+# -- labkit.show of the toy example, clicked through -------------------------------------------
+SETUP = """\
+import labkit
+from labkit.capture.examples import toy_example, toy_inputs
+a, b = toy_inputs()
+"""
+SHOW = "labkit.show(labkit.explore(toy_example, a, b))"
+PROGRESS = """\
+from labkit.widgets import progress_bar
+p = progress_bar()
+t2 = labkit.explore(toy_example, a, b, progress=p, timing=False)
+print(p.messages[-1], len(p.messages) > 5)
+"""
+EXPLORE = all(importlib.util.find_spec(m) is not None
+              for m in ("labkit.explore", "labkit.capture.examples"))
+
+
 def _write_notebook(path: Path) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    setup, show = (SETUP, SHOW) if EXPLORE else (SETUP_FIXTURE, SHOW_FIXTURE)
-    nb.cells = [nbformat.v4.new_code_cell(setup.format(tests=str(ROOT / "tests"))),
-                nbformat.v4.new_code_cell(show)]
-    if EXPLORE:
-        nb.cells.append(nbformat.v4.new_code_cell(PROGRESS))
-    name = _kernel_name()
+    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(SHOW),
+                nbformat.v4.new_code_cell(PROGRESS)]
     # without a kernelspec JupyterLab opens a "Select Kernel" dialog that blocks the test
-    nb.metadata["kernelspec"] = {"name": name, "display_name": "Python (labkit)", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": _kernel_name(), "display_name": "Python (labkit)",
+                                 "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nbformat.write(nb, str(path))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on 127.0.0.1 with a token, over a temp notebook dir: (base url, token, dir)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; `make setup` does it)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    sys.path.insert(0, str(ROOT / "tools"))
-    from serve_lab import free_port, lab_command, wait_until_up
-
-    nb_dir = tmp_path_factory.mktemp("notebooks")
-    port, token = free_port(), secrets.token_urlsafe(16)
-    argv, token = lab_command(notebook_dir=nb_dir, port=port, token=token)
-    settings = nb_dir.parent / "lab-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    # same server as `make lab`, plus settings/workspaces of its own (no news toast, no old tabs)
-    argv += [f"--LabApp.user_settings_dir={settings}",
-             f"--LabApp.workspaces_dir={nb_dir.parent / 'lab-workspaces'}"]
-    log_path = nb_dir.parent / "lab.log"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(nb_dir.parent / "jupyter-config")}
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=nb_dir, env=env)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            if not wait_until_up(proc, port, token):
-                pytest.fail("JupyterLab did not start:\n" + log_path.read_text()[-3000:])
-            yield base, token, nb_dir
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
 def _run_cell(page, cell) -> None:
     """Shift+Enter once the kernel is idle; pressed again if the first press was swallowed."""
-    page.locator(".jp-StatusBar-Widget:has-text('Idle'), .jp-StatusBar :text('Idle')").first.wait_for(
-        timeout=90_000)
+    _wait_idle(page, 90_000)
     prompt = cell.locator(".jp-InputPrompt")
     for _ in range(4):
         page.keyboard.press("Escape")
@@ -148,89 +477,86 @@ def _run_cell(page, cell) -> None:
     pytest.fail(f"the cell never started running (prompt {prompt.inner_text()!r})")
 
 
-def test_show_widget_renders_in_jupyterlab(lab):
-    from playwright.sync_api import expect, sync_playwright
+@pytest.mark.slow
+@pytest.mark.skipif(not EXPLORE, reason="labkit.explore is not importable")
+def test_show_widget_renders_in_jupyterlab(lab, browser, tmp_path):
+    from playwright.sync_api import expect
 
-    base, token, nb_dir = lab
-    _write_notebook(nb_dir / "show.ipynb")
-    url = f"{base}/lab/workspaces/t{secrets.token_hex(4)}/tree/show.ipynb?reset&token={token}"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    _write_notebook(lab.root / "notebooks" / "show.ipynb")
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    try:
+        page.goto(lab.url("notebooks/show.ipynb"), timeout=90_000)
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        cells.first.wait_for(timeout=90_000)
+        _run_cell(page, cells.nth(0))
+        expect(cells.nth(0).locator(".jp-InputPrompt")).to_have_text("[1]:", timeout=120_000)
+        _run_cell(page, cells.nth(1))
+        widget = page.locator(".lk-widget")
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.goto(url, timeout=90_000)
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            cells.first.wait_for(timeout=90_000)
-            _run_cell(page, cells.nth(0))
-            expect(cells.nth(0).locator(".jp-InputPrompt")).to_have_text("[1]:", timeout=120_000)
-            _run_cell(page, cells.nth(1))
-            widget = page.locator(".lk-widget")
-            try:
-                widget.wait_for(timeout=150_000)
-            except Exception:
-                page.screenshot(path=str(nb_dir.parent / "failed.png"))
-                errors = page.locator(".jp-OutputArea-output").all_inner_texts()
-                pytest.fail(f"the widget did not render; cell output: {errors}")
+            widget.wait_for(timeout=150_000)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failed.png"))
+            errors = page.locator(".jp-OutputArea-output").all_inner_texts()
+            pytest.fail(f"the widget did not render; cell output: {errors}")
 
-            # the step tabs, in pipeline order
-            tabs = widget.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab")
-            expect(tabs).to_have_count(len(STEPS))
-            assert [t.strip() for t in tabs.all_inner_texts()] == STEPS
+        # the step tabs, in pipeline order
+        tabs = widget.locator(".lk-tabs > .lm-TabBar .lm-TabBar-tab")
+        expect(tabs).to_have_count(len(STEPS))
+        assert [t.strip() for t in tabs.all_inner_texts()] == STEPS
 
-            # the Dynamo tab is open: its FX graph tab shows code and the SVG diagram
-            widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
-            expect(widget.locator(".lk-code:visible").first).to_contain_text("class GraphModule")
-            assert widget.locator(".lk-svg svg:visible").count() >= 1
-            assert widget.locator(".lk-svg svg text:has-text('abs_1')").count() >= 1
+        # the Dynamo tab is open: its FX graph tab shows code and the SVG diagram
+        widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
+        expect(widget.locator(".lk-code:visible").first).to_contain_text("class GraphModule")
+        assert widget.locator(".lk-svg svg:visible").count() >= 1
+        assert widget.locator(".lk-svg svg text:has-text('abs_1')").count() >= 1
 
-            # clicking a step tab and a stage tab shows that stage's code
-            widget.locator(".lm-TabBar-tab:has-text('Inductor')").first.click()
-            widget.locator(".lm-TabBar-tab:has-text('output code')").first.click()
-            expect(widget.locator(".lk-code:visible").first).to_contain_text("def call(")
+        # clicking a step tab and a stage tab shows that stage's code
+        widget.locator(".lm-TabBar-tab:has-text('Inductor')").first.click()
+        widget.locator(".lm-TabBar-tab:has-text('output code')").first.click()
+        expect(widget.locator(".lk-code:visible").first).to_contain_text("def call(")
 
-            # a stage that was not captured says why
-            widget.locator(".lm-TabBar-tab:has-text('AOTAutograd')").first.click()
-            widget.locator(".lm-TabBar-tab:has-text('joint graph')").first.click()
-            missing = widget.locator(".lk-missing:visible").filter(has_text="not captured")
-            expect(missing.first).to_contain_text("no input requires grad")
+        # a stage that was not captured says why
+        widget.locator(".lm-TabBar-tab:has-text('AOTAutograd')").first.click()
+        widget.locator(".lm-TabBar-tab:has-text('joint graph')").first.click()
+        missing = widget.locator(".lk-missing:visible").filter(has_text="not captured")
+        expect(missing.first).to_contain_text("no input requires grad")
 
-            # the timing plot image
-            widget.locator(".lm-TabBar-tab:has-text('Timing')").first.click()
-            plot = widget.locator("img.lk-plot:visible")
-            expect(plot).to_have_count(1)
-            assert plot.evaluate("img => img.complete && img.naturalWidth > 100")
+        # the timing plot image
+        widget.locator(".lm-TabBar-tab:has-text('Timing')").first.click()
+        plot = widget.locator("img.lk-plot:visible")
+        expect(plot).to_have_count(1)
+        assert plot.evaluate("img => img.complete && img.naturalWidth > 100")
 
-            # provenance: picking a kernel emphasises its nodes and lists the user's lines
-            widget.locator(".lm-TabBar-tab:has-text('Kernels')").first.click()
-            kernel = widget.locator("select").filter(has_text="cpp_fused_abs_add_div_lt_sum_0")
-            kernel.select_option(label="cpp_fused_abs_add_div_lt_sum_0")
-            expect(widget.locator(".lk-root:visible").filter(has_text="from your code").first
-                   ).to_contain_text("x = a / (torch.abs(a) + 1)")
-            assert widget.locator(".lk-svg svg:visible").count() == 1
-            node = widget.locator("select").filter(has_text="sum_1")
-            node.select_option(label="lt")
-            expect(widget.locator(".lk-root:visible").filter(has_text="is computed by").first
-                   ).to_contain_text("cpp_fused_abs_add_div_lt_sum_0")
+        # provenance: picking a kernel emphasises its nodes and lists the user's lines
+        widget.locator(".lm-TabBar-tab:has-text('Kernels')").first.click()
+        kernel = widget.locator("select").filter(has_text="cpp_fused_abs_add_div_lt_sum_0")
+        kernel.select_option(label="cpp_fused_abs_add_div_lt_sum_0")
+        expect(widget.locator(".lk-root:visible").filter(has_text="from your code").first
+               ).to_contain_text("x = a / (torch.abs(a) + 1)")
+        assert widget.locator(".lk-svg svg:visible").count() == 1
+        node = widget.locator("select").filter(has_text="sum_1")
+        node.select_option(label="lt")
+        expect(widget.locator(".lk-root:visible").filter(has_text="is computed by").first
+               ).to_contain_text("cpp_fused_abs_add_div_lt_sum_0")
 
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.keyboard.press("Escape")
-            page.mouse.move(0, 0)  # no hover tooltip in the picture
-            cells.nth(1).screenshot(path=str(SCREENSHOT))
+        page.keyboard.press("Escape")
+        page.mouse.move(0, 0)  # no hover tooltip in the picture
+        shot = _shots(tmp_path) / "show_widget.png"
+        cells.nth(1).screenshot(path=str(shot))
+        assert shot.stat().st_size > 20_000
 
-            if EXPLORE:  # a long capture shows a progress bar, which leaves nothing behind
-                page.evaluate("""() => {
-                    window.lkSawProgress = false;
-                    new MutationObserver(() => {
-                        if (document.querySelector('.lk-progress')) window.lkSawProgress = true;
-                    }).observe(document.body, {childList: true, subtree: true});
-                }""")
-                _run_cell(page, cells.nth(2))
-                expect(cells.nth(2).locator(".jp-OutputArea-output").last).to_have_text(
-                    "done True", timeout=120_000)
-                assert page.evaluate("window.lkSawProgress"), "no progress bar while exploring"
-                expect(cells.nth(2).locator(".lk-progress")).to_have_count(0)
-        finally:
-            browser.close()
-    assert SCREENSHOT.stat().st_size > 20_000
-    saved = json.loads((nb_dir / "show.ipynb").read_text())
-    assert saved["metadata"]["kernelspec"]["name"] in ("labkit", "python3")
+        # a long capture shows a progress bar, which leaves nothing behind
+        page.evaluate("""() => {
+            window.lkSawProgress = false;
+            new MutationObserver(() => {
+                if (document.querySelector('.lk-progress')) window.lkSawProgress = true;
+            }).observe(document.body, {childList: true, subtree: true});
+        }""")
+        _run_cell(page, cells.nth(2))
+        expect(cells.nth(2).locator(".jp-OutputArea-output").last).to_have_text(
+            "done True", timeout=120_000)
+        assert page.evaluate("window.lkSawProgress"), "no progress bar while exploring"
+        expect(cells.nth(2).locator(".lk-progress")).to_have_count(0)
+    finally:
+        page.close()
+        _shut_down_kernels(lab)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import warnings
@@ -116,3 +117,20 @@ def test_unknown_recording_lists_the_names_and_how_to_record(name):
 def test_a_live_trace_is_labelled_live():
     trace = Trace(fn_name="f", backend="inductor", env=environment())
     assert labkit.trace_label(trace) == f"LIVE on {trace.env['device']}"
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_a_recording_reads_true_here(name):
+    """What show() draws of a recording: no claim about this machine, no recording-machine paths."""
+    from labkit.widgets.view import show
+
+    raw = (RECORDINGS / f"{name}.json").read_text()
+    page = show(labkit.recording(name), live=False).html
+    assert "depyf is not installed here" not in page
+    if "depyf is not installed here" in raw:
+        assert "depyf was not installed on the machine that recorded this" in page
+    recorded_paths = set(re.findall(r"(/[\w.+-]+)+/(?:site|dist)-packages/|/work/main/", raw))
+    for prefix in ("site-packages/", "dist-packages/", "/work/main/"):
+        assert prefix not in page, f"{prefix} shown in the {name} recording"
+    if recorded_paths:  # the files are still named, import-style
+        assert re.search(r"\b(torch|triton|labkit)/[\w/]+\.py", page), name

@@ -450,3 +450,17 @@ def test_static_page_plans_diagrams_within_their_share(trace):
     assert all("no diagram on this static page" in why for why in skipped.values())
     page = render.trace_html(big)
     assert len(page) <= render.PAGE_BUDGET
+
+
+def test_progress_bar_closes_every_widget_it_made():
+    """A live box left behind that names closed children breaks the frontend's restore of all
+    widgets after a page refresh (every show output then stays on "Loading widget...")."""
+    from labkit.widgets.progress import ProgressBar
+
+    p = ProgressBar(live=True)
+    p("dynamo.graph")
+    box = p._box
+    made = [box, *box.children]
+    assert box.comm is not None and all(w.comm is not None for w in made)
+    p("done")
+    assert [w.comm for w in made] == [None] * len(made)

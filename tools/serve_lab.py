@@ -1,6 +1,11 @@
-"""Start JupyterLab on notebooks/ the safe way: 127.0.0.1 only, a fresh random token, XSRF on.
+"""Start JupyterLab on the repository the safe way: 127.0.0.1 only, a fresh random token, XSRF on.
 
 `make lab` runs this; the tests import `lab_command` so they start JupyterLab exactly as students do.
+The server is rooted at the repository, so the file browser shows README.md, figures/ (the
+notebooks link ``../figures/*.svg``) and the library files the exercises ask students to edit;
+the browser opens on the chapter's first notebook. ``tools/lab/settings/overrides.json`` changes
+two defaults: no "official Jupyter news" question (``fetchNews``), and widget state saved with the
+notebook (``saveState``), so a notebook reopened with a new kernel shows its widgets' content.
 """
 
 from __future__ import annotations
@@ -16,15 +21,22 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# JupyterLab reads overrides.json (default settings) from its "app settings" directory
+APP_SETTINGS = Path(__file__).resolve().parent / "lab" / "settings"
+FIRST_NOTEBOOK = "notebooks/00_overview.ipynb"
 
 
 def lab_command(
-    notebook_dir: str | os.PathLike[str] = ROOT / "notebooks",
+    root_dir: str | os.PathLike[str] = ROOT,
     port: int = 8888,
     token: str | None = None,
     python: str = sys.executable,
+    open_first: str | None = FIRST_NOTEBOOK,
 ) -> tuple[list[str], str]:
-    """The argv that starts JupyterLab bound to 127.0.0.1 with token auth, and the token."""
+    """The argv that starts JupyterLab bound to 127.0.0.1 with token auth, and the token.
+
+    ``open_first``: the notebook (relative to ``root_dir``) the browser opens at /lab, or None.
+    """
     token = token or secrets.token_urlsafe(24)
     if not token:
         raise ValueError("an empty token would turn authentication off; refusing")
@@ -33,12 +45,16 @@ def lab_command(
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",  # never 0.0.0.0: the notebook server runs code as you
         f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={Path(notebook_dir).resolve()}",
+        f"--ServerApp.root_dir={Path(root_dir).resolve()}",
         f"--IdentityProvider.token={token}",
         "--ServerApp.disable_check_xsrf=False",
-        "--LabApp.news_url=None",  # no news toast, and no request to the internet
+        "--LabApp.news_url=None",  # no request to the internet for news...
+        # ...but the "official Jupyter news?" question is asked unless fetchNews says "false"
+        f"--LabApp.app_settings_dir={APP_SETTINGS}",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
+    if open_first:
+        argv.append(f"--LabApp.default_url=/lab/tree/{open_first}")  # LabApp's wins over ServerApp's
     if hasattr(os, "getuid") and os.getuid() == 0:
         argv.append("--allow-root")  # jupyter refuses root without it (containers, CI)
     return argv, token
@@ -77,7 +93,7 @@ def main() -> None:
     """Exec JupyterLab; prints the URL (with its token) to open."""
     port = int(os.environ.get("LAB_PORT", "8888"))
     argv, token = lab_command(port=port)
-    print(f"JupyterLab: http://127.0.0.1:{port}/lab?token={token}", flush=True)
+    print(f"JupyterLab: http://127.0.0.1:{port}/lab/tree/{FIRST_NOTEBOOK}?token={token}", flush=True)
     os.execv(argv[0], argv)
 
 

@@ -1,8 +1,10 @@
 """Code views: syntax highlighting per IR language, line numbers, a copy-friendly plain view.
 
 Every text a view shows goes through :func:`normalize` first, so what a notebook stores is the
-same on every run: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes ``__compiled_fn_2``,
-object addresses become ``0x…`` and temporary cache paths lose their random directories.
+same on every run and machine: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes
+``__compiled_fn_2``, object addresses become ``0x…``, temporary cache paths lose their random
+directories, and absolute paths of installed packages and of labkit's own files become import-style
+relative paths (``torch/_inductor/...``, ``labkit/capture/examples.py``), also in GPU recordings.
 
 Highlighting is token-by-token with pygments, split into lines by us (not by pygments' own
 formatter), so the code view and the side-by-side diff colour lines the same way. Colours come
@@ -137,6 +139,10 @@ _NORMALIZE = [
     (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x…"),
     # random temp/cache directories: keep the file name, drop the path that changes every run
     (re.compile(r"(?:/tmp|/var/folders|/private/var)/[^\s'\"]*/([^\s/'\"]+)"), r"…/\1"),
+    # installed packages by import path: .../python3.12/site-packages/torch/x.py -> torch/x.py
+    (re.compile(r"(?:/[\w.+~-]+)+/(?:site|dist)-packages/"), ""),
+    # labkit's own files relative to the checkout, wherever it was (a recording's machine too)
+    (re.compile(r"(?:/[\w.+~-]+)*/(labkit/(?:[\w.-]+/)*[\w.-]+\.py)\b"), r"\1"),
 ]
 
 
@@ -281,6 +287,13 @@ CSS = """
 .lk-table td, .lk-table th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .lk-table td:first-child, .lk-table th:first-child { text-align: left; }
 .lk-svg svg { max-width: 100%; height: auto; }
+.lk-root ul.lk-hl li, .lk-root code { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* ipywidgets lays boxes out with flexbox, where an item is at least as wide as its content: a long
+   code line would widen its HTML widget past the column, which clips it. min-width: 0 lets the
+   widgets shrink to the column, so code panes scroll sideways and prose wraps. */
+.lk-widget .widget-html, .lk-widget .widget-html-content, .lk-widget .widget-box,
+.lk-widget .widget-box > * { min-width: 0; max-width: 100%; }
+.lk-widget .widget-html-content { white-space: normal; }
 """
 
 

@@ -55,6 +55,7 @@ class ProgressBar:
         self.total = len(_POSITION)
         self._bar: Any = None
         self._label: Any = None
+        self._box: Any = None
         self._handle: Any = None
         self._closed = False
 
@@ -65,9 +66,9 @@ class ProgressBar:
         self._bar = w.IntProgress(value=0, min=0, max=self.total, description=self.description,
                                   bar_style="info")
         self._label = w.Label(value="")
-        box = w.HBox([self._bar, self._label])
-        box.add_class("lk-progress")
-        self._handle = display(box, display_id=True)
+        self._box = w.HBox([self._bar, self._label])
+        self._box.add_class("lk-progress")
+        self._handle = display(self._box, display_id=True)
 
     def __call__(self, message: str) -> None:
         self.messages.append(message)
@@ -93,9 +94,12 @@ class ProgressBar:
             return
         if self._handle is not None:
             self._handle.update({"text/plain": ""}, raw=True)
-        self._bar.close()
-        self._label.close()
-        self._bar = self._label = self._handle = None
+        # Close the box with its children: a live box that names closed children makes the
+        # frontend's restore of *all* widgets fail after a page refresh (every other output
+        # then stays on "Loading widget...").
+        for widget in (self._box, self._bar, self._label):
+            widget.close()
+        self._box = self._bar = self._label = self._handle = None
 
 
 def progress_bar(description: str = "labkit") -> ProgressBar:
