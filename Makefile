@@ -69,7 +69,7 @@ student: setup  ## build the solution-free release in dist/student/
 	$(PY) -m labkit.grading student
 
 check: setup  ## students: run the visible checks of your own work, per task
-	$(PY) -m labkit.grading check
+	$(PY) -m labkit.grading check $(if $(TASK),--task $(TASK))
 
 grade: setup  ## instructors: make grade SUBMISSIONS=<dir> -> grades.csv, report.json, feedback/
 	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)"
