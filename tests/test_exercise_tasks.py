@@ -30,8 +30,8 @@ WRONG = {
             "    return train_storm(w, grads, lrs, backend, momentum)\n"),
     "3.1": ("def predict_graphs(statements):   # one graph per break, plus one\n"
             "    return 1 + sum(s in ('print', 'breakpoint', 'item_if', 'tolist') for s in statements)\n"),
-    "3.2": ("DIAGNOSIS = {'A': CAUSES[0], 'B': CAUSES[1], 'C': CAUSES[3]}\n"
-            "class ScorerFixed(torch.nn.Module):      # the counter stays a Python int\n"
+    "3.2": "DIAGNOSIS = {'A': CAUSES[0], 'B': CAUSES[1], 'C': CAUSES[3]}   # C is not shape-related\n",
+    "3.3": ("class ScorerFixed(torch.nn.Module):      # the counter stays a Python int\n"
             "    def __init__(self, d):\n"
             "        super().__init__()\n"
             "        self.proj = torch.nn.Linear(d, d)\n"
@@ -41,6 +41,10 @@ WRONG = {
             "        h = self.proj(x).tanh()\n"
             "        h = h / (h.abs().max() + 1e-6)\n"
             "        return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)\n"),
+    "2.3": ("def predict_compiles_dynamic(calls):   # one graph per dtype: forgets size 1\n"
+            "    return len({dtype for shape, dtype in calls})\n"),
+    "6.1": ("def predict_buffers(steps):   # one buffer per result, no reuse\n"
+            "    return max(1, steps.count('matmul') + ('matmul' not in steps[:1]))\n"),
     "4.1": "def softplus(x):\n    return torch.log(1 + torch.exp(x))   # overflows for large x\n",
     "4.2": ("def predict_copies(statements):   # every in-place statement writes back\n"
             "    return sum(s.endswith('_') for s in statements)\n"),
@@ -70,8 +74,18 @@ WRONG = {
             "    flops = math.prod(lead) * m * n * k\n"
             "    nbytes = size * (sum(math.prod(s) for s in shapes) + math.prod(lead) * m * n)\n"
             "    return flops, nbytes, 'compute' if flops / 50e12 > nbytes / 1e12 else 'memory'\n"),
+    "4.3": ("def block_lean(x, weights):   # detaching saves nothing, and loses the gradients\n"
+            "    with torch.no_grad():\n"
+            "        out = block(x, weights)\n"
+            "    return out.requires_grad_()\n"),
+    "9.3": ("@torch.library.custom_op('labkit_ex9::clip2_', mutates_args=())   # the same bug\n"
+            "def clip2_(x: torch.Tensor, limit: float) -> None:\n"
+            "    np.clip(x.numpy(), -limit, limit, out=x.numpy())\n"
+            "@clip2_.register_fake\n"
+            "def _(x, limit):\n"
+            "    return None\n"),
 }
-SLOW = {"2.2", "3.1", "3.2", "5.5", "9.1"}
+SLOW = {"2.2", "3.1", "3.3", "5.5", "6.1", "9.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:

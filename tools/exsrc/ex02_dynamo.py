@@ -158,3 +158,46 @@ else:
     elif not nc.close(torch.tensor(got_norms), torch.tensor(want_norms), 1e-5):
         problems.append("norms differ from train_storm's")
 nc.verdict("2.2", problems)
+# %% [markdown] id=t2-3-md
+# ## Task 2.3 — predict the compiles with `dynamic=True` (difficulty 2/3, about 20 min)
+#
+# The same `scale_rows` and the same kind of call sequences as in Task 2.1, but compiled with
+# `torch.compile(scale_rows, dynamic=True)`: every size is symbolic from the first compile. Write
+# `predict_compiles_dynamic(calls)`. Is *every* size really covered by one symbolic graph? (Try rows
+# of 1.) The check calls your function with compilation switched off, then measures; grading uses
+# other sequences.
+# %% id=t2-3
+# your answer (Task 2.3)
+def predict_compiles_dynamic(calls: list[tuple[tuple[int, int], str]]) -> int:
+    """Compiles of torch.compile(scale_rows, dynamic=True) over `calls`, predicted (Task 2.3)."""
+    ### BEGIN SOLUTION
+    entries: set[tuple[str, tuple[object, ...]]] = set()
+    for shape, dtype in calls:       # sizes 0 and 1 are specialised even when dynamic
+        entries.add((dtype, tuple(s if s < 2 else "dyn" for s in shape)))
+    return len(entries)
+    ### END SOLUTION
+# %% id=c2-3
+# NBVAL_CHECK_OUTPUT
+from torch._dynamo.testing import CompileCounter
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("2.3")
+sequences = [random_calls(r) for _ in range(8)]
+predicted = [nc.predict(predict_compiles_dynamic, list(s)) for s in sequences]   # before measuring
+measured = []
+for s in sequences:
+    nc.fresh()
+    counter = CompileCounter()
+    compiled = torch.compile(scale_rows, backend=counter, dynamic=True)
+    for shape, dt in s:
+        compiled(torch.ones(*shape, dtype=getattr(torch, dt)))
+    measured.append(counter.frame_count)
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_compiles_dynamic raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(sequences)} sequences wrong "
+                    f"({low} predicted too few compiles, {len(wrong) - low} too many)")
+nc.verdict("2.3", problems, f"{len(sequences)} sequences")

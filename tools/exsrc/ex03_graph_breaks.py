@@ -82,16 +82,16 @@ elif wrong:
                     f"({low} predicted too few graphs, {len(wrong) - low} too many)")
 nc.verdict("3.1", problems, f"{len(lists)} functions")
 # %% [markdown] id=t3-2-md
-# ## Task 3.2 — diagnose and fix an unfamiliar model (difficulty 3/3, about 45 min)
+# ## Tasks 3.2 and 3.3 — diagnose, then fix, an unfamiliar model (difficulty 2/3 and 3/3, about 20 + 30 min)
 #
 # `Scorer` is a model you have not seen. The training code calls it once per batch, with batches of
 # different sizes. Compiled, it breaks its graph and recompiles again and again. Record it
 # (`labkit.show(labkit.explore(...))`, `torch._dynamo.explain`, or
 # `torch._logging.set_logs(graph_breaks=True, recompiles=True)`) and
 #
-# 1. name the cause of the trouble at each of the lines marked `# (A)`, `# (B)` and `# (C)`, choosing
-#    from `CAUSES` (one cause per line);
-# 2. write `ScorerFixed`: the same parameters (a `proj` Linear layer) and the same outputs call for call
+# 1. (Task 3.2) name the cause of the trouble at each of the lines marked `# (A)`, `# (B)` and `# (C)`,
+#    choosing from `CAUSES` (one cause per line);
+# 2. (Task 3.3) write `ScorerFixed`: the same parameters (a `proj` Linear layer) and the same outputs call for call
 #    (the printed line may go), that compiles to **at most two graphs with no break** over any
 #    sequence of batches (sizes 2–64).
 # %% id=scorer
@@ -120,8 +120,22 @@ class Scorer(torch.nn.Module):
 DIAGNOSIS = {"A": "side effect that Dynamo cannot put in a graph",
              "B": "tensor value read into Python",
              "C": "guard on a Python value that changes every call"}
+### END SOLUTION
+# %% id=c3-2
+# NBVAL_CHECK_OUTPUT
+import hashlib
+from labkit.grading import nbcheck as nc
 
-
+problems = []
+answers = globals().get("DIAGNOSIS", {})
+KEY = {"A": "378cefb3", "B": "a2663008", "C": "154b62da"}      # salted hashes: no answer here
+for line, key in KEY.items():
+    if hashlib.sha256(f"3.2{line}{answers.get(line)}".encode()).hexdigest()[:8] != key:
+        problems.append(f"line ({line}): not the cause" if line in answers else f"line ({line}): no cause given")
+nc.verdict("3.2", problems)
+# %% id=t3-3
+# your answer (Task 3.3)
+### BEGIN SOLUTION
 class ScorerFixed(torch.nn.Module):
     def __init__(self, d):
         super().__init__()
@@ -135,18 +149,13 @@ class ScorerFixed(torch.nn.Module):
         h = h / (peak + 1e-6)
         return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)
 ### END SOLUTION
-# %% id=c3-2
+# %% id=c3-3
 # NBVAL_CHECK_OUTPUT
-import contextlib, hashlib, io
+import contextlib, io
 from labkit.grading import nbcheck as nc
 
 problems = []
-answers = globals().get("DIAGNOSIS", {})
-KEY = {"A": "378cefb3", "B": "a2663008", "C": "154b62da"}      # salted hashes: no answer here
-for line, key in KEY.items():
-    if hashlib.sha256(f"3.2{line}{answers.get(line)}".encode()).hexdigest()[:8] != key:
-        problems.append(f"line ({line}): not the cause" if line in answers else f"line ({line}): no cause given")
-r = nc.rng("3.2")
+r = nc.rng("3.3")
 d, sizes = r.randrange(4, 24), [r.randrange(2, 65) for _ in range(r.randrange(6, 11))]
 if "ScorerFixed" not in globals():
     problems.append("ScorerFixed is not defined yet")
@@ -157,7 +166,7 @@ else:
     compiled = torch.compile(got_model, backend="eager")
     same = True
     for k, n in enumerate(sizes):
-        x = nc.randn(f"3.2x{k}", n, d)
+        x = nc.randn(f"3.3x{k}", n, d)
         with contextlib.redirect_stdout(io.StringIO()):
             want = want_model(x)
         same &= nc.close(compiled(x), want, 1e-5)
@@ -168,4 +177,4 @@ else:
         problems.append(f"{stats['breaks']} graph breaks")
     if stats["graphs"] > 2:
         problems.append(f"{stats['graphs']} graphs compiled over {len(sizes)} calls (at most 2)")
-nc.verdict("3.2", problems)
+nc.verdict("3.3", problems)

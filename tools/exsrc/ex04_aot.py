@@ -129,3 +129,63 @@ elif wrong:
     problems.append(f"{len(wrong)} of {len(programs)} programs wrong "
                     f"({low} predicted too few copies, {len(wrong) - low} too many)")
 nc.verdict("4.2", problems, f"{len(programs)} programs")
+# %% [markdown] id=t4-3-md
+# ## Task 4.3 — trade compute for memory (difficulty 2/3, about 30 min)
+#
+# Training keeps, between forward and backward, the tensors the backward needs: the partitioner in
+# the lesson chose them for a compiled graph; eager autograd saves them too. `block` below saves
+# several activations per layer. Write `block_lean(x, weights)`: the same values and the same
+# gradients (for `x` and every weight), but keeping **no more than the bytes of `x` and the weights
+# themselves** alive for the backward; recompute the rest during the backward. The check measures
+# what autograd saves with `torch.autograd.graph.saved_tensors_hooks`, on hidden sizes and depths.
+# %% id=block-4-3
+def block(x, weights):
+    for w in weights:
+        x = torch.tanh(x @ w) * torch.sigmoid(x @ w) + x
+    return x.sum(dim=-1)
+# %% id=t4-3
+# your answer (Task 4.3)
+def block_lean(x, weights):
+    """block's values and gradients, saving at most x and the weights for backward (Task 4.3)."""
+    ### BEGIN SOLUTION
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(block, x, weights, use_reentrant=False)
+    ### END SOLUTION
+# %% id=c4-3
+# NBVAL_CHECK_OUTPUT
+from labkit.grading import nbcheck as nc
+
+def saved_bytes(fn, x, weights):
+    total = 0
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x, weights)
+    grads = torch.autograd.grad(out.sum(), [x, *weights])
+    return out, grads, total
+
+r = nc.rng("4.3")
+n, d, depth = r.randrange(4, 40), r.randrange(4, 24), r.randrange(2, 5)
+x = nc.randn("4.3x", n, d, requires_grad=True)
+weights = [(nc.randn(f"4.3w{k}", d, d) / d ** 0.5).requires_grad_() for k in range(depth)]
+budget = (x.numel() + sum(w.numel() for w in weights)) * 4
+problems = []
+try:
+    got, got_grads, got_bytes = saved_bytes(block_lean, x, weights)
+except NotImplementedError:
+    problems.append("block_lean is not implemented yet")
+except Exception as exc:  # noqa: BLE001
+    problems.append(f"forward or backward raised {type(exc).__name__}")
+else:
+    want, want_grads, want_bytes = saved_bytes(block, x, weights)
+    if not nc.close(got, want, 1e-5):
+        problems.append("values differ from block's")
+    if not nc.close(list(got_grads), list(want_grads), 1e-5):
+        problems.append("gradients differ from block's")
+    if got_bytes > budget:
+        problems.append(f"saves {got_bytes / budget:.1f}x the budget for backward "
+                        f"(block itself saves {want_bytes / budget:.1f}x)")
+nc.verdict("4.3", problems)

@@ -150,3 +150,66 @@ if any(isinstance(p, str) for p in predicted):
 elif wrong:
     problems.append(f"{len(wrong)} of {len(seqs)} sequences wrong")
 nc.verdict("9.2", problems, f"{len(seqs)} sequences")
+# %% [markdown] id=t9-3-md
+# ## Task 9.3 — an operator that writes into its input (difficulty 2/3, about 30 min)
+#
+# `clip_` below clamps a tensor **in place** to `[-limit, limit]`, in NumPy, and the model calls it
+# on an intermediate result. As written, `torch.compile(..., fullgraph=True)` fails and
+# `torch.library.opcheck` complains. Find out what the operator's declaration gets wrong (read the
+# errors), then write a correct operator `clip2_` (namespace `labkit_ex9`) with the same behaviour:
+# it modifies its argument and returns nothing, and it must compile into one graph whose result
+# matches eager. Lesson 09 showed an operator that returns a new tensor; this one does not.
+# %% id=op-9-3
+@torch.library.custom_op("labkit_ex9::clip_", mutates_args=())
+def clip_(x: torch.Tensor, limit: float) -> None:
+    """Clamp x to [-limit, limit] in place (NumPy; the declaration has a bug)."""
+    np.clip(x.numpy(), -limit, limit, out=x.numpy())
+
+def model93(x, op, limit):
+    y = x * 2
+    op(y, limit)
+    return y.sin()
+# %% id=t9-3
+# your answer (Task 9.3)
+### BEGIN SOLUTION
+@torch.library.custom_op("labkit_ex9::clip2_", mutates_args=("x",))
+def clip2_(x: torch.Tensor, limit: float) -> None:
+    """Clamp x to [-limit, limit] in place, declared as mutating x."""
+    np.clip(x.numpy(), -limit, limit, out=x.numpy())
+
+
+@clip2_.register_fake
+def _(x, limit):
+    return None
+### END SOLUTION
+# %% id=c9-3
+# NBVAL_CHECK_OUTPUT
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("9.3")
+n, limit = r.randrange(3, 40), r.uniform(0.2, 1.5)
+x = nc.randn("9.3x", n) * 2
+problems = []
+op = globals().get("clip2_")
+if op is None:
+    problems.append("clip2_ is not defined yet")
+else:
+    try:
+        torch.library.opcheck(op, (x.clone(), limit))
+    except Exception as exc:  # noqa: BLE001
+        failed = [t for t in ("schema", "autograd_registration", "faketensor", "aot_dispatch")
+                  if t in str(exc)]
+        problems.append(f"opcheck failed ({', '.join(failed) or type(exc).__name__})")
+    y = x.clone()
+    op(y, limit)
+    if not nc.close(y, x.clamp(-limit, limit)):
+        problems.append("eager: the argument is not clamped in place")
+    try:
+        out, rec = nc.record_graphs(lambda t: model93(t, op, limit), x.clone(), fullgraph=True)
+        if len(rec.graphs) != 1 or not any("clip2_" in t for t in rec.targets()):
+            problems.append("the compiled graph does not hold the operator")
+        if not nc.close(out, (x * 2).clamp(-limit, limit).sin(), 1e-5):
+            problems.append("compiled values differ from eager")
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"torch.compile(fullgraph=True) failed ({type(exc).__name__})")
+nc.verdict("9.3", problems)
