@@ -84,8 +84,12 @@ WRONG = {
             "@clip2_.register_fake\n"
             "def _(x, limit):\n"
             "    return None\n"),
+    "6.2": ("def predict_loop_nests(steps):   # one loop nest per kernel\n"
+            "    return 1 + steps.count('matmul') if any(s != 'matmul' for s in steps) else 0\n"),
+    "8.3": ("def predict_step_flops(widths, batch):   # backward = exactly twice the forward\n"
+            "    return 3 * sum(2 * batch * a * b for a, b in zip(widths, widths[1:]))\n"),
 }
-SLOW = {"2.2", "3.1", "3.3", "5.5", "6.1", "9.1"}
+SLOW = {"2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:
@@ -200,3 +204,62 @@ def test_task7_1_stub_and_one_block_kernel_fail(tmp_path: Path, monkeypatch: pyt
                         _softmax_module(tmp_path, body))
     with pytest.raises(Exception):  # noqa: B017 - NotImplementedError, wrapped by triton, or a mismatch
         t.test_softmax_matches_torch_for_rows_wider_than_block("wide", 40, 130, 16)
+
+
+# -- the rubric and the student path -------------------------------------------------------------
+def test_rubric_states_difficulty_and_time_and_pyproject_lists_every_marker() -> None:
+    rubric = rubric_mod.load()
+    assert len(rubric.tasks) >= 24
+    assert all(1 <= t.difficulty <= 3 and t.minutes > 0 for t in rubric.tasks)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert all(f'"{t.marker}:' in pyproject for t in rubric.tasks)
+    notebook_tasks = [t for t in rubric.tasks if t.kind == "notebook"]
+    assert set(WRONG) == {t.id for t in notebook_tasks}, "every notebook task needs a wrong answer"
+
+
+def test_every_exercise_notebook_matches_its_source() -> None:
+    """The committed notebooks were built from tools/exsrc (same cells, same ids, same sources)."""
+    for src in sorted((ROOT / "tools" / "exsrc").glob("ex*.py")):
+        built = build_exercises.parse(src)
+        committed = nbs_read(ROOT / "notebooks" / "exercises" / (src.stem + ".ipynb"))
+        assert [(c.id, c.source) for c in built.cells] == \
+            [(c.id, c.source) for c in committed.cells], src.name
+
+
+def nbs_read(path: Path):
+    from labkit.grading import notebooks as nbs
+
+    return nbs.read(path)
+
+
+def test_release_has_only_tracked_files_no_solutions_and_self_checks(tmp_path: Path) -> None:
+    import subprocess
+
+    from labkit.grading.commands import build_student, solution_leaks
+
+    repo = tmp_path / "master"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
+    (repo / "lab.log").write_text("token=secret\n")               # untracked
+    (repo / "labkit" / "notes.py").write_text("x = 1\n")          # untracked
+    rubric = rubric_mod.load()
+    dest = tmp_path / "release"
+    build_student(repo, dest, rubric)
+    assert not (dest / "lab.log").exists() and not (dest / "labkit" / "notes.py").exists()
+    assert not (dest / "tools" / "exsrc").exists()
+    assert not (dest / "tests" / "test_exercise_tasks.py").exists()
+    assert solution_leaks(dest) == []
+    assert all((dest / "notebooks" / "exercises" / "checks" / Path(nb).name).exists()
+               for nb in rubric.notebooks)
+    assert "student copy" in (dest / "README.md").read_text()
+    log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True)
+    assert log.stdout.count("\n") == 1
+    tracked = subprocess.run(["git", "ls-files"], cwd=dest, capture_output=True, text=True).stdout
+    assert "lab.log" not in tracked
+
+
+def test_check_refuses_in_the_master_copy() -> None:
+    from labkit.grading.commands import NotARelease, main, self_check
+
+    with pytest.raises(NotARelease, match="make student"):
+        self_check(ROOT, rubric_mod.load())
+    assert main(["check"]) == 2

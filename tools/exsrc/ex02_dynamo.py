@@ -31,6 +31,19 @@ nc.setup()
 # %% id=fn-2-1
 def scale_rows(x):
     return x * torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(1)
+
+
+def random_calls(r):
+    shape, dtype, calls = (r.randrange(1, 9), r.randrange(10, 17)), "float32", []
+    for _ in range(r.randrange(3, 8)):
+        if r.random() < 0.45:
+            shape = (r.randrange(1, 9), shape[1])
+        if r.random() < 0.25:
+            shape = (shape[0], r.randrange(10, 17))
+        if r.random() < 0.2:
+            dtype = "float64" if dtype == "float32" else "float32"
+        calls.append((shape, dtype))
+    return calls
 # %% id=t2-1
 # your answer (Task 2.1)
 def predict_compiles(calls: list[tuple[tuple[int, int], str]]) -> int:
@@ -58,18 +71,6 @@ def predict_compiles(calls: list[tuple[tuple[int, int], str]]) -> int:
 # %% id=c2-1
 # NBVAL_CHECK_OUTPUT
 from labkit.grading import nbcheck as nc
-
-def random_calls(r):
-    shape, dtype, calls = (r.randrange(1, 9), r.randrange(10, 17)), "float32", []
-    for _ in range(r.randrange(3, 8)):
-        if r.random() < 0.45:
-            shape = (r.randrange(1, 9), shape[1])
-        if r.random() < 0.25:
-            shape = (shape[0], r.randrange(10, 17))
-        if r.random() < 0.2:
-            dtype = "float64" if dtype == "float32" else "float32"
-        calls.append((shape, dtype))
-    return calls
 
 r = nc.rng("2.1")
 sequences = [random_calls(r) for _ in range(8)]

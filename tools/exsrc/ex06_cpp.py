@@ -88,3 +88,51 @@ elif wrong:
     problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
                     f"({low} predicted too few buffers, {len(wrong) - low} too many)")
 nc.verdict("6.1", problems, f"{len(chains)} chains")
+# %% [markdown] id=t6-2-md
+# ## Task 6.2 — predict the loop nests of the C++ kernels (difficulty 2/3, about 30 min)
+#
+# A fused C++ kernel is a sequence of loop nests over the 64×32 elements: a pointwise chain needs
+# one; a row reduction needs its own pass over the row before anything that uses its result can
+# run. Inductor counts the vectorized loop nests it emits in
+# `torch._inductor.metrics.generated_cpp_vec_kernel_count`. For the same `chain(steps)` as in
+# Task 6.1, write `predict_loop_nests(steps)`: that count after one call of
+# `torch.compile(chain(steps))`, over all kernels. Read the kernels of a few chains (`for(` lines
+# inside `cpp_fused_...`) first. The check calls your function with compilation switched off, then
+# compiles and counts; grading uses other chains.
+# %% id=t6-2
+# your answer (Task 6.2)
+def predict_loop_nests(steps: list[str]) -> int:
+    """Vectorized loop nests Inductor emits for torch.compile(chain(steps)) (Task 6.2)."""
+    ### BEGIN SOLUTION
+    nests, pending, reductions = 0, False, 0
+    for s in steps + ["matmul"]:
+        if s == "matmul":
+            nests += (1 + reductions) if pending else 0
+            pending, reductions = False, 0
+        else:
+            pending = True
+            reductions += s == "center"
+    return nests
+    ### END SOLUTION
+# %% id=c6-2
+# NBVAL_CHECK_OUTPUT
+from torch._inductor import metrics
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("6.2")
+chains = [[r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))] for _ in range(4)]
+predicted = [nc.predict(predict_loop_nests, list(c)) for c in chains]    # before measuring
+x = nc.randn("6.2x", 64, 32)
+measured = []
+for c in chains:
+    nc.inductor_code(chain(c), x)          # resets the metrics first
+    measured.append(metrics.generated_cpp_vec_kernel_count)
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_loop_nests raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
+                    f"({low} predicted too few loop nests, {len(wrong) - low} too many)")
+nc.verdict("6.2", problems, f"{len(chains)} chains")

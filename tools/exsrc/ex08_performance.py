@@ -149,3 +149,55 @@ for idx, ((kind, shapes, dt), got) in enumerate(zip(cases, predicted)):
     if bad:
         problems.append(f"case {idx} ({kind}, {dt}): wrong {', '.join(bad)}")
 nc.verdict("8.2", problems, f"{len(cases)} cases")
+# %% [markdown] id=t8-3-md
+# ## Task 8.3 — what a training step costs (difficulty 2/3, about 25 min)
+#
+# People say "the backward costs about twice the forward". Check how exactly. `mlp(widths)` below is
+# a stack of `Linear` layers (with bias) and ReLUs; the input batch does **not** require a gradient,
+# the weights do. Write `predict_step_flops(widths, batch)`: the floating-point operations
+# `FlopCounterMode` counts for one forward **and** backward (`loss = out.sum(); loss.backward()`).
+# Which matrix products does the backward need for each layer, and which one can it skip? The check
+# calls your function with compilation switched off, then counts; grading uses other widths and
+# batch sizes.
+# %% id=mlp-8-3
+def mlp(widths):
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+# %% id=t8-3
+# your answer (Task 8.3)
+def predict_step_flops(widths: list[int], batch: int) -> int:
+    """FLOPs FlopCounterMode counts for one forward+backward of mlp(widths) (Task 8.3)."""
+    ### BEGIN SOLUTION
+    total = 0
+    for k, (a, b) in enumerate(zip(widths, widths[1:])):
+        mm = 2 * batch * a * b
+        total += mm               # forward
+        total += mm               # grad of the weight
+        if k > 0:
+            total += mm           # grad of the layer's input (not needed for the batch itself)
+    return total
+    ### END SOLUTION
+# %% id=c8-3
+# NBVAL_CHECK_OUTPUT
+from torch.utils.flop_counter import FlopCounterMode
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("8.3")
+cases = [([r.randrange(2, 65) for _ in range(r.randrange(2, 6))], r.randrange(1, 33)) for _ in range(5)]
+predicted = [nc.predict(predict_step_flops, list(w), b) for w, b in cases]   # before measuring
+measured = []
+for k, (widths, batch) in enumerate(cases):
+    model = mlp(widths)
+    with FlopCounterMode(display=False) as counter:
+        model(nc.randn(f"8.3x{k}", batch, widths[0])).sum().backward()
+    measured.append(counter.get_total_flops())
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_step_flops raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(cases)} networks wrong ({low} too low, {len(wrong) - low} too high)")
+nc.verdict("8.3", problems, f"{len(cases)} networks")
