@@ -9,6 +9,7 @@ import csv
 import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,7 +190,20 @@ def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report
         raise NotARelease(MASTER_MESSAGE)
     setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False)
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
-        return grade_one(setup, root, "self-check", Path(tmp))
+        report = grade_one(setup, root, "self-check", Path(tmp))
+    for score in report.scores:     # the check's own reasons (the student's output, no secret)
+        if score.points < score.max_points:
+            score.feedback.extend(sorted(set(own_verdicts(report.logs, score.task))))
+    return report
+
+
+VERDICT = re.compile(r"Task (\d+\.\d+): FAIL — ([^\n]*)")
+
+
+def own_verdicts(logs: list[str], task: str) -> list[str]:
+    """The FAIL reasons a task's check cell printed in the student's run (from nbval's diff)."""
+    return [f"your check printed: {m[2].strip()}" for log in logs for m in VERDICT.finditer(log)
+            if m[1] == task]
 
 
 # -- grading outputs -------------------------------------------------------------------------------
