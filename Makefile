@@ -85,7 +85,7 @@ student: setup  ## build the solution-free release in dist/student/
 	$(PY) -m labkit.grading student
 
 check: setup  ## students: run the visible checks of your own work, per task
-	$(PY) -m labkit.grading check
+	$(PY) -m labkit.grading check $(if $(TASK),--task $(TASK))
 
 grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -> grades/ (each student in a bwrap sandbox)
 	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)" --jobs $(or $(JOBS),1) \

@@ -8,11 +8,16 @@ import argparse
 import csv
 import html
 import json
+import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import nbformat
 
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as rubric_mod
@@ -29,10 +34,21 @@ from labkit.grading.grade import (
 from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
 from labkit.grading.runner import execute, grading_env
 
-# Never released: version control, environments, build outputs, grades, caches.
-EXCLUDE = shutil.ignore_patterns(".git", ".venv", "dist", "grades", "__pycache__", "*.pyc",
-                                 ".pytest_cache", ".ruff_cache", "*.egg-info",
-                                 ".ipynb_checkpoints", ".grade-key")
+# Never released, even when tracked: instructor-only sources (the exercise sources hold solutions),
+# the tests that run those solutions, and the student README's master copy (it becomes README.md).
+INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "docs/student-README.md")
+STUDENT_README = "docs/student-README.md"
+MASTER_MESSAGE = """\
+make check: this is the instructor's master copy, not a student release.
+
+Its exercise notebooks hold the solutions, and the outputs stored in them are whatever was run
+last (your own work, once you run it), so checking here would compare your work with itself.
+
+  Students: work in the student release: clone the course repository your instructor published,
+            or build one here with `make student` and work in dist/student/.
+  Instructors: `python -m labkit.grading check --against-head` checks the working tree against the
+            reference outputs committed at git HEAD (made by `python -m labkit.grading reference`).
+"""
 
 
 def checks_path(nb_path: str) -> str:
@@ -41,11 +57,33 @@ def checks_path(nb_path: str) -> str:
     return str(p.parent / "checks" / p.name)
 
 
-def build_student(root: Path, dest: Path, rubric: Rubric) -> list[str]:
-    """Write the solution-free release to ``dest``; returns the files that were stubbed."""
+def tracked_files(root: Path) -> list[str]:
+    """Files git tracks under ``root`` that exist in the working tree (untracked/ignored never)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RuntimeError(f"`make student` builds the release from `git ls-files`: {root} must "
+                           f"be a git checkout with git installed ({exc})") from exc
+    files = [f for f in out.decode().split("\0") if f]
+    return [f for f in files if (root / f).is_file() and not (root / f).is_symlink()
+            and not f.startswith(INSTRUCTOR_ONLY)]
+
+
+def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -> list[str]:
+    """Write the solution-free release to ``dest``; returns the files that were stubbed.
+
+    The release holds only files git tracks (never untracked or ignored files such as logs), minus
+    the instructor-only ones; its README is the student README; ``commit`` makes it a fresh git
+    repository with one commit, ready to push to the students' repository.
+    """
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(root, dest, ignore=EXCLUDE)
+    for rel in tracked_files(root):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, dest / rel)
+    if (root / STUDENT_README).exists():
+        shutil.copy2(root / STUDENT_README, dest / "README.md")
     stubbed = []
     for path in sorted((dest / "labkit").rglob("*.py")):
         if any(BEGIN.match(line) for line in path.read_text().splitlines()):
@@ -57,14 +95,27 @@ def build_student(root: Path, dest: Path, rubric: Rubric) -> list[str]:
         editable = [c for t in tasks for c in t.editable]
         graded = [c for t in tasks for c in t.graded]
         master = nbs.read(root / nb_path)
+        nbs.precheck(master, graded, nb_path)
         nbs.write(nbs.released(master, editable, graded, keep_outputs=False), dest / nb_path)
         nbs.write(nbs.released(master, editable, graded, keep_outputs=True),
                   dest / checks_path(nb_path))
         stubbed.append(nb_path)
     leaks = solution_leaks(dest)
     if leaks:
-        raise RuntimeError(f"solution fences left in the release: {leaks}")
+        shutil.rmtree(dest)
+        raise RuntimeError(f"solution fences left in the release (nothing written): {leaks}")
+    if commit and shutil.which("git"):
+        _git_commit(dest)
     return stubbed
+
+
+def _git_commit(dest: Path) -> None:
+    """Make ``dest`` a git repository with the whole release as its first commit."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "labkit", "GIT_AUTHOR_EMAIL": "labkit@localhost",
+           "GIT_COMMITTER_NAME": "labkit", "GIT_COMMITTER_EMAIL": "labkit@localhost"}
+    for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
+                ["git", "commit", "-q", "-m", "labkit course: student release"]):
+        subprocess.run(cmd, cwd=dest, env=env, check=True, capture_output=True)
 
 
 def solution_leaks(tree: Path) -> list[str]:
@@ -100,16 +151,61 @@ def run_reference(root: Path, rubric: Rubric, only: list[str] | None = None) -> 
     return done
 
 
-def self_check(root: Path, rubric: Rubric) -> Report:
-    """A student's visible checks: their cells grafted into the self-check copies, seed 0."""
-    references = {}
+class NotARelease(RuntimeError):
+    """``make check`` in the master copy, where no honest reference exists to check against."""
+
+
+def is_release(root: Path, rubric: Rubric) -> bool:
+    """Whether ``root`` is a student release: every exercise notebook has its self-check copy."""
+    return all((root / checks_path(nb)).exists() for nb in rubric.notebooks)
+
+
+def head_references(root: Path, rubric: Rubric) -> dict[str, object]:
+    """The exercise notebooks as committed at git HEAD (the instructor's reference outputs)."""
+    refs = {}
     for nb_path in rubric.notebooks:
-        source = root / checks_path(nb_path)
-        references[nb_path] = nbs.read(source if source.exists() else root / nb_path)
+        try:
+            text = subprocess.run(["git", "show", f"HEAD:{nb_path}"], cwd=root,
+                                  capture_output=True, check=True).stdout.decode()
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise NotARelease(f"{nb_path} is not committed at git HEAD ({exc})") from exc
+        nb = nbformat.reads(text, as_version=4)
+        graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
+        nbs.precheck(nb, graded, f"HEAD:{nb_path}")
+        refs[nb_path] = nb
+    return refs
+
+
+def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report:
+    """A student's visible checks: their cells grafted into the self-check copies, seed 0.
+
+    Only a release has self-check copies; in the master copy the check either uses the reference
+    committed at git HEAD (``against_head``) or raises NotARelease: comparing a notebook with its
+    own stored outputs would pass any answer.
+    """
+    if against_head:
+        references = head_references(root, rubric)
+    elif is_release(root, rubric):
+        references = {nb: nbs.read(root / checks_path(nb)) for nb in rubric.notebooks}
+    else:
+        raise NotARelease(MASTER_MESSAGE)
     setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False,
                   sandboxed=sandbox.available() == "", strict=False)
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
-        return grade_one(setup, root, "self-check", Path(tmp))
+        report = grade_one(setup, root, "self-check", Path(tmp))
+    for score in report.scores:     # the check's own reasons (the student's output, no secret)
+        if score.points < score.max_points:
+            score.feedback.extend(sorted(set(own_verdicts(report.logs, score.task))))
+    return report
+
+
+VERDICT = re.compile(r"Task (\d+\.\d+): FAIL — ([^\n]*)")
+
+
+def own_verdicts(logs: list[str], task: str) -> list[str]:
+    """The FAIL reasons a task's check cell printed in the student's run (from nbval's diff)."""
+    return [f"your check printed: {m[2].strip()}" for log in logs for m in VERDICT.finditer(log)
+            if m[1] == task]
 
 
 # -- grading outputs -------------------------------------------------------------------------------
@@ -234,8 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("student", help="build the solution-free release in dist/student/")
     p.add_argument("--out", type=Path, default=ROOT / "dist" / "student")
+    p.add_argument("--no-git", action="store_true", help="do not make the release a git repository")
     p = sub.add_parser("check", help="students: run the visible checks of your own work")
     p.add_argument("--task", action="append", help="only this task (repeatable), e.g. 3.1")
+    p.add_argument("--against-head", action="store_true",
+                   help="instructors, in the master copy: check against the notebooks at git HEAD")
     p = sub.add_parser("grade", help="instructors: grade every folder in --submissions")
     p.add_argument("--submissions", type=Path, required=True)
     p.add_argument("--out", type=Path, default=ROOT / "grades")
@@ -250,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     rubric = rubric_mod.load()
 
     if args.command == "student":
-        stubbed = build_student(ROOT, args.out, rubric)
-        print(f"release written to {args.out}: {len(stubbed)} files stubbed")
+        stubbed = build_student(ROOT, args.out, rubric, commit=not args.no_git)
+        print(f"release written to {args.out}: {len(stubbed)} files stubbed; publish it as "
+              "README.md's 'Publishing the student release' says")
         return 0
     if args.command == "reference":
         for nb in run_reference(ROOT, rubric, args.notebook):
@@ -259,7 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         rubric = rubric.only(args.task)
-        report = self_check(ROOT, rubric)
+        try:
+            report = self_check(ROOT, rubric, args.against_head)
+        except NotARelease as exc:
+            print(exc, file=sys.stderr)
+            return 2
         print(render_table(report, rubric))
         return 0 if report.total == sum(t.points for t in rubric.tasks) else 1
     return grade_command(args, rubric)

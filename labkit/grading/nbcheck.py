@@ -7,10 +7,11 @@ secret per-run value when grading), so a hard-coded answer for the visible input
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -27,8 +28,11 @@ def seed() -> int:
 
 
 def setup() -> None:
-    """Pin what makes outputs vary: threads, seeds (the grader's keyed seed), warnings."""
+    """Pin what makes outputs vary: threads, seeds (the grader's keyed seed), warnings, logs."""
+    import logging
+
     setup_notebook(seed=seed(), threads=1)
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)   # graph-break warnings
 
 
 def rng(task: str) -> random.Random:
@@ -45,9 +49,11 @@ def randn(task: str, *shape: int, requires_grad: bool = False) -> torch.Tensor:
 def fresh() -> None:
     """Forget every compiled graph and counter, so a graded cell never relies on earlier cells."""
     import torch._dynamo
+    from torch._dynamo.utils import counters
     from torch._inductor import metrics
 
     torch._dynamo.reset()
+    counters.clear()
     metrics.reset()
     setup()
 
@@ -95,3 +101,69 @@ def close(a: Any, b: Any, tol: float = 1e-5) -> bool:
         return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
     return isinstance(a, torch.Tensor) and a.shape == b.shape and bool(
         torch.allclose(a.detach(), b.detach(), atol=tol, rtol=tol))
+
+
+# -- verdicts and predictions ----------------------------------------------------------------------
+class CompileDuringPrediction(RuntimeError):
+    """A prediction function tried to compile: predictions are made before, and without, measuring."""
+
+
+@contextlib.contextmanager
+def no_compile() -> Iterator[None]:
+    """Run a student's prediction with every way into Dynamo/Inductor replaced by an error."""
+    import torch._dynamo
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise CompileDuringPrediction("a prediction may not compile or measure: reason it out")
+
+    patched = [(torch, "compile"), (torch._dynamo, "optimize"), (torch._dynamo, "explain"),
+               (torch, "export")]
+    saved = [(obj, name, getattr(obj, name)) for obj, name in patched]
+    for obj, name in patched:
+        setattr(obj, name, refuse)
+    try:
+        yield
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+
+
+def predict(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` under :func:`no_compile`; an exception becomes the string 'error: Name'."""
+    try:
+        with no_compile():
+            return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a broken prediction is a wrong prediction
+        return f"error: {type(exc).__name__}"
+
+
+def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
+    """Print the one line a check ends with: ``Task N.M: PASS`` or ``Task N.M: FAIL — why``.
+
+    ``problems`` say what was wrong in words that never state the expected answer.
+    """
+    if problems:
+        print(f"Task {task}: FAIL — " + "; ".join(problems))
+    else:
+        print(f"Task {task}: PASS" + (f" — {passed_note}" if passed_note else ""))
+
+
+def graph_stats() -> dict[str, int]:
+    """Graphs Dynamo compiled and graph breaks it hit since the last :func:`fresh` (all frames)."""
+    from torch._dynamo.utils import counters
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]),
+            "breaks": int(sum(counters["graph_break"].values()))}
+
+
+def count_compiles(fn: Callable[..., Any], calls: list[tuple[Any, ...]],
+                   backend: str = "eager") -> int:
+    """How many times Dynamo compiles ``fn`` (one frame) over a sequence of argument tuples."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    fresh()
+    cc = CompileCounterWithBackend(backend)
+    compiled = torch.compile(fn, backend=cc)
+    for args in calls:
+        compiled(*args)
+    return int(cc.frame_count)

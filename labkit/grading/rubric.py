@@ -33,6 +33,8 @@ class Task:
     graded: tuple[str, ...] = ()             # instructor cells (# NBVAL_CHECK_OUTPUT)
     files: tuple[str, ...] = ()              # library files the student owns (allow-list)
     tests: tuple[str, ...] = ()              # pytest files holding the @pytest.mark.<marker> tests
+    difficulty: int = 0                      # 1 (warm-up) .. 3 (hard); 0: not stated
+    minutes: int = 0                         # the time a student should plan for; 0: not stated
 
     @property
     def marker(self) -> str:
@@ -90,7 +92,9 @@ def load(path: Path | str = RUBRIC_PATH) -> Rubric:
     for entry in raw["tasks"]:
         tuples = {k: tuple(entry.get(k, ())) for k in ("editable", "graded", "files", "tests")}
         task = Task(id=entry["id"], title=entry["title"], kind=entry["kind"],
-                    points=float(entry["points"]), notebook=entry.get("notebook"), **tuples)
+                    points=float(entry["points"]), notebook=entry.get("notebook"),
+                    difficulty=int(entry.get("difficulty", 0)), minutes=int(entry.get("minutes", 0)),
+                    **tuples)
         if not (task.graded or task.tests):
             raise ValueError(f"task {task.id} has neither graded cells nor tests")
         if (task.editable or task.graded) and not task.notebook:

@@ -1,0 +1,265 @@
+"""Every notebook task: the solution passes, the released stub fails, a plausible wrong answer fails.
+
+Instructor-only (it runs the solutions from the exercise sources in tools/exsrc; never released).
+Each case runs the notebook's code cells in order, in this process, with the task's answer cell
+replaced, and reads the check's verdict line (``Task N.M: PASS`` / ``FAIL — ...``). The solution is
+also run under a second grading seed, i.e. on other hidden variants than the visible ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit.grading import rubric as rubric_mod
+from labkit.grading.rubric import stub_text
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+build_exercises = pytest.importorskip("build_exercises")
+
+# A plausible wrong answer per task: the source of its answer cell.
+WRONG = {
+    "2.1": "def predict_compiles(calls):\n    return len(set(calls))   # one compile per distinct input\n",
+    "2.2": ("def train_fixed(w, grads, lrs, backend='eager', momentum=0.9):\n"
+            "    return train_storm(w, grads, lrs, backend, momentum)\n"),
+    "3.1": ("def predict_graphs(statements):   # one graph per break, plus one\n"
+            "    return 1 + sum(s in ('print', 'breakpoint', 'item_if', 'tolist') for s in statements)\n"),
+    "3.2": "DIAGNOSIS = {'A': CAUSES[0], 'B': CAUSES[1], 'C': CAUSES[3]}   # C is not shape-related\n",
+    "3.3": ("class ScorerFixed(torch.nn.Module):      # the counter stays a Python int\n"
+            "    def __init__(self, d):\n"
+            "        super().__init__()\n"
+            "        self.proj = torch.nn.Linear(d, d)\n"
+            "        self.calls = 0\n"
+            "    def forward(self, x):\n"
+            "        self.calls += 1\n"
+            "        h = self.proj(x).tanh()\n"
+            "        h = h / (h.abs().max() + 1e-6)\n"
+            "        return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)\n"),
+    "2.3": ("def predict_compiles_dynamic(calls):   # one graph per dtype: forgets size 1\n"
+            "    return len({dtype for shape, dtype in calls})\n"),
+    "6.1": ("def predict_buffers(steps):   # one buffer per result, no reuse\n"
+            "    return max(1, steps.count('matmul') + ('matmul' not in steps[:1]))\n"),
+    "4.1": "def softplus(x):\n    return torch.log(1 + torch.exp(x))   # overflows for large x\n",
+    "4.2": ("def predict_copies(statements):   # every in-place statement writes back\n"
+            "    return sum(s.endswith('_') for s in statements)\n"),
+    "5.5": ("def predict_kernels(steps):   # one kernel per graph\n"
+            "    return 1 + steps.count('break')\n"),
+    "9.1": ("@sqdist.register_fake\n"
+            "def _(x, y):\n"
+            "    return torch.empty_like(x)          # the input's shape, as in the lesson\n"),
+    "9.2": ("def predict_ops(names):   # every call is one operator of its own name\n"
+            "    return [f'aten.{n}' for n in names]\n"),
+    "7.2": ("def read_kernel(source):   # counts tl.load calls, not distinct buffers\n"
+            "    import re\n"
+            "    r = re.search(r'r0_numel = (\\d+)', source)\n"
+            "    return {'kind': 'reduction' if r else 'pointwise',\n"
+            "            'elements': int(re.search(r'xnumel = (\\d+)', source).group(1)),\n"
+            "            'reduction_length': int(r.group(1)) if r else 0,\n"
+            "            'reductions': ['sum'] * source.count('tl.sum('),\n"
+            "            'inputs': source.count('tl.load('), 'outputs': source.count('tl.store(')}\n"),
+    "8.1": ("def predict_traffic(steps, rows, cols, dtype):   # every step reads and writes once\n"
+            "    size = {'float32': 4, 'float16': 2, 'float64': 8}[dtype]\n"
+            "    return 2 * rows * cols * size * len(steps)\n"),
+    "8.2": ("def matmul_roofline(kind, shapes, dtype):   # mnk multiply-adds counted once\n"
+            "    import math\n"
+            "    size = {'float32': 4, 'float16': 2, 'float64': 8}[dtype]\n"
+            "    *lead, m, k = shapes[-2]\n"
+            "    n = shapes[-1][-1]\n"
+            "    flops = math.prod(lead) * m * n * k\n"
+            "    nbytes = size * (sum(math.prod(s) for s in shapes) + math.prod(lead) * m * n)\n"
+            "    return flops, nbytes, 'compute' if flops / 50e12 > nbytes / 1e12 else 'memory'\n"),
+    "4.3": ("def block_lean(x, weights):   # detaching saves nothing, and loses the gradients\n"
+            "    with torch.no_grad():\n"
+            "        out = block(x, weights)\n"
+            "    return out.requires_grad_()\n"),
+    "9.3": ("@torch.library.custom_op('labkit_ex9::clip2_', mutates_args=())   # the same bug\n"
+            "def clip2_(x: torch.Tensor, limit: float) -> None:\n"
+            "    np.clip(x.numpy(), -limit, limit, out=x.numpy())\n"
+            "@clip2_.register_fake\n"
+            "def _(x, limit):\n"
+            "    return None\n"),
+    "6.2": ("def predict_loop_nests(steps):   # one loop nest per kernel\n"
+            "    return 1 + steps.count('matmul') if any(s != 'matmul' for s in steps) else 0\n"),
+    "8.3": ("def predict_step_flops(widths, batch):   # backward = exactly twice the forward\n"
+            "    return 3 * sum(2 * batch * a * b for a, b in zip(widths, widths[1:]))\n"),
+}
+SLOW = {"2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1"}
+
+
+def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:
+    src = ROOT / "tools" / "exsrc" / (Path(task.notebook).stem + ".py")
+    nb = build_exercises.parse(src)
+    return [(c.id, c.source) for c in nb.cells if c.cell_type == "code"]
+
+
+def run_task(task_id: str, answer: str | None, seed: int = 0) -> str:
+    """The verdict line the task's check prints with ``answer`` in its answer cell (None: solution)."""
+    rubric = rubric_mod.load()
+    task = rubric.task(task_id)
+    (editable,), (graded,) = task.editable, task.graded
+    others = {c for t in rubric.for_notebook(task.notebook) if t.id != task_id
+              for c in (*t.editable, *t.graded)}
+    ns: dict[str, object] = {"__name__": "__main__"}
+    out = io.StringIO()
+    old = os.environ.get("LABKIT_GRADE_SEED")
+    os.environ["LABKIT_GRADE_SEED"] = str(seed)
+    try:
+        for cid, source in _cells(task):
+            if cid == editable and answer is not None:
+                source = answer
+            if cid in others:
+                continue                      # other tasks' answers and checks
+            try:
+                with contextlib.redirect_stdout(out):
+                    exec(compile(source, f"<{cid}>", "exec"), ns)
+            except NotImplementedError:
+                if cid != editable:
+                    raise                         # a stub in an answer cell raises; go on
+            if cid == graded:
+                break
+    finally:
+        if old is None:
+            os.environ.pop("LABKIT_GRADE_SEED", None)
+        else:
+            os.environ["LABKIT_GRADE_SEED"] = old
+    lines = [line for line in out.getvalue().splitlines() if line.startswith(f"Task {task_id}:")]
+    assert lines, f"check of {task_id} printed no verdict:\n{out.getvalue()[-2000:]}"
+    return lines[-1]
+
+
+def _stub(task_id: str) -> str:
+    task = rubric_mod.load().task(task_id)
+    source = dict(_cells(task))[task.editable[0]]
+    return stub_text(source, where=task_id)
+
+
+def _params(ids: list[str]) -> list[object]:
+    return [pytest.param(i, marks=pytest.mark.slow) if i in SLOW else i for i in ids]
+
+
+@pytest.mark.parametrize("task_id", _params(sorted(WRONG)))
+def test_solution_passes_on_visible_and_hidden_variants(task_id: str) -> None:
+    assert ": PASS" in run_task(task_id, None)
+    assert ": PASS" in run_task(task_id, None, seed=987654)
+
+
+@pytest.mark.parametrize("task_id", _params(sorted(WRONG)))
+def test_stub_fails(task_id: str) -> None:
+    assert ": FAIL" in run_task(task_id, _stub(task_id))
+
+
+@pytest.mark.parametrize("task_id", _params(sorted(WRONG)))
+def test_wrong_answer_fails_without_giving_the_answer(task_id: str) -> None:
+    line = run_task(task_id, WRONG[task_id])
+    assert ": FAIL — " in line
+
+
+# -- Task 7.1 lives in the library: the stub and a one-block kernel must fail its tests ----------
+ONE_BLOCK = """\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, num / tl.sum(num, axis=0), mask=mask)
+"""
+
+
+def _softmax_module(tmp_path: Path, body: str | None):
+    import importlib.util
+
+    from labkit.grading.rubric import BEGIN, END
+
+    text = (ROOT / "labkit" / "exercises" / "triton_softmax.py").read_text()
+    if body is None:
+        text = stub_text(text, "7.1")
+    else:
+        lines = text.splitlines(keepends=True)
+        start = next(i for i, line in enumerate(lines) if BEGIN.match(line))
+        end = next(i for i, line in enumerate(lines) if END.match(line))
+        text = "".join(lines[:start] + [body] + lines[end + 1:])
+    path = tmp_path / "triton_softmax.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("labkit.exercises.triton_softmax", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("body", [None, ONE_BLOCK], ids=["stub", "one-block"])
+def test_task7_1_stub_and_one_block_kernel_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                body: str | None) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_t71", ROOT / "tests" / "test_grading_exercises.py")
+    t = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t)
+    monkeypatch.setitem(sys.modules, "labkit.exercises.triton_softmax",
+                        _softmax_module(tmp_path, body))
+    with pytest.raises(Exception):  # noqa: B017 - NotImplementedError, wrapped by triton, or a mismatch
+        t.test_softmax_matches_torch_for_rows_wider_than_block("wide", 40, 130, 16)
+
+
+# -- the rubric and the student path -------------------------------------------------------------
+def test_rubric_states_difficulty_and_time_and_pyproject_lists_every_marker() -> None:
+    rubric = rubric_mod.load()
+    assert len(rubric.tasks) >= 24
+    assert all(1 <= t.difficulty <= 3 and t.minutes > 0 for t in rubric.tasks)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert all(f'"{t.marker}:' in pyproject for t in rubric.tasks)
+    notebook_tasks = [t for t in rubric.tasks if t.kind == "notebook"]
+    assert set(WRONG) == {t.id for t in notebook_tasks}, "every notebook task needs a wrong answer"
+
+
+def test_every_exercise_notebook_matches_its_source() -> None:
+    """The committed notebooks were built from tools/exsrc (same cells, same ids, same sources)."""
+    for src in sorted((ROOT / "tools" / "exsrc").glob("ex*.py")):
+        built = build_exercises.parse(src)
+        committed = nbs_read(ROOT / "notebooks" / "exercises" / (src.stem + ".ipynb"))
+        assert [(c.id, c.source) for c in built.cells] == \
+            [(c.id, c.source) for c in committed.cells], src.name
+
+
+def nbs_read(path: Path):
+    from labkit.grading import notebooks as nbs
+
+    return nbs.read(path)
+
+
+def test_release_has_only_tracked_files_no_solutions_and_self_checks(tmp_path: Path) -> None:
+    import subprocess
+
+    from labkit.grading.commands import build_student, solution_leaks
+
+    repo = tmp_path / "master"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
+    (repo / "lab.log").write_text("token=secret\n")               # untracked
+    (repo / "labkit" / "notes.py").write_text("x = 1\n")          # untracked
+    rubric = rubric_mod.load()
+    dest = tmp_path / "release"
+    build_student(repo, dest, rubric)
+    assert not (dest / "lab.log").exists() and not (dest / "labkit" / "notes.py").exists()
+    assert not (dest / "tools" / "exsrc").exists()
+    assert not (dest / "tests" / "test_exercise_tasks.py").exists()
+    assert solution_leaks(dest) == []
+    assert all((dest / "notebooks" / "exercises" / "checks" / Path(nb).name).exists()
+               for nb in rubric.notebooks)
+    assert "student copy" in (dest / "README.md").read_text()
+    log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True)
+    assert log.stdout.count("\n") == 1
+    tracked = subprocess.run(["git", "ls-files"], cwd=dest, capture_output=True, text=True).stdout
+    assert "lab.log" not in tracked
+
+
+def test_check_refuses_in_the_master_copy() -> None:
+    from labkit.grading.commands import NotARelease, main, self_check
+
+    with pytest.raises(NotARelease, match="make student"):
+        self_check(ROOT, rubric_mod.load())
+    assert main(["check"]) == 2

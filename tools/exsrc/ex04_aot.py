@@ -1,0 +1,191 @@
+# %% [markdown] id=intro
+# # Exercises 4 — AOTAutograd
+#
+# Companion to `04_aot_autograd.ipynb`. Edit only the cells that start with `# your answer`; keep
+# every cell's id. Each check (`# NBVAL_CHECK_OUTPUT`) ends with `Task N.M: PASS` or
+# `Task N.M: FAIL — what was wrong`; when grading it runs on hidden inputs and variants.
+# %% id=setup
+import warnings
+warnings.filterwarnings("ignore")
+import torch
+from labkit.grading import nbcheck as nc
+
+nc.setup()
+# %% [markdown] id=t4-1-md
+# ## Task 4.1 — a stable decomposition in plain Python (difficulty 2/3, about 25 min)
+#
+# Write `softplus(x)` $= \log(1 + e^x)$ with elementwise tensor ops only (no `softplus`), so that
+# AOTAutograd traces it into small ops and derives its backward. The obvious
+# `torch.log(1 + torch.exp(x))` overflows to `inf` for large `x` and loses everything for very
+# negative `x`: find a form that is finite and accurate for any magnitude (and whose *gradient* is
+# too). The check traces it with AOTAutograd, makes sure no `softplus` node is in the graphs, and
+# compares values and gradients with `F.softplus` on hidden inputs of magnitudes up to a few hundred.
+# %% id=t4-1
+# your answer (Task 4.1)
+def softplus(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + exp(x)) from elementwise ops only, finite for large |x| (Task 4.1)."""
+    ### BEGIN SOLUTION
+    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-torch.abs(x)))
+    ### END SOLUTION
+# %% id=c4-1
+# NBVAL_CHECK_OUTPUT
+from functorch.compile import aot_function
+from labkit.grading import nbcheck as nc
+
+n = nc.rng("4.1").randrange(4, 50)
+x = (nc.randn("4.1", n) * 60).requires_grad_(True)     # magnitudes up to ~200
+seen = []
+def keep(gm, example_inputs):
+    seen.extend(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+    return gm.forward
+nc.fresh()
+problems = []
+try:
+    out = aot_function(softplus, fw_compiler=keep, bw_compiler=keep)(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+except NotImplementedError:
+    problems.append("softplus is not implemented yet")
+else:
+    ref = torch.nn.functional.softplus(x)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), x)
+    if not bool(torch.isfinite(out).all()):
+        problems.append("some values are not finite")
+    elif not nc.close(out, ref, 1e-4):
+        problems.append("values differ from F.softplus")
+    if not bool(torch.isfinite(grad).all()):
+        problems.append("some gradients are not finite")
+    elif not nc.close(grad, ref_grad, 1e-4):
+        problems.append("gradients differ from F.softplus's")
+    if any("softplus" in t for t in seen):
+        problems.append("a softplus op is in the traced graphs")
+    if not seen:
+        problems.append("nothing was traced")
+nc.verdict("4.1", problems)
+# %% [markdown] id=t4-2-md
+# ## Task 4.2 — in-place ops and functionalization (difficulty 2/3, about 30 min)
+#
+# AOTAutograd *functionalizes* the graph: every in-place op becomes its out-of-place twin, and a
+# mutation that must stay visible to the caller is written back once, at the end, with
+# `aten.copy_`. `program(statements)` below builds a function `f(a, b)` of two 1-D tensors from the
+# given statements, ending with `return a + b`. Write `predict_copies(statements)`: how many
+# `aten.copy_` nodes the functionalized graph (`make_fx(functionalize(f, remove="mutations_and_views"))`)
+# ends with. Mind which tensor a name refers to at each point, and what a view shares.
+# The check calls your function with compilation switched off, then traces; grading uses other programs.
+# %% id=program-4-2
+STATEMENTS = {
+    "a_add_": "a.add_(1)",
+    "b_mul_": "b.mul_(2)",
+    "temp_relu_": "t = a + b\nt.relu_()",
+    "a_view_zero_": "a[:2].zero_()",
+    "b_view_sin_": "v = b.view(-1)\nv.sin_()",
+    "a_rebind": "a = a * 2",
+    "b_rebind": "b = b.clone()",
+}
+
+def program(statements):
+    body = "".join(f"    {line}\n" for s in statements for line in STATEMENTS[s].splitlines())
+    scope = {"torch": torch}
+    exec(f"def f(a, b):\n{body}    return a + b\n", scope)
+    return scope["f"]
+# %% id=t4-2
+# your answer (Task 4.2)
+def predict_copies(statements: list[str]) -> int:
+    """aten.copy_ nodes at the end of the functionalized graph of program(statements) (Task 4.2)."""
+    ### BEGIN SOLUTION
+    is_input = {"a": True, "b": True}
+    mutated = set()
+    for s in statements:
+        if s in ("a_add_", "a_view_zero_") and is_input["a"]:
+            mutated.add("a")
+        elif s in ("b_mul_", "b_view_sin_") and is_input["b"]:
+            mutated.add("b")
+        elif s == "a_rebind":
+            is_input["a"] = False
+        elif s == "b_rebind":
+            is_input["b"] = False
+    return len(mutated)
+    ### END SOLUTION
+# %% id=c4-2
+# NBVAL_CHECK_OUTPUT
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.func import functionalize
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("4.2")
+programs = [[r.choice(sorted(STATEMENTS)) for _ in range(r.randrange(1, 6))] for _ in range(8)]
+predicted = [nc.predict(predict_copies, list(p)) for p in programs]       # before measuring
+measured = []
+for p in programs:
+    n = r.randrange(3, 20)
+    gm = make_fx(functionalize(program(p), remove="mutations_and_views"))(
+        nc.randn("4.2a", n), nc.randn("4.2b", n))
+    measured.append(sum(1 for node in gm.graph.nodes if "copy_" in str(node.target)))
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_copies raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(programs)} programs wrong "
+                    f"({low} predicted too few copies, {len(wrong) - low} too many)")
+nc.verdict("4.2", problems, f"{len(programs)} programs")
+# %% [markdown] id=t4-3-md
+# ## Task 4.3 — trade compute for memory (difficulty 2/3, about 30 min)
+#
+# Training keeps, between forward and backward, the tensors the backward needs: the partitioner in
+# the lesson chose them for a compiled graph; eager autograd saves them too. `block` below saves
+# several activations per layer. Write `block_lean(x, weights)`: the same values and the same
+# gradients (for `x` and every weight), but keeping **no more than the bytes of `x` and the weights
+# themselves** alive for the backward; recompute the rest during the backward. The check measures
+# what autograd saves with `torch.autograd.graph.saved_tensors_hooks`, on hidden sizes and depths.
+# %% id=block-4-3
+def block(x, weights):
+    for w in weights:
+        x = torch.tanh(x @ w) * torch.sigmoid(x @ w) + x
+    return x.sum(dim=-1)
+# %% id=t4-3
+# your answer (Task 4.3)
+def block_lean(x, weights):
+    """block's values and gradients, saving at most x and the weights for backward (Task 4.3)."""
+    ### BEGIN SOLUTION
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(block, x, weights, use_reentrant=False)
+    ### END SOLUTION
+# %% id=c4-3
+# NBVAL_CHECK_OUTPUT
+from labkit.grading import nbcheck as nc
+
+def saved_bytes(fn, x, weights):
+    total = 0
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x, weights)
+    grads = torch.autograd.grad(out.sum(), [x, *weights])
+    return out, grads, total
+
+r = nc.rng("4.3")
+n, d, depth = r.randrange(4, 40), r.randrange(4, 24), r.randrange(2, 5)
+x = nc.randn("4.3x", n, d, requires_grad=True)
+weights = [(nc.randn(f"4.3w{k}", d, d) / d ** 0.5).requires_grad_() for k in range(depth)]
+budget = (x.numel() + sum(w.numel() for w in weights)) * 4
+problems = []
+try:
+    got, got_grads, got_bytes = saved_bytes(block_lean, x, weights)
+except NotImplementedError:
+    problems.append("block_lean is not implemented yet")
+except Exception as exc:  # noqa: BLE001
+    problems.append(f"forward or backward raised {type(exc).__name__}")
+else:
+    want, want_grads, want_bytes = saved_bytes(block, x, weights)
+    if not nc.close(got, want, 1e-5):
+        problems.append("values differ from block's")
+    if not nc.close(list(got_grads), list(want_grads), 1e-5):
+        problems.append("gradients differ from block's")
+    if got_bytes > budget:
+        problems.append(f"saves {got_bytes / budget:.1f}x the budget for backward "
+                        f"(block itself saves {want_bytes / budget:.1f}x)")
+nc.verdict("4.3", problems)

@@ -1,0 +1,138 @@
+# %% [markdown] id=intro
+# # Exercises 6 — the C++ that Inductor writes
+#
+# Companion to `06_codegen_cpp.ipynb`. Edit only the cells that start with `# your answer`; keep
+# every cell's id. Each check (`# NBVAL_CHECK_OUTPUT`) ends with `Task N.M: PASS` or
+# `Task N.M: FAIL — what was wrong`; when grading it runs on hidden variants. Inductor compiles C++
+# here, so each check takes a little while.
+# %% id=setup
+import warnings
+warnings.filterwarnings("ignore")
+import torch
+from labkit.grading import nbcheck as nc
+
+nc.setup()
+# %% [markdown] id=t6-1-md
+# ## Task 6.1 — predict the wrapper's buffers (difficulty 3/3, about 40 min)
+#
+# The wrapper `call(args)` allocates every buffer the kernels and extern calls write
+# (`bufN = empty_strided_cpu(...)`), and Inductor reuses what it can. `chain(steps)` builds a function
+# of a 64×32 float tensor from the steps `"sin"`, `"relu"`, `"scale"`, `"center"` (subtract the row
+# mean) and `"matmul"` (times a 32×32 matrix). Write `predict_buffers(steps)`: how many
+# `empty_strided` allocations the wrapper of `torch.compile(chain(steps))` makes. Read a few wrappers
+# (`nc.inductor_code(fn, x)` returns the output code; look for `empty_strided`, `in_out_ptr` and
+# `extern_kernels`) until your rule explains them: which results need fresh memory, which can be
+# written over memory that is no longer needed, and what a row reduction needs. The check calls
+# your function with compilation switched off, then compiles and counts; grading uses other chains.
+# %% id=chain-6-1
+W = torch.randn(32, 32, generator=torch.Generator().manual_seed(6))
+STEPS = {"sin": "x = x.sin()", "relu": "x = x.relu()", "scale": "x = x * 2",
+         "center": "x = x - x.mean(dim=-1, keepdim=True)", "matmul": "x = x @ W"}
+
+def chain(steps):
+    body = "".join(f"    {STEPS[s]}\n" for s in steps)
+    scope = {"torch": torch, "W": W}
+    exec(f"def f(x):\n{body}    return x\n", scope)
+    return scope["f"]
+# %% id=t6-1
+# your answer (Task 6.1)
+def predict_buffers(steps: list[str]) -> int:
+    """empty_strided allocations in the wrapper of torch.compile(chain(steps)) (Task 6.1)."""
+    ### BEGIN SOLUTION
+    allocated, free = 0, 0          # big (64x32) buffers allocated so far; dead ones to reuse
+    in_buffer, pending = False, False
+
+    def take() -> None:
+        nonlocal allocated, free
+        if free:
+            free -= 1               # a dead buffer of the same size is reused
+        else:
+            allocated += 1
+
+    for s in steps:
+        if s == "matmul":
+            if pending and not in_buffer:
+                take()              # the pointwise result: the input may not be overwritten
+                in_buffer = True
+            pending = False
+            take()                  # the extern matmul's output, while its input is alive
+            if in_buffer:
+                free += 1           # the matmul's input buffer is dead now
+            in_buffer = True
+        else:
+            pending = True          # pointwise work: in place once x lives in our buffer
+            allocated += s == "center"   # the row means (64x1), never the same size
+    if pending and not in_buffer:
+        take()
+    return allocated
+    ### END SOLUTION
+# %% id=c6-1
+# NBVAL_CHECK_OUTPUT
+import re
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("6.1")
+chains = [[r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))] for _ in range(4)]
+predicted = [nc.predict(predict_buffers, list(c)) for c in chains]        # before measuring
+x = nc.randn("6.1x", 64, 32)
+measured = []
+for c in chains:
+    out, codes = nc.inductor_code(chain(c), x)
+    measured.append(sum(len(re.findall(r"^\s*buf\d+ = empty_strided", code, re.M)) for code in codes))
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_buffers raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
+                    f"({low} predicted too few buffers, {len(wrong) - low} too many)")
+nc.verdict("6.1", problems, f"{len(chains)} chains")
+# %% [markdown] id=t6-2-md
+# ## Task 6.2 — predict the loop nests of the C++ kernels (difficulty 2/3, about 30 min)
+#
+# A fused C++ kernel is a sequence of loop nests over the 64×32 elements: a pointwise chain needs
+# one; a row reduction needs its own pass over the row before anything that uses its result can
+# run. Inductor counts the vectorized loop nests it emits in
+# `torch._inductor.metrics.generated_cpp_vec_kernel_count`. For the same `chain(steps)` as in
+# Task 6.1, write `predict_loop_nests(steps)`: that count after one call of
+# `torch.compile(chain(steps))`, over all kernels. Read the kernels of a few chains (`for(` lines
+# inside `cpp_fused_...`) first. The check calls your function with compilation switched off, then
+# compiles and counts; grading uses other chains.
+# %% id=t6-2
+# your answer (Task 6.2)
+def predict_loop_nests(steps: list[str]) -> int:
+    """Vectorized loop nests Inductor emits for torch.compile(chain(steps)) (Task 6.2)."""
+    ### BEGIN SOLUTION
+    nests, pending, reductions = 0, False, 0
+    for s in steps + ["matmul"]:
+        if s == "matmul":
+            nests += (1 + reductions) if pending else 0
+            pending, reductions = False, 0
+        else:
+            pending = True
+            reductions += s == "center"
+    return nests
+    ### END SOLUTION
+# %% id=c6-2
+# NBVAL_CHECK_OUTPUT
+from torch._inductor import metrics
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("6.2")
+chains = [[r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))] for _ in range(4)]
+predicted = [nc.predict(predict_loop_nests, list(c)) for c in chains]    # before measuring
+x = nc.randn("6.2x", 64, 32)
+measured = []
+for c in chains:
+    nc.inductor_code(chain(c), x)          # resets the metrics first
+    measured.append(metrics.generated_cpp_vec_kernel_count)
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_loop_nests raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    low = sum(1 for k in wrong if predicted[k] < measured[k])
+    problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
+                    f"({low} predicted too few loop nests, {len(wrong) - low} too many)")
+nc.verdict("6.2", problems, f"{len(chains)} chains")

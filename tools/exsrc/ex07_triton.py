@@ -1,0 +1,184 @@
+# %% [markdown] id=intro
+# # Exercises 7 — Triton kernels: write one, read Inductor's
+#
+# Companion to `07_codegen_triton.ipynb`. On a CPU-only machine kernels run in Triton's interpreter
+# (`TRITON_INTERPRET=1`, set below before `triton` is imported). Task 7.1 is in the library
+# (`labkit/exercises/triton_softmax.py`); Task 7.2 is a cell below. Keep every cell's id. Each check
+# ends with `Task N.M: PASS` or `Task N.M: FAIL — what was wrong`; when grading it runs on hidden
+# shapes and kernels.
+# %% id=setup
+import os
+import warnings
+warnings.filterwarnings("ignore")
+import torch
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton is imported
+import triton
+import triton.language as tl
+from labkit.grading import nbcheck as nc
+
+nc.setup()
+# %% [markdown] id=t7-1-md
+# ## Task 7.1 — softmax for rows wider than a block (library; difficulty 3/3, about 60 min)
+#
+# Implement `softmax_kernel` in `labkit/exercises/triton_softmax.py`. One program handles one row,
+# but it may only hold `BLOCK` values at a time, and rows are many blocks wide: loop over the row.
+# A softmax needs the row's maximum before its exponentials can be summed safely; find a way that
+# reads the row at most twice (hint: when the running maximum grows, what happens to the partial sum
+# you already have?). Values up to ±1000 must not overflow. Reload the module after each edit
+# (the check does).
+# %% id=c7-1
+# NBVAL_CHECK_OUTPUT
+import importlib
+from labkit.grading import nbcheck as nc
+from labkit.exercises import triton_softmax
+
+importlib.reload(triton_softmax)
+r = nc.rng("7.1")
+problems = []
+for k in range(3):
+    rows, cols, block = r.randrange(1, 5), r.randrange(20, 200), r.choice([8, 16, 32])
+    x = nc.randn(f"7.1c{k}", rows, cols) * r.choice([1, 50, 400])
+    try:
+        out = triton_softmax.softmax(x, block)
+    except NotImplementedError:
+        problems = ["softmax_kernel is not implemented yet"]
+        break
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"cols={cols}, BLOCK={block}: raised {type(exc).__name__}")
+        continue
+    if torch.isnan(out).any():
+        problems.append(f"cols={cols}, BLOCK={block}: some columns were never written")
+    elif not torch.isfinite(out).all():
+        problems.append(f"cols={cols}, BLOCK={block}: overflow (inf)")
+    elif not nc.close(out, torch.softmax(x, -1), 1e-5):
+        problems.append(f"cols={cols}, BLOCK={block}: values differ from torch.softmax")
+nc.verdict("7.1", problems, "3 shapes")
+# %% [markdown] id=t7-2-md
+# ## Task 7.2 — read Inductor's Triton (difficulty 2/3, about 40 min)
+#
+# `KERNELS` holds Triton kernels Inductor generated on a GPU (the recordings in
+# `figures/recordings/`), none of them the lesson's. Read a few (`print(KERNELS[name])`) and write
+# `read_kernel(source)`, which answers, for *any* such kernel:
+#
+# - `"kind"`: `"pointwise"` or `"reduction"`;
+# - `"elements"`: how many output positions (`x` indices) the kernel covers in total;
+# - `"reduction_length"`: how many values each reduction combines (0 for pointwise kernels);
+# - `"reductions"`: the reductions it performs, in order, as `"max"` / `"sum"`;
+# - `"inputs"`: how many distinct buffers it reads (an `in_out_ptr` counts);
+# - `"outputs"`: how many distinct buffers it writes.
+#
+# Each answer must come from reading the text: say in a comment which line tells you. The check
+# compares your answers with the instructor's, field by field, for several kernels (others when
+# grading), and says which fields were wrong.
+# %% id=kernels-7-2
+from labkit.exercises.inductor_triton import KERNELS   # copied from figures/recordings/
+
+print(sorted(KERNELS))
+# %% id=t7-2
+# your answer (Task 7.2)
+import re
+
+
+def read_kernel(source: str) -> dict:
+    """Structured reading of one Inductor Triton kernel (Task 7.2)."""
+    ### BEGIN SOLUTION
+    body = source[source.index("def triton"):]
+    xnumel = re.search(r"^\s*xnumel = (\d+)", body, re.M)          # the grid's x extent
+    rnumel = re.search(r"^\s*r0?_?numel = (\d+)", body, re.M)       # per-row reduction length
+    reductions = [m.group(1) if m.group(1) == "sum" else "max"
+                  for m in re.finditer(r"\b(?:tl\.(sum)|triton_helpers\.(max)2)\(", body)]
+    loads = set(re.findall(r"tl\.load\((\w+)", body))
+    stores = set(re.findall(r"tl\.store\((\w+)", body))
+    return {"kind": "reduction" if rnumel else "pointwise",
+            "elements": int(xnumel.group(1)) if xnumel else 0,
+            "reduction_length": int(rnumel.group(1)) if rnumel else 0,
+            "reductions": reductions,
+            "inputs": len(loads),
+            "outputs": len(stores)}
+    ### END SOLUTION
+# %% id=c7-2
+# NBVAL_CHECK_OUTPUT
+import hashlib
+from labkit.grading import nbcheck as nc
+
+FIELDS = ("kind", "elements", "reduction_length", "reductions", "inputs", "outputs")
+KEY = {
+"triton_per_fused__softmax_exp_prepare_softmax_online_sub_0": {
+"kind": "4c619e8ce7f9",
+"elements": "aa7bdeedeb08",
+"reduction_length": "2f962928d165",
+"reductions": "ef5e0fcbe876",
+"inputs": "4a62255d032b",
+"outputs": "9107a01b4a09"
+},
+"triton_per_fused_lt_sum_0": {
+"kind": "83de76d81ea5",
+"elements": "d042a9c550bd",
+"reduction_length": "952ef4450714",
+"reductions": "0467889fa551",
+"inputs": "cf69ebe1988f",
+"outputs": "2c28c43762c2"
+},
+"triton_per_fused_sum_0": {
+"kind": "a6df830ca3b3",
+"elements": "7cf455b58d47",
+"reduction_length": "29fd76e68cb0",
+"reductions": "517830df2bae",
+"inputs": "2ad1cdd8719d",
+"outputs": "d1861373434f"
+},
+"triton_per_fused_sum_threshold_backward_1": {
+"kind": "b5fc90b7434a",
+"elements": "663179105233",
+"reduction_length": "3a666f5ddbac",
+"reductions": "c6422e24f19e",
+"inputs": "40aed962a99b",
+"outputs": "c39ac9ca5c57"
+},
+"triton_per_fused_sum_threshold_backward_2": {
+"kind": "b1a3c343e9bc",
+"elements": "9f9f1820ccff",
+"reduction_length": "6f7decf6658d",
+"reductions": "42163c804679",
+"inputs": "dae1ced71e12",
+"outputs": "f066cd3e3eb0"
+},
+"triton_poi_fused_abs_add_div_1": {
+"kind": "0e273abc396f",
+"elements": "7e731deaf914",
+"reduction_length": "a0f0900825f0",
+"reductions": "8bd71e206760",
+"inputs": "dd25acc3c81c",
+"outputs": "e8b5c3df2241"
+},
+"triton_poi_fused_add_relu_0": {
+"kind": "04e76d40ddbf",
+"elements": "41bd5aa5ccba",
+"reduction_length": "04a88364f86a",
+"reductions": "4d0f9c7029d3",
+"inputs": "5000b10162d6",
+"outputs": "8ccff0d9cdc2"
+},
+"triton_poi_fused_mul_0": {
+"kind": "e0f9bd4d5c86",
+"elements": "9b306f65a0ed",
+"reduction_length": "c4be8c7d37a7",
+"reductions": "bae5983dc6e3",
+"inputs": "281366bfbbcc",
+"outputs": "ab6b28ed65ce"
+}
+}       # salted hashes of the right answers: no answer here
+r = nc.rng("7.2")
+names = r.sample(sorted(KEY), 4)
+problems = []
+for name in names:
+    got = nc.predict(read_kernel, KERNELS[name])
+    if not isinstance(got, dict):
+        problems.append(f"{name}: read_kernel {got if isinstance(got, str) else 'did not return a dict'}")
+        continue
+    bad = [f for f in FIELDS
+           if hashlib.sha256(f"7.2{name}{f}{got.get(f)!r}".encode()).hexdigest()[:12] != KEY[name][f]]
+    if bad:
+        problems.append(f"{name}: wrong {', '.join(bad)}")
+nc.verdict("7.2", problems, f"{len(names)} kernels")

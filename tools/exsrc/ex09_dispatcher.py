@@ -1,0 +1,215 @@
+# %% [markdown] id=intro
+# # Exercises 9 — the dispatcher and custom operators
+#
+# Companion to `09_dispatcher.ipynb`. Edit only the cells that start with `# your answer`; keep
+# every cell's id. Each check (`# NBVAL_CHECK_OUTPUT`) ends with `Task N.M: PASS` or
+# `Task N.M: FAIL — what was wrong`; when grading it runs on hidden inputs and variants.
+# %% id=setup
+import warnings
+warnings.filterwarnings("ignore")
+import numpy as np
+import torch
+import torch.nn.functional as F
+from labkit.grading import nbcheck as nc
+
+nc.setup()
+# %% [markdown] id=t9-1-md
+# ## Task 9.1 — a custom operator with a fake kernel and a backward (difficulty 3/3, about 50 min)
+#
+# `sqdist(x, y)` is a custom operator computed in NumPy: for `x` of shape `(n, d)` and `y` of
+# shape `(m, d)` it returns the `(n, m)` matrix of squared distances
+# $D_{ij} = \sum_k (x_{ik} - y_{jk})^2$. Dynamo cannot look inside it, and autograd does not know its
+# derivative. Make it a first-class operator:
+#
+# 1. a **fake kernel** (`sqdist.register_fake`) so `torch.compile(fullgraph=True)` can trace it
+#    (what shape and dtype does the output have? the lesson's op kept its input's shape; this one does
+#    not);
+# 2. a **backward** (`sqdist.register_autograd(backward, setup_context=...)`) that computes both
+#    gradients with tensor ops (derive $\partial D/\partial x$ and $\partial D/\partial y$ yourself).
+#
+# The check runs `torch.library.opcheck`, `torch.autograd.gradcheck` in float64, and a
+# `fullgraph=True` compile, on shapes you have not seen.
+# %% id=op-9-1
+@torch.library.custom_op("labkit_ex9::sqdist", mutates_args=())
+def sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Squared Euclidean distances between the rows of x (n, d) and y (m, d), in NumPy."""
+    xn, yn = x.detach().cpu().numpy(), y.detach().cpu().numpy()
+    return torch.from_numpy(((xn[:, None, :] - yn[None, :, :]) ** 2).sum(-1)).to(x.device)
+# %% id=t9-1
+# your answer (Task 9.1)
+### BEGIN SOLUTION
+@sqdist.register_fake
+def _(x, y):
+    return x.new_empty(x.shape[0], y.shape[0])
+
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def backward(ctx, grad):
+    x, y = ctx.saved_tensors
+    grad_x = 2 * (grad.sum(1, keepdim=True) * x - grad @ y)
+    grad_y = 2 * (grad.sum(0).unsqueeze(1) * y - grad.T @ x)
+    return grad_x, grad_y
+
+
+sqdist.register_autograd(backward, setup_context=setup_context)
+### END SOLUTION
+# %% id=c9-1
+# NBVAL_CHECK_OUTPUT
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("9.1")
+n, m, d = r.randrange(2, 9), r.randrange(2, 9), r.randrange(1, 6)
+x = nc.randn("9.1x", n, d).double().requires_grad_()
+y = nc.randn("9.1y", m, d).double().requires_grad_()
+problems = []
+try:
+    torch.library.opcheck(sqdist, (x, y))
+except Exception as exc:  # noqa: BLE001
+    failed = [t for t in ("schema", "autograd_registration", "faketensor", "aot_dispatch")
+              if t in str(exc)]
+    problems.append(f"opcheck failed ({', '.join(failed) or type(exc).__name__})")
+try:
+    if not torch.autograd.gradcheck(sqdist, (x, y), raise_exception=False):
+        problems.append("gradients differ from finite differences")
+except Exception as exc:  # noqa: BLE001
+    problems.append(f"backward raised {type(exc).__name__}")
+try:
+    out, rec = nc.record_graphs(lambda a, b: sqdist(a.sin(), b) * 2, x.detach().float(),
+                                y.detach().float(), fullgraph=True)
+    if len(rec.graphs) != 1 or not any("sqdist" in t for t in rec.targets()):
+        problems.append("the compiled graph does not hold the operator")
+    ref = ((x.detach().float().sin()[:, None] - y.detach().float()[None]) ** 2).sum(-1) * 2
+    if not nc.close(out, ref, 1e-5):
+        problems.append("compiled values differ from eager")
+except Exception as exc:  # noqa: BLE001
+    problems.append(f"torch.compile(fullgraph=True) failed ({type(exc).__name__})")
+nc.verdict("9.1", problems)
+# %% [markdown] id=t9-2-md
+# ## Task 9.2 — predict what reaches the dispatcher (difficulty 2/3, about 30 min)
+#
+# Some PyTorch functions are operators with kernels of their own; others are *composite*: their
+# implementation calls other ATen operators, and a `TorchDispatchMode` (which sits below autograd)
+# only sees those. `CALLS` below lists some calls on a 2-D float tensor `x` (weights `w`, bias `b`).
+# Write `predict_ops(names)`: the list of ATen operator *packets* (such as `"aten.add"`) that a
+# dispatch mode records, in order, when the calls run one after another on `x` in eval mode
+# (no autograd). Experiment with a mode of your own (lesson 09, section 2) to learn the rule for
+# each call, then predict sequences; grading uses sequences you have not seen.
+# %% id=calls-9-2
+CALLS = {
+    "linear": lambda x, w, b: F.linear(x, w, b),
+    "matmul": lambda x, w, b: x @ w,
+    "gelu": lambda x, w, b: F.gelu(x),
+    "layer_norm": lambda x, w, b: F.layer_norm(x, x.shape[-1:]),
+    "dropout_eval": lambda x, w, b: F.dropout(x, p=0.5, training=False),
+    "softmax": lambda x, w, b: x.softmax(-1),
+    "silu": lambda x, w, b: F.silu(x),
+    "transpose": lambda x, w, b: x.t(),
+}
+# %% id=t9-2
+# your answer (Task 9.2)
+def predict_ops(names: list[str]) -> list[str]:
+    """ATen operator packets a dispatch mode records for the calls, in order (Task 9.2)."""
+    ### BEGIN SOLUTION
+    table = {"linear": ["aten.t", "aten.addmm"], "matmul": ["aten.mm"], "gelu": ["aten.gelu"],
+             "layer_norm": ["aten.native_layer_norm"], "dropout_eval": [],
+             "softmax": ["aten._softmax"], "silu": ["aten.silu"], "transpose": ["aten.t"]}
+    return [op for name in names for op in table[name]]
+    ### END SOLUTION
+# %% id=c9-2
+# NBVAL_CHECK_OUTPUT
+from torch.utils._python_dispatch import TorchDispatchMode
+from labkit.grading import nbcheck as nc
+
+class Record(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(f"aten.{func.overloadpacket.__name__}")
+        return func(*args, **(kwargs or {}))
+
+r = nc.rng("9.2")
+seqs = [[r.choice(sorted(CALLS)) for _ in range(r.randrange(2, 6))] for _ in range(6)]
+predicted = [nc.predict(predict_ops, list(s)) for s in seqs]              # before measuring
+measured = []
+for s in seqs:
+    n = r.randrange(2, 9)
+    x, w, b = nc.randn("9.2x", n, n), nc.randn("9.2w", n, n), nc.randn("9.2b", n)
+    with torch.no_grad(), Record() as rec:
+        for name in s:
+            x = CALLS[name](x, w, b)
+    measured.append(rec.ops)
+wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
+problems = []
+if any(isinstance(p, str) for p in predicted):
+    problems.append(f"predict_ops raised: {sorted({p for p in predicted if isinstance(p, str)})}")
+elif wrong:
+    problems.append(f"{len(wrong)} of {len(seqs)} sequences wrong")
+nc.verdict("9.2", problems, f"{len(seqs)} sequences")
+# %% [markdown] id=t9-3-md
+# ## Task 9.3 — an operator that writes into its input (difficulty 2/3, about 30 min)
+#
+# `clip_` below clamps a tensor **in place** to `[-limit, limit]`, in NumPy, and the model calls it
+# on an intermediate result. As written, `torch.compile(..., fullgraph=True)` fails and
+# `torch.library.opcheck` complains. Find out what the operator's declaration gets wrong (read the
+# errors), then write a correct operator `clip2_` (namespace `labkit_ex9`) with the same behaviour:
+# it modifies its argument and returns nothing, and it must compile into one graph whose result
+# matches eager. Lesson 09 showed an operator that returns a new tensor; this one does not.
+# %% id=op-9-3
+@torch.library.custom_op("labkit_ex9::clip_", mutates_args=())
+def clip_(x: torch.Tensor, limit: float) -> None:
+    """Clamp x to [-limit, limit] in place (NumPy; the declaration has a bug)."""
+    np.clip(x.numpy(), -limit, limit, out=x.numpy())
+
+def model93(x, op, limit):
+    y = x * 2
+    op(y, limit)
+    return y.sin()
+# %% id=t9-3
+# your answer (Task 9.3)
+### BEGIN SOLUTION
+@torch.library.custom_op("labkit_ex9::clip2_", mutates_args=("x",))
+def clip2_(x: torch.Tensor, limit: float) -> None:
+    """Clamp x to [-limit, limit] in place, declared as mutating x."""
+    np.clip(x.numpy(), -limit, limit, out=x.numpy())
+
+
+@clip2_.register_fake
+def _(x, limit):
+    return None
+### END SOLUTION
+# %% id=c9-3
+# NBVAL_CHECK_OUTPUT
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("9.3")
+n, limit = r.randrange(3, 40), r.uniform(0.2, 1.5)
+x = nc.randn("9.3x", n) * 2
+problems = []
+op = globals().get("clip2_")
+if op is None:
+    problems.append("clip2_ is not defined yet")
+else:
+    try:
+        torch.library.opcheck(op, (x.clone(), limit))
+    except Exception as exc:  # noqa: BLE001
+        failed = [t for t in ("schema", "autograd_registration", "faketensor", "aot_dispatch")
+                  if t in str(exc)]
+        problems.append(f"opcheck failed ({', '.join(failed) or type(exc).__name__})")
+    y = x.clone()
+    op(y, limit)
+    if not nc.close(y, x.clamp(-limit, limit)):
+        problems.append("eager: the argument is not clamped in place")
+    try:
+        out, rec = nc.record_graphs(lambda t: model93(t, op, limit), x.clone(), fullgraph=True)
+        if len(rec.graphs) != 1 or not any("clip2_" in t for t in rec.targets()):
+            problems.append("the compiled graph does not hold the operator")
+        if not nc.close(out, (x * 2).clamp(-limit, limit).sin(), 1e-5):
+            problems.append("compiled values differ from eager")
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"torch.compile(fullgraph=True) failed ({type(exc).__name__})")
+nc.verdict("9.3", problems)
