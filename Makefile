@@ -10,7 +10,7 @@ EXTRAS  := $(if $(shell command -v nvidia-smi 2>/dev/null),dev,dev,cpu)
 NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help setup lab test test-torch test-lib test-notebooks lint figures bench-capture bench-compiler \
+.PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-compiler \
         bench-course bench-grading record-gpu gpu-check notebooks student check grade clean
 
 help:  ## list the targets
@@ -30,7 +30,12 @@ $(STAMP): pyproject.toml tools/setup_system.sh
 lab: setup  ## start JupyterLab on the repo, opening notebooks/00_overview.ipynb (127.0.0.1, token auth on)
 	$(PY) tools/serve_lab.py
 
-test: setup  ## the whole suite: pytest over tests/ and nbval over notebooks/
+test: setup  ## CI: the library tests but those marked slow, then nbval over every chapter notebook
+	$(PY) tools/build_notebooks.py --check
+	$(PY) -m pytest tests -m "not slow"
+	$(if $(NOTEBOOKS),$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
+
+test-all: setup  ## everything: `make test` plus the slow suites (attacks on the grader, the browser walk of every notebook, dtype sweeps, real TORCH_TRACE logs); about an hour on 2 cores
 	$(PY) tools/build_notebooks.py --check
 	$(PY) -m pytest tests
 	$(if $(NOTEBOOKS),$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
