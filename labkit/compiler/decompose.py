@@ -49,8 +49,9 @@ def upcast(x: Tensor) -> Tensor:
 @register_decomposition(aten.gelu.default)
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); tanh approximation when asked."""
-    dtype, x = x.dtype, upcast(x)
+    # float16/bfloat16 inputs are computed in float32 and cast back at the end (see upcast)
     ### BEGIN SOLUTION
+    dtype, x = x.dtype, upcast(x)
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
         return (0.5 * x * (1 + torch.tanh(inner))).to(dtype)

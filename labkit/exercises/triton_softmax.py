@@ -27,7 +27,7 @@ def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.con
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     row_max = tl.full([BLOCK], -float("inf"), tl.float32)
-    row_sum = tl.zeros([BLOCK], tl.float32)
+    row_sum = tl.full([BLOCK], 0.0, tl.float32)
     for start in range(0, n_cols, BLOCK):              # pass 1: running max and rescaled sum
         mask = start + cols < n_cols
         x = tl.load(in_ptr + row * in_stride + start + cols, mask=mask, other=-float("inf"))
