@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.capture import Event, Recorder, aot, dynamo, inductor, triton
+from labkit.capture import (
+    TRACE_ARTIFACTS,
+    TRACE_KINDS,
+    Event,
+    Recorder,
+    aot,
+    dynamo,
+    inductor,
+    triton,
+)
 from labkit.trace import Timing, Trace
 
 LOG_PREFIX = "dedicated_log_torch_trace_"
@@ -36,30 +45,10 @@ _GLOG = re.compile(
 )
 _RANK_IN_NAME = re.compile(r"rank_(\d+)_")
 _BYTECODE = re.compile(r"^(?P<fn>.+)_(?P<which>ORIGINAL|MODIFIED)_BYTECODE$")
-# Records whose payload we keep (everything else, e.g. thousands of chromium_event, is skipped).
-KEEP_KINDS = frozenset(
-    {
-        "dynamo_start",
-        "dynamo_output_graph",
-        "dynamo_cpp_guards_str",
-        "aot_joint_graph",
-        "aot_forward_graph",
-        "aot_backward_graph",
-        "aot_inference_graph",
-        "inductor_output_code",
-        "compilation_metrics",
-        "bwd_compilation_metrics",
-    }
-)
-KEEP_ARTIFACTS = frozenset(
-    {
-        "dynamo_graph_break_reason",
-        "recompile_reasons",
-        "inductor_post_grad_graph",
-        "inductor_provenance_tracking_node_mappings",
-        "torch_version",
-    }
-)
+# Records whose payload we keep: the ones explore's live capture keeps, plus the log's version
+# record (everything else, e.g. thousands of chromium_event, is skipped).
+KEEP_KINDS = TRACE_KINDS
+KEEP_ARTIFACTS = TRACE_ARTIFACTS | {"torch_version"}
 # compilation_metrics fields worth keeping per compile (the record has ~60, dynamo_config among them).
 METRIC_FIELDS = (
     "co_name",

@@ -54,10 +54,9 @@ class RunResult:
     output_tail: str
 
 
-def grading_env(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
-    """The environment of a grading subprocess: pinned threads, fresh caches, the run's seed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABKIT_", "PYTEST_"))}
-    env.update({
+def _pinned(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
+    """What every grading process pins: threads, hashing, seed, fresh caches, no cached codegen."""
+    return {
         "PYTHONPATH": str(pythonpath),
         SEED_ENV: str(seed),
         "OMP_NUM_THREADS": "1",
@@ -72,7 +71,13 @@ def grading_env(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
         "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
         "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
         "PYTHONWARNINGS": "ignore",
-    })
+    }
+
+
+def grading_env(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
+    """The environment of a grading subprocess: the grader's own, plus what _pinned pins."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABKIT_", "PYTEST_"))}
+    env.update(_pinned(seed, cache, pythonpath))
     return env
 
 
@@ -80,24 +85,13 @@ def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
     """The whole environment of a sandboxed command (bwrap clears everything else)."""
     cache = scratch / ".cache"
     return {
-        "PYTHONPATH": str(code),
-        SEED_ENV: str(seed),
-        "OMP_NUM_THREADS": "1",
-        "PYTHONHASHSEED": "0",
+        **_pinned(seed, cache, code),
         "PYTHONDONTWRITEBYTECODE": "1",
-        "MPLBACKEND": "Agg",
-        "TRITON_INTERPRET": "1",
-        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "TRITON_CACHE_DIR": str(cache / "triton"),
-        "LABKIT_CACHE_DIR": str(cache / "labkit"),
         "MPLCONFIGDIR": str(cache / "mpl"),
         "XDG_CACHE_HOME": str(cache),
         "JUPYTER_RUNTIME_DIR": str(scratch / ".jupyter"),
         "IPYTHONDIR": str(scratch / ".ipython"),
-        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        "PYTHONWARNINGS": "ignore",
         "LABKIT_OBSERVE": str(scratch / "observe.jsonl"),
     }
 

@@ -235,7 +235,7 @@ def numels(source):
 if reductions is not None:
     for k in reductions.kernels:
         xn, rn = numels(k.source)
-        loop = bool(re.search(r"for r0?_?offset in range", k.source))
+        loop = bool(re.search(r"for r0?_?offset in (tl\.)?range\(", k.source))  # tl.range in newer torch
         print(f"{k.name:42s} outputs(xnumel)={xn:<6} reduced(rnumel)={rn!s:<8} loop={loop!s:5} "
               f"welford={'triton_helpers.welford' in k.source}")
 
@@ -243,7 +243,7 @@ if reductions is not None:
 # Read the prefixes: **`triton_per_`** is a *persistent* reduction: one block holds a whole row in
 # registers (`RBLOCK` equals the row length) and reduces it in one `tl.sum`. **`triton_red_`** is a
 # *looped* reduction: the row is too long for one block, so the kernel walks it `RBLOCK` elements at a
-# time in a `for r0_offset in range(...)` loop, keeping a running accumulator. And the 16 M-element
+# time in a `for r0_offset in tl.range(...)` loop, keeping a running accumulator. And the 16 M-element
 # `sum()` became **two** kernels: a **split** reduction.
 #
 # Why each? Inductor decides from the shape, in `torch/_inductor/ir.py` (`Reduction.num_splits`) and
