@@ -269,6 +269,12 @@ def where(cond: Any, a: Any, b: Any) -> Pointwise:
 def clamp(x: Any, lo: Any = None, hi: Any = None) -> Pointwise:
     """min(max(x, lo), hi) with either bound optional."""
     bounds = [b for b in (lo, hi) if b is not None]
+    dtype = out_dtype()
+    if not dtype.is_floating_point and dtype != torch.bool:
+        info = torch.iinfo(dtype)
+        if any(isinstance(b, (int, float)) and not info.min <= b <= info.max for b in bounds):
+            # torch 2.13 wraps such a bound into the dtype first, 2.15 compares it as it is
+            raise Unsupported(f"clamp of {dtype} with a bound outside its range")
 
     def fn(v: Any, *b: Any) -> Any:
         if lo is not None:
