@@ -209,6 +209,8 @@ def canonical_reason(reason: str) -> str:
 
     first = reason.strip().splitlines()[0] if reason.strip() else ""
     first = re.sub(r"^\d+/\d+: ", "", first).split("  #")[0].strip()
+    # torch 2.11 spells a float guard on a stack value ___as_tensor(___stack0).item(); 2.13 ___stack0
+    first = re.sub(r"___as_tensor\((\w+)\)\.item\(\)", r"\1", first)
     return re.sub(r"-?\d+\.\d+(e-?\d+)?", "<float>", first)
 
 
