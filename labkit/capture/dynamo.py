@@ -54,7 +54,8 @@ def is_user_file(filename: str) -> bool:
         return False
     if path.startswith(labkit_dir):
         rel = path[len(labkit_dir):]
-        return rel.startswith("exercises" + os.sep) or rel == os.path.join("capture", "examples.py")
+        return rel.startswith("exercises" + os.sep) or rel in (
+            "examples.py", "perf.py", os.path.join("capture", "examples.py"))
     return True
 
 
@@ -112,6 +113,9 @@ def specific_reason(text: str) -> str:
         # newer torch: this line only names the bytecode; the next line names the break (gb_type)
         after = [ln.strip() for ln in text[m.end():].splitlines() if ln.strip()]
         head = after[0] if after else head
+        ex = _EXPLANATION.search(text)
+        if ex and not head.startswith(_GENERIC):  # the same words the generic path gives below
+            return f"{head}: {ex['text'].strip()}"
     if not head.startswith(_GENERIC):
         return head
     got = _GOT.search(text)
