@@ -440,6 +440,7 @@ def test_compact_diagrams_collapse_chains_and_stay_well_formed(trace):
     assert "ops:" in small and "font-family" not in small.split(">", 1)[1]  # fonts on the root only
 
 
+@needs_dot
 def test_static_page_plans_diagrams_within_their_share(trace):
     big = Trace.from_dict(trace.to_dict())
     r = render.Renderer(big)
