@@ -223,36 +223,57 @@ def _mutates(x, buf):
     return buf * 2
 
 
-def cudagraph_skips(device: str = "cuda") -> dict[str, dict[str, Any]]:
-    """For each case that breaks CUDA graphs: Inductor's skip counter and its first message."""
+SKIP_CASES = ("a CPU tensor input", "an input mutated in place", "a new input size each call")
+
+
+def skip_case(name: str, device: str = "cuda") -> dict[str, Any]:
+    """One case that breaks CUDA graphs: Inductor's skip counter and its first message about it."""
     import torch
     from torch._dynamo.utils import counters
 
     x = torch.randn(64, device=device)
-    cases = {
-        "a CPU tensor input": (_cpu_index, (x, torch.tensor([1, 2]))),
-        "an input mutated in place": (_mutates, (x, torch.zeros(64, device=device))),
-    }
-    out: dict[str, dict[str, Any]] = {}
-    for name, (fn, args) in cases.items():
-        torch.compiler.reset()
-        before = counters["inductor"]["cudagraph_skips"]
+    if name == "a new input size each call":  # one graph per size; Inductor warns past a limit
+        limit = torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit or 8
         with inductor_messages() as messages:
-            compiled = torch.compile(fn, mode="reduce-overhead")
-            for _ in range(3):
-                compiled(*args)
-        skips = [m.splitlines()[0] for m in messages if "cudagraph" in m.lower()]
-        out[name] = {"skips": counters["inductor"]["cudagraph_skips"] - before,
-                     "message": skips[0] if skips else ""}
-    # dynamic shapes: one CUDA graph is recorded per distinct size; Inductor warns past a limit
-    torch.compiler.reset()
-    limit = torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit or 8
+            compiled = torch.compile(lambda t: torch.sin(t) * 2, mode="reduce-overhead", dynamic=True)
+            for n in range(16, 16 + limit + 2):
+                compiled(torch.randn(n, device=device))
+        warned = [m.splitlines()[0] for m in messages if "distinct" in m]
+        return {"sizes": limit + 2, "message": warned[0] if warned else ""}
+    fn, args = {"a CPU tensor input": (_cpu_index, (x, torch.tensor([1, 2]))),
+                "an input mutated in place": (_mutates, (x, torch.zeros(64, device=device)))}[name]
+    before = counters["inductor"]["cudagraph_skips"]
     with inductor_messages() as messages:
-        compiled = torch.compile(lambda t: torch.sin(t) * 2, mode="reduce-overhead", dynamic=True)
-        for n in range(16, 16 + limit + 2):
-            compiled(torch.randn(n, device=device))
-    warned = [m.splitlines()[0] for m in messages if "distinct" in m]
-    out["a new input size each call"] = {"sizes": limit + 2, "message": warned[0] if warned else ""}
+        compiled = torch.compile(fn, mode="reduce-overhead")
+        for _ in range(3):
+            compiled(*args)
+    skips = [m.splitlines()[0] for m in messages if "cudagraph" in m.lower()]
+    return {"skips": counters["inductor"]["cudagraph_skips"] - before,
+            "message": skips[0] if skips else ""}
+
+
+def cudagraph_skips(device: str = "cuda") -> dict[str, dict[str, Any]]:
+    """skip_case for each of SKIP_CASES, each in a fresh Python process.
+
+    One process per case: run one after another in one process, the cases tripped torch 2.11's
+    cudagraph-trees memory-pool check (an internal RuntimeError), which says nothing about them.
+    """
+    import json
+    import subprocess
+    import sys
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in SKIP_CASES:
+        code = ("import json; from labkit.perf import skip_case; "
+                f"print(json.dumps(skip_case({name!r}, {device!r})))")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=300)
+        lines = done.stdout.strip().splitlines()
+        try:
+            out[name] = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            err = done.stderr.strip().splitlines()
+            out[name] = {"error": err[-1] if err else f"exit code {done.returncode}"}
     return out
 
 

@@ -414,15 +414,14 @@ if graphs is not None:
 # the graph could not be replayed faithfully: an input on the **CPU** (it would need a host copy in the
 # middle), an input **mutated** in place (the replay writes into the graph's own static buffers, not
 # into the caller's tensor), and **dynamic shapes** (each new size records a new graph; Inductor warns
-# when there are many). What it said in the recording (with torch 2.11 on the H100, probing these
-# cases one after another in one process tripped an internal check of the CUDA-graph memory pool;
-# the recording keeps that error rather than hiding it, and a GPU student running this live sees
-# Inductor's own messages):
+# when there are many). What it said in the recording, each case run in a fresh process (with torch
+# 2.11 on the H100 the CPU-input case tripped an internal check of the CUDA-graph memory pool
+# instead of a skip message: the recording keeps that error rather than hiding it):
 
 # %%
 if graphs is not None:
     for case, info in (graphs.meta.get("cudagraph_skips") or {}).items():
-        print(f"{case}:\n    {info}")
+        print(f"{case}:\n    {info.get('message') or info.get('error')}")
     for part, err in (graphs.meta.get("errors") or {}).items():
         print(f"{part} could not be recorded here: {err}")
 
