@@ -322,19 +322,19 @@ class CppKernelWriter(KernelWriter):
                 nan = self.new_var("nan")
             ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], n.dtype)
             if column:
-                self.emit(f"{ctype} {acc}[{COLUMN_BLOCK}];" + (f" bool {nan}[{COLUMN_BLOCK}];" if nan else ""))
+                self.emit(f"{ctype} {acc}[{COLUMN_BLOCK}];" + (f" int {nan}[{COLUMN_BLOCK}];" if nan else ""))
             elif block and kind == "sum" and n.dtype.is_floating_point:
                 partials.append((acc, ctype, ident))
                 self.emit(f"double {acc}_total = 0;")
             else:
-                self.emit(f"{ctype} {acc} = {ident};" + (f" bool {nan} = false;" if nan else ""))
+                self.emit(f"{ctype} {acc} = {ident};" + (f" int {nan} = 0;" if nan else ""))
             clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
             clauses += [f" reduction(|:{nan})"] if nan else []
             accs[n.name] = (acc, nan, ident)
         if column and reductions:
             self.x_block()
             for acc, nan, ident in accs.values():
-                self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = false;" if nan else ""))
+                self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = 0;" if nan else ""))
             self.close()
         if block:
             r = self.rvars[-1]
