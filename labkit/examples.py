@@ -190,15 +190,16 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
 
         self.loggers = [logging.getLogger(q) for q in log_registry.get_artifact_log_qnames()
                         if q.rsplit(".__", 1)[-1] in self.artifacts]
+        self.propagate = [lg.propagate for lg in self.loggers]
         for lg in self.loggers:  # ours instead of stderr: no propagation up to set_logs' handler
             lg.addHandler(self.handler)
             lg.propagate = False
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for lg in self.loggers:
+        for lg, propagate in zip(self.loggers, self.propagate):  # as they were, not forced on
             lg.removeHandler(self.handler)
-            lg.propagate = True
+            lg.propagate = propagate
         torch._logging.set_logs()
 
 
