@@ -127,3 +127,18 @@ def test_max_autotune_template_fuses_the_epilogue():
     trace = perf.matmul_autotune("cuda")
     tem = [k for k in trace.kernels if "tem" in k.name]
     assert tem and "tl.dot" in tem[0].source and "maximum" in tem[0].source
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_cudagraphs_skip_a_mutated_input_and_partition_around_a_cpu_input():
+    cases = perf.cudagraph_skips("cuda")
+    mutated, host = cases["an input mutated in place"], cases["a CPU tensor input"]
+    assert mutated["skips"] == 1 and "mutated inputs" in mutated["message"]
+    assert "cudaGraphLaunch" not in mutated["launches"]
+    if host["graph_partition"]:  # partitioned: the GPU piece is still replayed as a graph
+        assert host["skips"] == 0 and host["launches"].get("cudaGraphLaunch") == 1
+    else:
+        assert host["skips"] == 1 and "cpu device" in host["message"]
+    assert "distinct" in cases["a new input size each call"]["message"]

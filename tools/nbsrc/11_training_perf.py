@@ -411,23 +411,42 @@ if graphs is not None:
 # people use it. Measure your own model; don't assume.
 #
 # A CUDA graph replays fixed kernels on fixed memory addresses. So Inductor refuses (and says why) when
-# the graph could not be replayed faithfully: an input on the **CPU** (it would need a host copy in the
-# middle), an input **mutated** in place (the replay writes into the graph's own static buffers, not
-# into the caller's tensor), and **dynamic shapes** (each new size records a new graph; Inductor warns
-# when there are many). What it said in the recording, each case run in a fresh process (with torch
-# 2.11 on the H100 the CPU-input case tripped an internal check of the CUDA-graph memory pool
-# instead of a skip message: the recording keeps that error rather than hiding it):
+# the graph could not be replayed faithfully: an input **mutated** in place (the replay writes into
+# the graph's own static buffers, not into the caller's tensor) and **dynamic shapes** (each new size
+# records a new graph; Inductor warns when there are many). An input on the **CPU** used to be the
+# third classic reason ("skipping cudagraphs due to cpu device"), but Inductor now **partitions** the
+# graph instead: it cuts it around work that can't be captured (CPU ops, host-to-device copies) and
+# replays each GPU-only piece as a CUDA graph. `check_multiple_devices_or_any_cpu_nodes` in
+# `torch/_inductor/cudagraph_utils.py` drops CPU nodes from its check when partitioning is on, and
+# the switch is on by default in the torch you run:
+
+# %% id=graph-partition
+# NBVAL_CHECK_OUTPUT
+import torch._inductor.config as inductor_config
+
+print("graph_partition:", inductor_config.graph_partition)
+
+# %% [markdown]
+# What the recording says for each case, each run in a fresh process. For the CPU input it also
+# keeps the skip counter and the launch calls of one call: no skip, and one `cudaGraphLaunch` replays
+# the GPU piece (the host-to-device copy before it is a memory copy, not a kernel launch; the other
+# launch runs outside the graph). The mutated input got the skip message and no graph: its fused
+# kernel is launched directly (`cuLaunchKernel`, Triton's launch call).
 
 # %%
 if graphs is not None:
     for case, info in (graphs.meta.get("cudagraph_skips") or {}).items():
-        print(f"{case}:\n    {info.get('message') or info.get('error')}")
+        said = info.get("message") or info.get("error") or "(no skip message)"
+        print(f"{case}:\n    {said}")
+        if "launches" in info:
+            print(f"    skips: {info['skips']}   launches of one call: {info['launches']}")
     for part, err in (graphs.meta.get("errors") or {}).items():
         print(f"{part} could not be recorded here: {err}")
 
 # %% [markdown]
-# The fixes follow: move every input to the GPU, keep mutations inside the compiled region or out of
-# the graph's inputs, and pad varying shapes to a few sizes (or mark them static).
+# The fixes follow: keep mutations inside the compiled region or out of the graph's inputs, and pad
+# varying shapes to a few sizes (or mark them static). CPU work is no longer a skip, but each cut
+# still splits the replay into separate pieces: keep the inputs of a hot loop on the GPU.
 #
 # ## 7. Compile time, and the caches
 #
@@ -517,8 +536,8 @@ if mem is not None:
 #   (`triton_red_`, a loop over the row), **split** (few outputs: two kernels). Looped variances use
 #   **Welford** for numerical stability; persistent ones make two passes.
 # - **`max-autotune`** benchmarks GEMM templates against cuBLAS; a template can fuse the epilogue.
-# - **`reduce-overhead`** replays CUDA graphs: one launch per call. CPU inputs, mutated inputs and
-#   many shapes break it.
+# - **`reduce-overhead`** replays CUDA graphs: one launch per call. Mutated inputs and many shapes
+#   break it; CPU work no longer does: Inductor partitions the graph around it.
 # - Compile time goes mostly to Inductor's codegen and kernel compilation; the **AOTAutograd** and
 #   **FX graph caches** (`counters["aot_autograd"]["autograd_cache_hit"]`,
 #   `counters["inductor"]["fxgraph_cache_hit"]`) skip it next time.
