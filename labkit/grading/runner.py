@@ -198,12 +198,16 @@ def parse_log(path: Path) -> list[Outcome]:
     return list(merged.values())
 
 
-def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int) -> NotebookNode:
-    """Run a notebook top to bottom in a fresh kernel (nbclient); raises on the first error."""
+def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int, *,
+            kernel_name: str = "python3", record_timing: bool = True) -> NotebookNode:
+    """Run a notebook top to bottom in a fresh kernel (nbclient) started in ``cwd`` with exactly
+    ``env``; raises on the first error. Trusted notebooks only (no sandbox): the grader's references
+    and tools/build_notebooks.py both run through here."""
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd)}}, startup_timeout=120)
+    client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(cwd)}}, startup_timeout=120,
+                            record_timing=record_timing)
     client.execute(env=env)
     return nb
 
