@@ -260,8 +260,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                               f"--nbval-cell-timeout={rubric.cell_timeout_s}",
                               "--nbval-kernel-startup-timeout=120",
                               *sorted(str(p) for p in (trusted / "nb").glob("*.ipynb"))],
-                             trusted, env, seconds_left, trusted / "nb.xml", trusted / "nb.jsonl",
-                             box=box)
+                             trusted, env, seconds_left, trusted / "nb.jsonl", box=box)
             outcomes += run.outcomes
             logs.append(run.output_tail)
             seconds_left = max(30.0, seconds_left - run.seconds)
