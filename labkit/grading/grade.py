@@ -311,12 +311,6 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
     return verdicts, finished
 
 
-def problems_of(problems: list[str], nb_path: str) -> str:
-    """The read problem reported for one notebook ('' if it was read)."""
-    prefix = f"{nb_path}: "
-    return next((p[len(prefix):] for p in problems if p.startswith(prefix)), "")
-
-
 def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[str, str], str]
                ) -> TaskScore:
     """Full points if every graded cell and every marked test of the task passed, else 0."""
