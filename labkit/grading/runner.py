@@ -1,7 +1,7 @@
 """Run things for grading: workspaces, references, nbval with a sandboxed kernel, and its plugin.
 
-The trusted side runs here, as the grader: nbval (which holds the expected outputs), the JUnit XML
-and the logs. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
+The trusted side runs here, as the grader: nbval (which holds the expected outputs) and the report
+log. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
 process as ``-p labkit.grading.runner``, this module is also the plugin that starts every notebook
 kernel inside the submission's sandbox (ipc transport through a socket folder bound into it, since
 the sandbox has no network), caps the output a kernel may send, registers the ``taskN_M`` markers,
