@@ -91,9 +91,9 @@ def read_percent(path: Path, default_id: str | None = None) -> nbformat.Notebook
         if unknown or any("=" not in kv for kv in text.split()):
             raise ValueError(f"{path.name}: cell {i}: only id=NAME and tags=a,b may follow '# %%' "
                              f"(got {text or unknown!r})")
-        cid = str(opts["id"]) if opts.get("id") is not None else (f"{default_id}-{i:02d}" if default_id else None)
-        if cid is None:
+        if opts.get("id") is None and default_id is None:
             raise ValueError(f"{path.name}: cell {i} has no id= on its '# %%' line")
+        cid = str(opts["id"]) if opts.get("id") is not None else f"{default_id}-{i:02d}"
         if not CELL_ID.match(cid) or cid in seen:
             raise ValueError(f"{path.name}: bad or duplicate cell id {cid!r}")
         seen.add(cid)
