@@ -1,7 +1,7 @@
 """Build the chapter's notebooks from their Python sources, execute them, and store them normalised.
 
-Sources live in ``tools/nbsrc/NN_name.py``, one file per notebook, as a plain list of cells in
-"percent" form (readable, diffable, reviewable as Python)::
+Sources live in ``tools/nbsrc/NN_name.py``, one file per notebook, in jupytext's "percent" format
+(readable, diffable, reviewable as Python)::
 
     # %% [markdown]
     # # A title
@@ -10,26 +10,30 @@ Sources live in ``tools/nbsrc/NN_name.py``, one file per notebook, as a plain li
     # %% id=graph-count
     print("a code cell; its id is pinned by id=...")
 
-Every cell gets a stable id: the ``id=`` given on its marker, else ``<notebook number>-<position>``.
-Checked cells (``# NBVAL_CHECK_OUTPUT``) should always carry an explicit id, so graders and
-reviewers can refer to them even when cells are inserted above.
+jupytext reads the cells; it does not store cell ids (jupytext#1263), so ``read_percent`` adds them:
+the ``id=`` given on a cell's marker, else ``<notebook number>-<position>``. Checked cells
+(``# NBVAL_CHECK_OUTPUT``) should always carry an explicit id, so graders and reviewers can refer to
+them even when cells are inserted above. ``tools/build_exercises.py`` reads its sources the same way.
 
 What ``build`` does for each notebook:
 
 1. writes ``notebooks/NN_name.ipynb`` from the source (nbformat 4.5, kernelspec "labkit");
-2. executes it top to bottom with nbclient in the "labkit" kernel, from ``notebooks/``, with fresh
+2. executes it top to bottom with nbclient (``labkit.grading.runner.execute``, which the grader
+   uses for its references too) in the "labkit" kernel, from ``notebooks/``, with fresh
    Inductor/Triton cache directories and the same environment pins as ``conftest.py``
    (so the stored outputs are what nbval will compare against);
-3. normalises it so that re-running does not churn the diff: notebook metadata reduced to the
-   kernelspec and language name, cell metadata reduced to tags, widget state dropped, execution
-   counts renumbered 1..n, live-widget views dropped (their static HTML stays), neighbouring stream
-   chunks joined, the run's temporary directory replaced by ``<run-dir>``, and what differs on every
-   run (object ids and addresses, kernel cell file names, Dynamo's graph-name suffixes, guard latency,
-   the timing section of ``labkit.show`` pages) replaced by a fixed text (see ``VOLATILE``);
+3. normalises it so that re-running does not churn the diff: nbconvert's ClearMetadataPreprocessor
+   reduces notebook metadata to the kernelspec and language name and code cells' metadata to tags
+   (widget state goes), its CoalesceStreamsPreprocessor joins neighbouring stream chunks; then
+   execution counts are renumbered 1..n, live-widget views dropped (their static HTML stays), the
+   run's temporary directory replaced by ``<run-dir>``, and what differs on every run (object ids
+   and addresses, kernel cell file names, Dynamo's graph-name suffixes, guard latency, the timing
+   section of ``labkit.show`` pages) replaced by a fixed text (see ``VOLATILE``);
 4. refuses to write a notebook over 2 MB or with base64 images inside markdown.
 
-This is our own small normaliser instead of ``nbstripout --keep-output``: nbstripout keeps
-outputs but cannot renumber counts or rewrite temporary paths, and it would not execute.
+``nbstripout --keep-output`` would keep outputs but cannot renumber counts or rewrite temporary
+paths, and it would not execute. ``--check`` (and ``tests/test_build_notebooks.py``) holds every
+committed notebook, outputs aside, byte for byte to what its source gives.
 
 Usage::
 
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import copy
 import os
 import re
 import sys
@@ -50,72 +55,76 @@ import tempfile
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CoalesceStreamsPreprocessor
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:   # this checkout's labkit (tools/ is not a package)
+    sys.path.insert(0, str(ROOT))
 SRC = ROOT / "tools" / "nbsrc"
 OUT = ROOT / "notebooks"
 MAX_BYTES = 2_000_000
 KERNELSPEC = {"name": "labkit", "display_name": "Python (labkit)", "language": "python"}
-MARKER = re.compile(r"^# %%(?P<md> \[markdown\])?(?P<rest>.*)$")
 CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# jupytext reads the percent format; magics stay as written (a "# %time" line is a comment, as in
+# Python), so a source means what ruff and a reader see.
+PERCENT = {"extension": ".py", "format_name": "percent", "comment_magics": False}
 
 
-def parse_source(path: Path) -> list[dict]:
-    """Split one source file into cells: [{"kind", "source", "id", "tags"}]."""
-    cells: list[dict] = []
-    cur: dict | None = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        m = MARKER.match(line)
-        if m:
-            opts = dict(kv.split("=", 1) for kv in m.group("rest").split() if "=" in kv)
-            cur = {
-                "kind": "markdown" if m.group("md") else "code",
-                "lines": [],
-                "id": opts.get("id"),
-                "tags": [t for t in opts.get("tags", "").split(",") if t],
-            }
-            cells.append(cur)
-        elif cur is not None:
-            cur["lines"].append(line)
-    stem = path.stem.split("_")[0]
+def read_percent(path: Path, default_id: str | None = None) -> nbformat.NotebookNode:
+    """The unexecuted notebook of a percent source: jupytext's cells, with the ids their headers pin.
+
+    jupytext reads ``# %% id=NAME`` but does not store cell ids (jupytext#1263: it keeps the text
+    after the marker as ``incorrectly_encoded_metadata``), so this pass turns ``id=`` and ``tags=``
+    into the cell's id and tags. A cell without ``id=`` gets ``<default_id>-<position>``, or is an
+    error when ``default_id`` is None.
+    """
+    nb = jupytext.read(path, fmt=PERCENT)
     seen: set[str] = set()
-    for i, c in enumerate(cells):
-        lines = c.pop("lines")
-        while lines and not lines[-1].strip():
-            lines.pop()
-        if c["kind"] == "markdown":
-            lines = [ln[2:] if ln.startswith("# ") else ln.lstrip("#") for ln in lines]
-        c["source"] = "\n".join(lines)
-        c["id"] = c["id"] or f"nb{stem}-{i:02d}"
-        if not CELL_ID.match(c["id"]) or c["id"] in seen:
-            raise ValueError(f"{path.name}: bad or duplicate cell id {c['id']!r}")
-        seen.add(c["id"])
-        if c["kind"] == "markdown" and "data:image" in c["source"]:
-            raise ValueError(f"{path.name}: cell {c['id']} embeds a base64 image in markdown")
-    return cells
-
-
-def make_notebook(path: Path) -> nbformat.NotebookNode:
-    """An unexecuted notebook for one source file."""
-    nb = nbformat.v4.new_notebook()
+    for i, cell in enumerate(nb.cells):
+        text = cell.metadata.pop("incorrectly_encoded_metadata", "")
+        cell.metadata.pop("lines_to_next_cell", None)   # jupytext's blank-line bookkeeping
+        opts = dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+        opts.update((k, cell.metadata.pop(k)) for k in ("id", "tags") if k in cell.metadata)
+        unknown = sorted({*opts, *cell.metadata} - {"id", "tags"})
+        if unknown or any("=" not in kv for kv in text.split()):
+            raise ValueError(f"{path.name}: cell {i}: only id=NAME and tags=a,b may follow '# %%' "
+                             f"(got {text or unknown!r})")
+        if opts.get("id") is None and default_id is None:
+            raise ValueError(f"{path.name}: cell {i} has no id= on its '# %%' line")
+        cid = str(opts["id"]) if opts.get("id") is not None else f"{default_id}-{i:02d}"
+        if not CELL_ID.match(cid) or cid in seen:
+            raise ValueError(f"{path.name}: bad or duplicate cell id {cid!r}")
+        seen.add(cid)
+        cell.id = cid
+        tags = opts.get("tags", [])
+        tags = [t for t in tags.split(",") if t] if isinstance(tags, str) else list(tags)
+        if tags:
+            cell.metadata["tags"] = tags
+        if cell.cell_type == "markdown" and "data:image" in cell.source:
+            raise ValueError(f"{path.name}: cell {cid} embeds a base64 image in markdown")
     nb.nbformat_minor = 5
-    for c in parse_source(path):
-        make = nbformat.v4.new_markdown_cell if c["kind"] == "markdown" else nbformat.v4.new_code_cell
-        cell = make(c["source"], id=c["id"])
-        if c["tags"]:
-            cell.metadata["tags"] = c["tags"]
-        nb.cells.append(cell)
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
     return nb
 
 
+def make_notebook(path: Path) -> nbformat.NotebookNode:
+    """An unexecuted notebook for one chapter source (unpinned ids: ``nbNN-<position>``)."""
+    return read_percent(path, default_id="nb" + path.stem.split("_")[0])
+
+
 def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat.NotebookNode:
     """Strip what varies between runs and machines; keep the outputs."""
-    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    resources: dict = {}
+    # nbconvert: notebook metadata down to the kernelspec and language name (widget state goes),
+    # code cells' metadata down to tags; neighbouring stdout (or stderr) chunks joined, since how a
+    # run splits them is timing, not content.
+    ClearMetadataPreprocessor(preserve_nb_metadata_mask={"kernelspec", ("language_info", "name")},
+                              preserve_cell_metadata_mask={"tags"}).preprocess(nb, resources)
+    CoalesceStreamsPreprocessor().preprocess(nb, resources)
     count = 0
     for cell in nb.cells:
-        cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
         if cell.cell_type != "code":
             cell.pop("outputs", None)
             cell.pop("execution_count", None)
@@ -123,7 +132,6 @@ def normalise(nb: nbformat.NotebookNode, run_dir: str | None = None) -> nbformat
         if cell.outputs or cell.execution_count is not None:
             count += 1
             cell.execution_count = count
-        cell.outputs = _coalesce_streams(cell.outputs)
         for out in cell.outputs:
             # a live widget's model is not saved with the notebook: keep its static HTML/text only
             out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
@@ -161,19 +169,6 @@ TIMING_SECTION = re.compile(r"(<details><summary>Timing \(\d+\)</summary>).*?</d
 TIMING_NOTE = r'\1<div class="lk-note">measured when the cell runs (not stored in the notebook)</div></details>'
 
 
-def _coalesce_streams(outputs: list) -> list:
-    """Join neighbouring stdout (or stderr) chunks: how a run splits them is timing, not content."""
-    merged: list = []
-    for out in outputs:
-        prev = merged[-1] if merged else None
-        if out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream" \
-                and prev.get("name") == out.get("name"):
-            prev["text"] = prev["text"] + out["text"]
-        else:
-            merged.append(out)
-    return merged
-
-
 def _clean(text: str, old: str, new: str) -> str:
     text = text.replace(old, new)
     for pattern, repl in VOLATILE:
@@ -202,19 +197,14 @@ def execute(nb: nbformat.NotebookNode, timeout: int, run_dir: str | None = None,
             record_timing: bool = False) -> str:
     """Run the notebook in the labkit kernel from notebooks/, with the caches under ``run_dir``
     (a fresh directory if None); return the run dir."""
-    from nbclient import NotebookClient
+    from labkit.grading.runner import execute as run_notebook  # the one nbclient wrapper
 
     run_dir = run_dir or tempfile.mkdtemp(prefix="labkit-build-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(run_dir, "inductor")
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(run_dir, "triton")
-    os.environ["LABKIT_CACHE_DIR"] = os.path.join(run_dir, "labkit")
-    NotebookClient(
-        nb,
-        kernel_name=KERNELSPEC["name"],
-        timeout=timeout,
-        resources={"metadata": {"path": str(OUT)}},
-        record_timing=record_timing,
-    ).execute()
+    env = {**os.environ,
+           "TORCHINDUCTOR_CACHE_DIR": os.path.join(run_dir, "inductor"),
+           "TRITON_CACHE_DIR": os.path.join(run_dir, "triton"),
+           "LABKIT_CACHE_DIR": os.path.join(run_dir, "labkit")}
+    run_notebook(nb, OUT, env, timeout, kernel_name=KERNELSPEC["name"], record_timing=record_timing)
     return run_dir
 
 
@@ -234,8 +224,22 @@ def select(names: list[str]) -> list[Path]:
     return picked
 
 
+def unexecuted(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` without outputs or execution counts: what its source alone determines."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def text(nb: nbformat.NotebookNode) -> str:
+    """The bytes a notebook is stored as (nbformat's JSON, one trailing newline)."""
+    return nbformat.writes(nb) + "\n"
+
+
 def check(paths: list[Path]) -> int:
-    """Exit status 1 if a notebook's cell sources or ids differ from its Python source."""
+    """Exit status 1 if a notebook is not, outputs aside, byte for byte what its source gives."""
     bad = 0
     for p in paths:
         target = OUT / f"{p.stem}.ipynb"
@@ -243,9 +247,8 @@ def check(paths: list[Path]) -> int:
             print(f"MISSING  {target.relative_to(ROOT)}")
             bad += 1
             continue
-        want = [(c.id, c.cell_type, c.source) for c in make_notebook(p).cells]
-        have = [(c.get("id"), c.cell_type, c.source) for c in nbformat.read(target, as_version=4).cells]
-        ok = want == have and target.stat().st_size < MAX_BYTES
+        have = unexecuted(nbformat.read(target, as_version=4))
+        ok = text(have) == text(make_notebook(p)) and target.stat().st_size < MAX_BYTES
         print(f"{'ok      ' if ok else 'STALE   '} {target.relative_to(ROOT)}")
         bad += not ok
     return 1 if bad else 0
@@ -271,11 +274,11 @@ def main() -> int:
         nb = normalise(nb, run_dir)
         nbformat.validate(nb)
         target = OUT / f"{p.stem}.ipynb"
-        text = nbformat.writes(nb) + "\n"
-        if len(text.encode()) > MAX_BYTES:
-            raise SystemExit(f"{target.name} would be {len(text.encode())} bytes (> {MAX_BYTES})")
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target.relative_to(ROOT)}  ({len(text.encode()) // 1024} KB, "
+        stored = text(nb).encode()
+        if len(stored) > MAX_BYTES:
+            raise SystemExit(f"{target.name} would be {len(stored)} bytes (> {MAX_BYTES})")
+        target.write_bytes(stored)
+        print(f"wrote {target.relative_to(ROOT)}  ({len(stored) // 1024} KB, "
               f"{time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
 

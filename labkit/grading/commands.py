@@ -257,11 +257,6 @@ def csv_text(reports: list[Report], rubric: Rubric) -> str:
     return fh.getvalue()
 
 
-def write_csv(reports: list[Report], rubric: Rubric, path: Path) -> None:
-    """``grades.csv`` alone (see :func:`write_all`)."""
-    _replace(path, csv_text(reports, rubric))
-
-
 def as_json(reports: list[Report], rubric: Rubric) -> dict[str, object]:
     """The whole run as plain data (feedback text included, expected values never)."""
     return {

@@ -260,8 +260,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                               f"--nbval-cell-timeout={rubric.cell_timeout_s}",
                               "--nbval-kernel-startup-timeout=120",
                               *sorted(str(p) for p in (trusted / "nb").glob("*.ipynb"))],
-                             trusted, env, seconds_left, trusted / "nb.xml", trusted / "nb.jsonl",
-                             box=box)
+                             trusted, env, seconds_left, trusted / "nb.jsonl", box=box)
             outcomes += run.outcomes
             logs.append(run.output_tail)
             seconds_left = max(30.0, seconds_left - run.seconds)
@@ -310,12 +309,6 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
     finished = run_box(box, cmd, seconds, log)
     verdicts = judge(read_transcript(transcript), None if reference else setup.lib_reference)
     return verdicts, finished
-
-
-def problems_of(problems: list[str], nb_path: str) -> str:
-    """The read problem reported for one notebook ('' if it was read)."""
-    prefix = f"{nb_path}: "
-    return next((p[len(prefix):] for p in problems if p.startswith(prefix)), "")
 
 
 def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[str, str], str]

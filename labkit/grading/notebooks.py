@@ -41,12 +41,6 @@ def cells_by_id(nb: NotebookNode) -> dict[str, NotebookNode]:
     return {c.get("id"): c for c in nb.cells if c.get("id")}
 
 
-def code_index(nb: NotebookNode) -> dict[str, int]:
-    """Cell id -> nbval's item number ("Cell N", zero-based over code cells, nbval 0.11)."""
-    ids = [c.get("id") for c in nb.cells if c.cell_type == "code"]
-    return {cid: k for k, cid in enumerate(ids) if cid}
-
-
 def precheck(nb: NotebookNode, graded: list[str], where: str) -> None:
     """Every graded reference cell is executed, has outputs and the check marker; no stray markers."""
     cells = cells_by_id(nb)

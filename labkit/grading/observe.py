@@ -11,7 +11,8 @@ Outside, :func:`judge` reads that transcript (capped, no links followed) and com
 transcript of the instructor's solution, made in pass 1 with the same seed: a test counts only if
 the student's run says it passed *and* every recorded value agrees with the reference's value
 within the test's own tolerance. The reference values are never inside a student's sandbox; the
-JUnit XML and the verdict live outside.
+verdict lives outside. (This is why the library run has no pytest-reportlog file: the pytest that
+would write it runs student code.)
 """
 
 from __future__ import annotations

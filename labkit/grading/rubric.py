@@ -117,7 +117,6 @@ BEGIN = re.compile(rf"^(?P<indent>[ \t]*)### BEGIN {FENCE}\b(?P<rest>.*)$")
 END = re.compile(rf"^[ \t]*### END {FENCE}\b")
 TASK = re.compile(r"\bTask\s+(\d+\.\d+)\b|\btask(\d+)_(\d+)\b")
 SCOPE = re.compile(r"^(?P<indent>[ \t]*)(async\s+def|def|class)\s")
-SOLUTION_TEXT = re.compile(rf"BEGIN {FENCE}|END {FENCE}")
 
 
 class FenceError(ValueError):
@@ -185,11 +184,6 @@ def stubs_outside_functions(stubbed: str) -> list[int]:
     return sorted(n.lineno for n in ast.walk(tree)
                   if isinstance(n, ast.Raise) and n.lineno not in inside
                   and "Need to implement for Task" in (ast.get_source_segment(stubbed, n) or ""))
-
-
-def has_fence(text: str) -> bool:
-    """Whether ``text`` contains a solution fence (or stray fence text)."""
-    return bool(SOLUTION_TEXT.search(text))
 
 
 def stub_file(path: Path, default_task: str | None = None) -> str:

@@ -1,12 +1,14 @@
 """Run things for grading: workspaces, references, nbval with a sandboxed kernel, and its plugin.
 
-The trusted side runs here, as the grader: nbval (which holds the expected outputs), the JUnit XML
-and the logs. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
+The trusted side runs here, as the grader: nbval (which holds the expected outputs) and the report
+log. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
 process as ``-p labkit.grading.runner``, this module is also the plugin that starts every notebook
 kernel inside the submission's sandbox (ipc transport through a socket folder bound into it, since
 the sandbox has no network), caps the output a kernel may send, registers the ``taskN_M`` markers,
-drops stderr from nbval's comparison, writes each item's cell id into the JUnit XML and logs every
-result as it happens (a run killed at its time limit still leaves a record).
+drops stderr from nbval's comparison and records each item's cell id and task markers as its
+user properties. pytest-reportlog (``--report-log``, written by this trusted pytest process into a
+folder no sandbox can see) logs every result as it happens, so a run killed at its time limit still
+leaves a record.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,7 @@ COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints
 
 @dataclass
 class Outcome:
-    """One pytest item as recorded in JUnit XML (or the fallback log)."""
+    """One pytest item as recorded in the report log."""
 
     name: str
     outcome: str                       # passed | failed | error | skipped
@@ -122,20 +123,21 @@ def build_workspace(root: Path, dest: Path, stub: Rubric | None,
 
 
 def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
-               junit: Path, log: Path, box: Sandbox | None = None) -> RunResult:
+               log: Path, box: Sandbox | None = None) -> RunResult:
     """``python -m pytest ARGS`` (trusted, here) under the grading plugin, killed at ``timeout_s``.
 
-    ``box``: the sandbox every notebook kernel of this run starts in (its whole namespace is
-    killed with the run).
+    ``log``: the pytest-reportlog file, in a trusted folder. ``box``: the sandbox every notebook
+    kernel of this run starts in (its whole namespace is killed with the run).
     """
-    env = {**env, LOG_ENV: str(log)}
     if box is not None:
-        env[SANDBOX_ENV] = box.to_json()
+        env = {**env, SANDBOX_ENV: box.to_json()}
         box.prepare()
     (cwd / "pytest.ini").write_text("[pytest]\n")
+    # pytest-reportlog loads through its entry point (grading_env drops PYTEST_* variables, so
+    # autoloading is on); naming it with -p as well would register it twice.
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.runner",
            "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
-           f"--junitxml={junit}", "-q", *args]
+           f"--report-log={log}", "-q", *args]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, text=True)
@@ -149,68 +151,61 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
     if box is not None:
         end(box)
     seconds = time.monotonic() - start
-    outcomes = parse_junit(junit) if junit.exists() and not timed_out else parse_log(log)
-    return RunResult(outcomes, seconds, timed_out, proc.returncode, (out or "")[-3000:])
+    return RunResult(read_report_log(log), seconds, timed_out, proc.returncode, (out or "")[-3000:])
 
 
-def parse_junit(path: Path) -> list[Outcome]:
-    """Items of a JUnit XML file; xfailed/skipped count as skipped, xpassed as passed."""
-    try:
-        tree = ET.parse(path)
-    except ET.ParseError:
-        return []
-    outcomes = []
-    for case in tree.iter("testcase"):
-        props: dict[str, list[str]] = {}
-        for prop in case.iter("property"):
-            props.setdefault(prop.get("name", ""), []).append(prop.get("value", ""))
-        outcome, detail = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            node = case.find(tag)
-            if node is not None:
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-                detail = (node.get("message") or "") + "\n" + (node.text or "")
-                break
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        outcomes.append(Outcome(name, outcome, detail, props))
-    return outcomes
+def read_report_log(path: Path) -> list[Outcome]:
+    """The items of a pytest-reportlog file, whole or cut short by a kill, one per test id.
 
-
-def parse_log(path: Path) -> list[Outcome]:
-    """Fallback when a run was killed: the plugin's JSON-lines log of finished items."""
+    An item's first phase that did not pass decides: a failed call is "failed", a failed setup,
+    teardown or collection "error"; skipped and xfailed are "skipped", xpassed is "passed". An item
+    passes only once its call has passed: one whose run was killed first is missing.
+    """
     if not path.exists():
         return []
     merged: dict[str, Outcome] = {}
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
+            continue                       # a run killed mid-write leaves a cut last line
+        kind = rec.get("$report_type")
+        if kind == "TestReport" and rec.get("outcome") == "passed" and rec.get("when") != "call":
+            continue                       # a passed setup is no verdict: the call may never end
+        if kind == "TestReport":
+            report: pytest.TestReport | pytest.CollectReport = pytest.TestReport._from_json(rec)
+            outcome = "error" if report.failed and report.when != "call" else report.outcome
+        elif kind == "CollectReport" and rec.get("outcome") == "failed":
+            report, outcome = pytest.CollectReport._from_json(rec), "error"
+        else:
             continue
         props: dict[str, list[str]] = {}
-        for key, value in rec.get("properties", []):
+        for key, value in rec.get("user_properties", []):
             props.setdefault(str(key), []).append(str(value))
-        outcome = rec.get("outcome", "failed")
-        if outcome == "failed" and rec.get("when") != "call":
-            outcome = "error"
-        current = merged.get(rec["nodeid"])
+        detail = "" if outcome == "passed" else \
+            "\n".join(t for t in (rec.get("wasxfail", ""), report.longreprtext) if t)
+        current = merged.get(report.nodeid)
         if current is None or current.outcome == "passed":
-            merged[rec["nodeid"]] = Outcome(rec["nodeid"], outcome, rec.get("detail", ""), props)
+            merged[report.nodeid] = Outcome(report.nodeid, outcome, detail, props)
     return list(merged.values())
 
 
-def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int) -> NotebookNode:
-    """Run a notebook top to bottom in a fresh kernel (nbclient); raises on the first error."""
+def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int, *,
+            kernel_name: str = "python3", record_timing: bool = True) -> NotebookNode:
+    """Run a notebook top to bottom in a fresh kernel (nbclient) started in ``cwd`` with exactly
+    ``env``; raises on the first error. Trusted notebooks only (no sandbox): the grader's references
+    and tools/build_notebooks.py both run through here."""
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd)}}, startup_timeout=120)
+    client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(cwd)}}, startup_timeout=120,
+                            record_timing=record_timing)
     client.execute(env=env)
     return nb
 
 
 # -- the pytest plugin -----------------------------------------------------------------------------
 UNLINK_ENV = "LABKIT_GRADING_UNLINK"     # "1": delete collected notebooks before kernels start
-LOG_ENV = "LABKIT_GRADING_LOG"           # path of the JSON-lines result log
 
 
 MAX_KERNEL_OUTPUT = 16 << 20             # bytes of output one notebook's kernel may send
@@ -280,7 +275,7 @@ def pytest_collectstart(collector: pytest.Collector) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Record the cell id (nbval items) and task markers (tests) of every item in the JUnit XML."""
+    """Record the cell id (nbval items) and task markers (tests) of every item in its reports."""
     for item in items:
         cell = getattr(item, "cell", None)
         if cell is not None:
@@ -298,20 +293,3 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for item in session.items:
         if item.path.suffix == ".ipynb" and item.path.exists():
             item.path.unlink()
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Append one JSON line per test phase that decides the outcome."""
-    log = os.environ.get(LOG_ENV)
-    if not log or (report.when != "call" and report.passed):
-        return
-    record = {
-        "nodeid": report.nodeid,
-        "when": report.when,
-        "outcome": report.outcome,
-        "xfail": hasattr(report, "wasxfail"),
-        "properties": [list(p) for p in report.user_properties],
-        "detail": str(report.longrepr)[-4000:] if report.failed else "",
-    }
-    with Path(log).open("a") as fh:
-        fh.write(json.dumps(record) + "\n")
