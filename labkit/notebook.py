@@ -21,7 +21,7 @@ RECORDINGS = Path(__file__).resolve().parent.parent / "figures" / "recordings"
 
 
 def setup_notebook(seed: int = 0, threads: int = 1) -> None:
-    """Pin threads (OMP_NUM_THREADS if unset, torch), ignore warnings, seed random/NumPy/torch."""
+    """Pin threads (OMP_NUM_THREADS if unset, torch), quiet warnings and Kineto, seed random/NumPy/torch."""
     # OpenMP reads the variable when torch loads it, so it counts only before `import torch`;
     # torch.set_num_threads pins ATen either way (and Inductor bakes that count into its kernels).
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
@@ -31,6 +31,10 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
     # GPU logs "No CUDA runtime is found, using CUDA_HOME=..." when Inductor builds C++: true,
     # and beside the point on a CPU, where the chapter runs on the CPU on purpose.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # torch 2.13's profiler (Kineto) writes "USDT: ... profiler_start" / "profiler_stop" to stderr
+    # each time it runs at its level 5 (USDT); 6 silences it (Kineto's errors are then silent too, but
+    # torch.profiler still raises in Python when profiling fails). Kineto reads it at first use.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     import torch
 
     random.seed(seed)

@@ -339,8 +339,7 @@ for label, fn in (("eager", mlp), ("inductor", torch.compile(mlp))):
         print(f"   {e.key[:44]:44s} {e.count // 100:2d} per call  {e.self_cpu_time_total / 100:7.1f} µs")
 
 # %% [markdown]
-# How to read the two tables (the `USDT ... profiler_start/stop` lines come from the profiler's C++
-# library, Kineto, and say only that it started and stopped):
+# How to read the two tables:
 #
 # - `aten::mm` (eager) and `aten::addmm` (Inductor): the three matrix multiplies, in the same BLAS;
 #   they should cost about the same in both.
