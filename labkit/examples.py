@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labkit import _torch
+
 PAD = 0  # the padding token: positions holding it do not count in the loss
 
 
@@ -139,8 +141,8 @@ def train(model: nn.Module, cfg: GPTConfig, steps: int, fixed: bool = False,
         start = time.perf_counter()
         if fixed:
             temperature = torch.tensor(temperature)
-            torch._dynamo.mark_dynamic(idx, 1)
-            torch._dynamo.mark_dynamic(targets, 1)
+            _torch.mark_dynamic(idx, 1)
+            _torch.mark_dynamic(targets, 1)
         _, loss = model(idx, targets, temperature)
         loss.backward()
         opt.step()
@@ -156,7 +158,7 @@ class CountingBackend:
     """A torch.compile backend that counts the graphs it is given and hands them to ``inner``."""
 
     def __init__(self, inner: str = "aot_eager") -> None:
-        self.inner = torch._dynamo.lookup_backend(inner)
+        self.inner = _torch.lookup_backend(inner)
         self.graphs = 0
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
@@ -165,7 +167,7 @@ class CountingBackend:
 
 
 class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompiles") as logs:`)
-    """Turn on TORCH_LOGS artifacts (``torch._logging.set_logs``) and keep their records here,
+    """Turn on TORCH_LOGS artifacts (``set_logs``) and keep their records here,
     instead of printing them to stderr: ``logs["graph_breaks"]`` is the list of messages."""
 
     def __init__(self, *artifacts: str) -> None:
@@ -178,7 +180,7 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
     def __enter__(self) -> torch_logs:
         import logging
 
-        torch._logging.set_logs(**{a: True for a in self.artifacts})
+        _torch.set_logs(**{a: True for a in self.artifacts})
         outer = self
 
         class Keep(logging.Handler):
@@ -186,10 +188,7 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
                 outer.records[record.name.rsplit(".__", 1)[-1]].append(record.getMessage())
 
         self.handler = Keep(logging.DEBUG)
-        from torch._logging._internal import log_registry  # private: the artifact loggers' names
-
-        self.loggers = [logging.getLogger(q) for q in log_registry.get_artifact_log_qnames()
-                        if q.rsplit(".__", 1)[-1] in self.artifacts]
+        self.loggers = _torch.artifact_loggers(self.artifacts)
         self.propagate = [lg.propagate for lg in self.loggers]
         for lg in self.loggers:  # ours instead of stderr: no propagation up to set_logs' handler
             lg.addHandler(self.handler)
@@ -200,7 +199,7 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
         for lg, propagate in zip(self.loggers, self.propagate):  # as they were, not forced on
             lg.removeHandler(self.handler)
             lg.propagate = propagate
-        torch._logging.set_logs()
+        _torch.set_logs()
 
 
 def canonical_reason(reason: str) -> str:

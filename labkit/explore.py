@@ -171,7 +171,7 @@ def _run_backward(out: Any) -> None:
 
 def _backend_for(backend: str, trace: Trace, target: str, compile_kwargs: dict[str, Any]) -> Any:
     """The real backend callable to wrap; fails before any compile when it cannot exist."""
-    from labkit.capture import _torch
+    from labkit import _torch
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -311,12 +311,13 @@ def explore(
     """
     import torch
 
+    from labkit import _torch
     from labkit.bench import copy_bandwidth, io_bytes, measure, pinned_threads
     from labkit.capture import Recorder, RecordingBackend, build
 
     if progress is None:
         progress = _default_progress()
-    fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # given torch.compile(f): explore f itself
+    fn = _torch.original_callable(fn)  # given torch.compile(f): explore f itself
     check_inputs(fn, inputs)
     for k, extra in enumerate(extra_inputs):
         check_inputs(fn, tuple(extra), what=f"extra_inputs[{k}]")
@@ -470,10 +471,10 @@ def _reset_dynamo(trace: Trace) -> None:
     """torch.compiler.reset(), saying so in the Trace (and a warning) when it discards others' code."""
     import torch
 
-    from labkit.capture import _torch
+    from labkit import _torch
 
     others = sorted({c.co_name for c in _torch.compiled_codes() if c not in _EXPLORED
-                     and not c.co_name.startswith("torch_dynamo_resume_in_")})  # Dynamo's own
+                     and not c.co_name.startswith(_torch.RESUME_PREFIX)})  # Dynamo's own
     torch.compiler.reset()
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")

@@ -203,7 +203,9 @@ class _Messages(logging.Handler):
 @contextlib.contextmanager
 def inductor_messages() -> Iterator[list[str]]:
     """Collect what Inductor's loggers say (e.g. "skipping cudagraphs due to ...") instead of stderr."""
-    log = logging.getLogger("torch._inductor")
+    from labkit import _torch
+
+    log = logging.getLogger(_torch.INDUCTOR_LOGGER)
     handler = _Messages()
     saved = (log.handlers[:], log.level, log.propagate)
     log.handlers, log.propagate = [handler], False
@@ -229,11 +231,13 @@ SKIP_CASES = ("a CPU tensor input", "an input mutated in place", "a new input si
 def skip_case(name: str, device: str = "cuda") -> dict[str, Any]:
     """One case that breaks CUDA graphs: Inductor's skip counter and its first message about it."""
     import torch
-    from torch._dynamo.utils import counters
 
+    from labkit import _torch
+
+    counters = _torch.counters()
     x = torch.randn(64, device=device)
     if name == "a new input size each call":  # one graph per size; Inductor warns past a limit
-        limit = torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit or 8
+        limit = _torch.cudagraph_dynamic_shape_warn_limit()
         with inductor_messages() as messages:
             compiled = torch.compile(lambda t: torch.sin(t) * 2, mode="reduce-overhead", dynamic=True)
             for n in range(16, 16 + limit + 2):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.capture import _torch
+from labkit import _torch
 
 # Structured trace records we keep (all others, e.g. thousands of chromium_event, are dropped at once).
 TRACE_KINDS = frozenset(
@@ -240,11 +240,9 @@ class Recorder:
 
     def _post_grad_pass(self) -> Any:
         """A post-grad pass that copies Inductor's input graph out as FxNodes (chains any user pass)."""
-        import torch._inductor.config as inductor_config
-
         from labkit.capture import dynamo
 
-        user_pass = inductor_config.post_grad_custom_post_pass
+        user_pass = _torch.post_grad_custom_post_pass()
         rec = self
 
         class _SeeInductorInput(_torch.custom_graph_pass_base()):  # type: ignore[misc]

@@ -1,0 +1,120 @@
+"""The library's layering, read from its source: private torch/Triton APIs live in one module.
+
+``labkit/_torch.py`` is the only place that may touch ``torch._*``, private attributes Dynamo sets
+(``_torchdynamo_*``), ``torch.fx.experimental`` or Triton's compiler and runtime internals. The
+check reads the syntax tree (not the text), so docstrings and recorded kernel sources that *mention*
+``torch._inductor`` are fine, while an import, an attribute chain, a ``getattr`` name or a logger
+name is not. The notebooks' and exercises' sources (``tools/nbsrc``, ``tools/exsrc``) are out of
+scope on purpose: they teach ``torch._dynamo`` and ``torch._inductor.config`` to students.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOME = ROOT / "labkit" / "_torch.py"
+CHECKED = sorted([*(ROOT / "labkit").rglob("*.py"), *(ROOT / "tools").glob("*.py"),
+                  *(ROOT / "benchmarks").glob("*.py")])
+
+PRIVATE_MODULE = re.compile(r"^(torch|triton)(\.\w+)*\._[a-zA-Z]|^triton\.(compiler|runtime|backends)\b"
+                            r"|^torch\.fx\.experimental\b")
+PRIVATE_NAME = re.compile(r"^_(torchdynamo|dynamo|inductor)")
+PRIVATE_STRING = re.compile(r"^(torch\._[a-zA-Z]|_torchdynamo)")
+TRITON_INTERNALS = {"ASTSource", "GPUTarget", "JITFunction", "InterpretedFunction", "make_fx"}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            out.add(id(body[0].value))
+    return out
+
+
+def private_uses(source: str) -> list[tuple[int, str]]:
+    """(line, what) for every use of a private torch/Triton API in one module's source."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names
+                      if PRIVATE_MODULE.search(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [a.name for a in node.names]
+            if PRIVATE_MODULE.search(node.module) or (
+                    node.module.split(".")[0] in ("torch", "triton")
+                    and any(n.startswith("_") or n in TRITON_INTERNALS for n in names)):
+                found.append((node.lineno, f"from {node.module} import {', '.join(names)}"))
+        elif isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if dotted and PRIVATE_MODULE.search(dotted):
+                found.append((node.lineno, dotted))
+            elif PRIVATE_NAME.match(node.attr):
+                found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Name) and node.id in TRITON_INTERNALS:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if PRIVATE_STRING.match(node.value) or PRIVATE_NAME.match(node.value):
+                found.append((node.lineno, repr(node.value)))
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import torch._dynamo", ["import torch._dynamo"]),
+    ("from torch._inductor.utils import run_and_get_code", ["from torch._inductor.utils"]),
+    ("from torch import _dynamo", ["from torch import _dynamo"]),
+    ("import torch\ntorch._dynamo.reset()", ["torch._dynamo"]),
+    ("f = getattr(g, '_torchdynamo_orig_callable', g)", ["'_torchdynamo_orig_callable'"]),
+    ("g._torchdynamo_orig_callable", ["._torchdynamo_orig_callable"]),
+    ("import logging\nlogging.getLogger('torch._inductor')", ["'torch._inductor'"]),
+    ("from triton.runtime.jit import JITFunction", ["from triton.runtime.jit"]),
+    ("import triton\ntriton.runtime.driver.active", ["triton.runtime"]),
+    ("from torch.fx.experimental.proxy_tensor import make_fx", ["torch.fx.experimental"]),
+])
+def test_the_check_finds_private_uses(source: str, expected: list[str]) -> None:
+    found = " | ".join(what for _, what in private_uses(source))
+    assert all(e in found for e in expected), found
+
+
+def test_the_check_allows_public_apis_and_mentions() -> None:
+    source = ('"""Reads torch._inductor.config, as a docstring may say."""\n'
+              "import torch\nimport torch.fx\nimport triton\nimport triton.language as tl\n"
+              "torch.compile(f, backend='inductor')\ntorch.library.custom_op\n"
+              "KERNEL = 'from torch._inductor.runtime import triton_helpers'\n"
+              "x._parameters\nself._private = 1\n")
+    assert private_uses(source) == []
+
+
+def test_no_private_torch_or_triton_api_outside_labkit_torch() -> None:
+    assert HOME.exists() and len(CHECKED) > 40
+    offenders = [f"{path.relative_to(ROOT)}:{line}: {what}"
+                 for path in CHECKED if path != HOME
+                 for line, what in private_uses(path.read_text(encoding="utf-8"))]
+    assert not offenders, "private APIs belong in labkit/_torch.py:\n" + "\n".join(offenders)
+
+
+def test_labkit_torch_is_where_they_are() -> None:
+    """The home itself holds them (so the check above is not vacuous)."""
+    uses = private_uses(HOME.read_text(encoding="utf-8"))
+    text = " ".join(what for _, what in uses)
+    for name in ("torch._dynamo", "torch._inductor", "GPUTarget", "ASTSource", "JITFunction",
+                 "'_torchdynamo_orig_callable'"):
+        assert name in text, name
