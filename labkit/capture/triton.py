@@ -13,15 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit import _torch
-from labkit.trace import Kernel, Trace, environment
+from labkit.trace import Kernel, Trace, environment, kinds_of
 
-# trace stage kind -> key in triton's CompiledKernel.asm
-IR_STAGES = (
-    ("triton.ttir", "ttir"),
-    ("triton.ttgir", "ttgir"),
-    ("triton.llir", "llir"),
-    ("triton.ptx", "ptx"),
-)
+# trace stage kind -> key in triton's CompiledKernel.asm ("triton.ttir" -> "ttir")
+IR_STAGES = tuple((kind, kind.split(".", 1)[1]) for kind in kinds_of("Triton IR"))
 CPU_REASON = (
     "On a CPU, Inductor generates C++ kernels (see trace.kernels, language 'cpp'), not Triton, so "
     "there is no Triton IR to show here. Try labkit.triton_stages(kernel, signature, constexprs) "
