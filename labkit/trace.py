@@ -82,6 +82,7 @@ def kinds_of(step: str) -> tuple[str, ...]:
 
 
 STATUSES = ("ok", "unavailable", "error")
+TIMING_KINDS = ("run", "compile", "copy")
 
 
 @dataclass
@@ -151,13 +152,44 @@ class GraphBreak:
 
 @dataclass
 class Timing:
-    """A measured duration: median and spread (IQR) in seconds, on one device."""
+    """A measured duration of one kind: median and spread (IQR) in seconds, on one device."""
 
     label: str
     median_s: float
     spread_s: float
     device: str
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"bytes": ..., "threads": 1}
+    # "run": calls of a function; "compile": compile time (meta["stage"] says of what);
+    # "copy": the machine's memory copy bandwidth, to compare runs with
+    kind: str = "run"
+
+    def __post_init__(self) -> None:
+        if self.kind not in TIMING_KINDS:
+            raise ValueError(f"Timing.kind must be one of {TIMING_KINDS}, got {self.kind!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Timing:
+        """A Timing from ``to_dict`` output, also one saved before Timing had a kind."""
+        if "kind" not in d:  # the names labkit gave such timings then: "compile: aot", "copy"
+            meta, label = d.get("meta") or {}, str(d.get("label", ""))
+            old = meta.get("kind") or ("compile" if label.startswith(("compile:", "compile +"))
+                                       else "copy" if label == "copy" else "run")
+            d = {**d, "kind": old}
+        return cls(**d)
+
+
+def fmt_seconds(s: float) -> str:
+    """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
+    unit, scale = time_unit(s)
+    return f"{s / scale:.3g} {unit}"
+
+
+def time_unit(s: float) -> tuple[str, float]:
+    """The unit a duration reads best in, and its size in seconds."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale:
+            return unit, scale
+    return "ns", 1e-9
 
 
 @dataclass
@@ -242,7 +274,7 @@ class Trace:
             stages=stages,
             graph_breaks=[GraphBreak(**g) for g in d.pop("graph_breaks", [])],
             kernels=[Kernel(**k) for k in d.pop("kernels", [])],
-            timings=[Timing(**t) for t in d.pop("timings", [])],
+            timings=[Timing.from_dict(t) for t in d.pop("timings", [])],
             **d,
         )
 

@@ -118,3 +118,81 @@ def test_labkit_torch_is_where_they_are() -> None:
     for name in ("torch._dynamo", "torch._inductor", "GPUTarget", "ASTSource", "JITFunction",
                  "'_torchdynamo_orig_callable'"):
         assert name in text, name
+
+
+# -- the import graph: data flows one way, capture -> Trace -> view ------------------------------
+PACKAGE = ROOT / "labkit"
+# part of labkit -> parts it must never import, at module level or inside a function
+FORBIDDEN = {
+    "labkit.trace": {"labkit._torch", "labkit.widgets", "labkit.compiler", "labkit.explore",
+                     "labkit.bench"},
+    "labkit._torch": {"labkit"},  # anything of labkit: the private-API home depends on nothing
+    "labkit.capture": {"labkit.widgets", "labkit.compiler", "labkit.explore", "labkit.bench",
+                       "labkit.backends", "labkit.notebook"},
+    "labkit.compiler": {"labkit.capture", "labkit.widgets", "labkit.explore", "labkit.bench",
+                        "labkit.backends", "labkit.notebook"},
+    "labkit.widgets": {"labkit.capture", "labkit.compiler", "labkit.explore", "labkit.bench",
+                       "labkit.backends", "labkit.perf", "labkit._torch"},
+    "labkit.explore": {"labkit.widgets", "labkit.compiler"},  # backends resolves "labkit"
+    "labkit.bench": {"labkit.widgets", "labkit.compiler", "labkit.capture", "labkit.explore",
+                     "labkit.notebook"},
+    "labkit.backends": {"labkit.widgets", "labkit.capture", "labkit.explore", "labkit.notebook"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def labkit_imports(source: str) -> set[str]:
+    """Every labkit module a source imports, anywhere in it (``from labkit import _torch`` counts
+    as ``labkit._torch``)."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "labkit"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "labkit":
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                is_module = (ROOT / sub.replace(".", "/")).with_suffix(".py").exists() or \
+                    (ROOT / sub.replace(".", "/")).is_dir()
+                out.add(sub if is_module else node.module)
+    return out
+
+
+def _part(module: str, rules: dict[str, set[str]]) -> str | None:
+    return max((p for p in rules if module == p or module.startswith(p + ".")), key=len, default=None)
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    """'a imports b' for every edge of a module -> imports graph that FORBIDDEN rules out."""
+    out = []
+    for module, imported in sorted(graph.items()):
+        part = _part(module, FORBIDDEN)
+        if part is None:
+            continue
+        for target in sorted(imported):
+            banned = FORBIDDEN[part]
+            if any(target == b or target.startswith(b + ".") for b in banned) and \
+                    _part(target, {part: set()}) != part:  # a part may import itself
+                out.append(f"{module} imports {target}")
+    return out
+
+
+def test_the_import_check_finds_a_view_imported_by_capture() -> None:
+    src = "def f():\n    from labkit.widgets.progress import progress_bar\n    import labkit.compiler\n"
+    assert labkit_imports(src) == {"labkit.widgets.progress", "labkit.compiler"}
+    assert labkit_imports("from labkit import _torch, trace") == {"labkit._torch", "labkit.trace"}
+    graph = {"labkit.capture.aot": labkit_imports(src), "labkit.widgets.view": {"labkit.widgets.code"}}
+    assert layering_violations(graph) == ["labkit.capture.aot imports labkit.compiler",
+                                          "labkit.capture.aot imports labkit.widgets.progress"]
+
+
+def test_data_flows_one_way() -> None:
+    graph = {module_name(p): labkit_imports(p.read_text(encoding="utf-8"))
+             for p in PACKAGE.rglob("*.py")}
+    assert {"labkit.capture.aot", "labkit.widgets.view", "labkit.explore", "labkit.bench"} <= set(graph)
+    assert not layering_violations(graph), "\n".join(layering_violations(graph))
+    # explore and compare reach labkit's compiler and torch's backends in one place
+    assert "labkit.backends" in graph["labkit.explore"] and "labkit.backends" in graph["labkit.bench"]

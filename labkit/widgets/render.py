@@ -233,7 +233,7 @@ def _excerpt(stage: Stage, max_chars: int | None) -> str:
 def timing_table_html(timings: Sequence) -> str:
     """Timings as an HTML table: label, kind, median, spread, device."""
     rows = "".join(
-        f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(plots.kind(t))}</td>"
+        f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(t.kind)}</td>"
         f"<td>{plots.fmt_seconds(t.median_s)}</td>"
         f"<td>{plots.fmt_seconds(t.spread_s) if t.spread_s else '–'}</td>"
         f"<td>{html.escape(str(t.device))}</td></tr>"
