@@ -6,7 +6,7 @@ of the one-way flow: it hands explore a progress bar and gives compare's result 
 explore and bench never import a view. Nothing here prints, and torch is imported only when
 ``setup_notebook`` or explore/compare runs, so ``import labkit`` stays cheap.
 The recordings are the committed ``figures/recordings/<name>.json`` files of this checkout (made by
-``make record-gpu``, i.e. ``tools/record_gpu.py``, which stamps ``recorded_by`` into each env).
+``make record-gpu``, i.e. ``benchmarks/record_gpu.py``, which stamps ``recorded_by`` into each env).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def recording(name: str) -> Trace:
         raise FileNotFoundError(
             f"no GPU recording named {name!r} in {RECORDINGS}; "
             f"available: {', '.join(names) or '(none)'}. To record more, run `make record-gpu` "
-            "on a CUDA machine (it records every example in labkit/capture/examples.py)."
+            "on a CUDA machine (it records every example in labkit/examples.py)."
         )
     return _as_recorded(Trace.from_json(RECORDINGS / f"{name}.json"))
 

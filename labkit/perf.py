@@ -1,6 +1,6 @@
 """Notebook 11's performance examples, each run for real and returned as a Trace.
 
-On a GPU a student runs them live; ``tools/record_gpu.py`` records them on the H100 into
+On a GPU a student runs them live; ``benchmarks/record_gpu.py`` records them on the H100 into
 ``figures/recordings/<name>.json`` for CPU-only students (``labkit.recording(name)``). Each function
 takes a device so that the Trace-building code also runs on a CPU (tests, and a try-out of the
 recording script), where the GPU-only parts (CUDA graphs, GPU memory) say they were skipped.
@@ -427,7 +427,7 @@ def checkpoint_memory(device: str = "cuda", n: int | None = None) -> Trace:
     return trace
 
 
-# name -> recorder(device) -> Trace: what tools/record_gpu.py records for notebook 11.
+# name -> recorder(device) -> Trace: what benchmarks/record_gpu.py records for notebook 11.
 RECORDERS: dict[str, Callable[[str], Trace]] = {
     "reductions": reductions,
     "matmul_default": matmul_default,

@@ -54,8 +54,7 @@ def is_user_file(filename: str) -> bool:
         return False
     if path.startswith(labkit_dir):
         rel = path[len(labkit_dir):]
-        return rel.startswith("exercises" + os.sep) or rel in (
-            "examples.py", "perf.py", os.path.join("capture", "examples.py"))
+        return rel.startswith("exercises" + os.sep) or rel in ("examples.py", "perf.py")
     return True
 
 
