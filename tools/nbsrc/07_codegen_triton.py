@@ -82,7 +82,7 @@ import textwrap
 from labkit.examples import sincos_kernel
 
 kernel_fn = sincos_kernel()  # built on first use: compiled on a GPU, interpreted on a CPU
-print(textwrap.dedent(inspect.getsource(kernel_fn.fn)))
+print(textwrap.dedent(inspect.getsource(kernel_fn.fn)).rstrip())
 
 xs = torch.randn(4096, device=device)
 res = torch.empty_like(xs)
