@@ -5,8 +5,8 @@ objects, or Triton's compiler/runtime internals (``ASTSource``, ``GPUTarget``, `
 the ``TRITON_INTERPRET`` switch). capture, compiler, explore, perf, examples and grading all come
 here; ``tests/test_layering.py`` fails on any private name elsewhere. A torch release that moves
 one of these breaks exactly one function here, and the error says which API moved and on which
-torch version, instead of an AttributeError deep inside a capture. Checked against torch 2.11,
-2.13 and 2.15, and Triton 3.6 and 3.9.
+torch version, instead of an AttributeError deep inside a capture. Checked against torch 2.11
+and 2.13 (Triton 3.6 and 3.9).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import tempfile
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,11 +40,23 @@ class TorchAPIError(RuntimeError):
 def _moved(api: str, err: BaseException) -> TorchAPIError:
     return TorchAPIError(
         f"labkit needs the private torch API {api}, which torch {torch.__version__} does not "
-        f"provide as expected ({type(err).__name__}: {err}). labkit is tested with torch 2.11 "
-        "and 2.13; this stage cannot be captured here."
+        f"provide as expected ({type(err).__name__}: {err}). labkit is tested with torch 2.11, "
+        "2.13 and 2.15; what needs this API cannot run here."
     )
 
 
+def _api(module: str, *names: str) -> Any:
+    """``module.names[0].names[1]...``, or a TorchAPIError naming it when this torch moved it."""
+    try:
+        obj: Any = importlib.import_module(module)
+        for name in names:
+            obj = getattr(obj, name)
+    except (ImportError, AttributeError) as e:
+        raise _moved(".".join((module, *names)), e) from e
+    return obj
+
+
+# -- Dynamo: its hooks, compile ids, backends and counters ----------------------------------------
 def register_bytecode_hook(hook: Callable[[types.CodeType, types.CodeType], None]) -> Any:
     """Call ``hook(original, transformed)`` for every frame Dynamo compiles; returns a removable handle."""
     try:
@@ -64,6 +77,90 @@ def current_compile_id() -> str | None:
     return None if cid is None else str(cid)
 
 
+def compiled_codes() -> list[types.CodeType]:
+    """Code objects Dynamo has compiled that still hold compiled entries (what a reset discards)."""
+    try:
+        from torch._dynamo import convert_frame
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:
+        return []  # only used to warn before a reset; no warning beats a crash
+    out = []
+    for ref in list(getattr(getattr(convert_frame, "input_codes", None), "seen", [])):
+        code = ref()
+        if code is not None:
+            with contextlib.suppress(Exception):
+                if _debug_get_cache_entry_list(code):
+                    out.append(code)
+    return out
+
+
+def decompiler() -> Callable[[types.CodeType], str] | None:
+    """depyf.decompile when depyf is installed, else None (the GPU machine has no depyf)."""
+    try:
+        import depyf
+    except ImportError:
+        return None
+    return depyf.decompile
+
+
+def inductor_backend(mode: str | None, options: dict[str, Any] | None, dynamic: bool | None) -> Any:
+    """The backend torch.compile builds for backend="inductor" (so mode/options act the same)."""
+    try:
+        wrapper = torch._TorchCompileInductorWrapper  # type: ignore[attr-defined]
+    except AttributeError as e:
+        raise _moved("torch._TorchCompileInductorWrapper", e) from e
+    return wrapper(mode, options, dynamic)
+
+
+def lookup_backend(name: str) -> Callable[..., Any]:
+    """A registered torch.compile backend by name (e.g. "eager", "aot_eager")."""
+    return _api("torch._dynamo", "lookup_backend")(name)  # in torch._dynamo.__all__
+
+
+def mark_dynamic(t: torch.Tensor, dim: int) -> None:
+    """Tell Dynamo that ``t``'s size ``dim`` varies (compile it symbolically from the first call)."""
+    _api("torch._dynamo", "mark_dynamic")(t, dim)
+
+
+def original_callable(fn: Any) -> Any:
+    """The function torch.compile wrapped when ``fn`` is a torch.compile result, else ``fn`` itself."""
+    return getattr(fn, "_torchdynamo_orig_callable", fn)
+
+
+def is_dynamo_attribute(name: str) -> bool:
+    """Whether an attribute name is one Dynamo sets on objects it compiles (``_torchdynamo_*``)."""
+    return name.startswith("_torchdynamo")
+
+
+def is_c_extension_module(module: str) -> bool:
+    """Whether a ``__module__`` is torch's C extension (``torch._C...``), whose builtins users call as torch.X."""
+    return module.startswith("torch._C")
+
+
+def counters() -> Any:
+    """Dynamo's process-wide counters (``counters["stats"]["unique_graphs"]``, ``["graph_break"]``, ...)."""
+    return _api("torch._dynamo.utils", "counters")
+
+
+def reset_compile_state() -> None:
+    """Forget every compiled frame, Dynamo's counters and Inductor's metrics."""
+    _api("torch._dynamo", "reset")()
+    counters().clear()
+    _api("torch._inductor.metrics", "reset")()
+
+
+def compile_counter(backend: str) -> Any:
+    """A Dynamo backend that counts frames (``.frame_count``) and hands each graph to ``backend``."""
+    return _api("torch._dynamo.testing", "CompileCounterWithBackend")(backend)
+
+
+def compile_entry_points() -> list[tuple[Any, str]]:
+    """Every (object, attribute) through which user code starts a Dynamo compile or export."""
+    dynamo = _api("torch._dynamo")
+    return [(torch, "compile"), (dynamo, "optimize"), (dynamo, "explain"), (torch, "export")]
+
+
+# -- TORCH_LOGS -----------------------------------------------------------------------------------
 def artifact_loggers(names: tuple[str, ...]) -> list[logging.Logger]:
     """The TORCH_LOGS artifact loggers (e.g. ir_pre_fusion) with these names, found without set_logs."""
     try:
@@ -79,6 +176,51 @@ def artifact_loggers(names: tuple[str, ...]) -> list[logging.Logger]:
     return [logging.getLogger(q) for q in sorted(qnames) if q.rsplit(".__", 1)[-1] in names]
 
 
+def set_logs(**artifacts: Any) -> None:
+    """``torch._logging.set_logs``: switch TORCH_LOGS artifacts on (no arguments: back to default)."""
+    _api("torch._logging", "set_logs")(**artifacts)
+
+
+# -- AOTAutograd, decompositions and torch's type rules (used by labkit's compiler) ---------------
+def aot_module_simplified() -> Callable[..., Any]:
+    """AOTAutograd's entry point for a Dynamo backend (joint graph, partition, fw/bw compilers)."""
+    return _api("torch._functorch.aot_autograd", "aot_module_simplified")
+
+
+def make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` in AOTAutograd's boxed calling convention (one list argument it may clear)."""
+    return _api("torch._functorch.aot_autograd", "make_boxed_func")(fn)
+
+
+def default_partition() -> Callable[..., Any]:
+    """AOTAutograd's default joint-graph partitioner (saves what the backward reads)."""
+    return _api("torch._functorch.partitioners", "default_partition")
+
+
+def core_aten_decompositions() -> dict[Any, Callable[..., Any]]:
+    """torch's decomposition table into core ATen (what Inductor starts from)."""
+    return dict(_api("torch._decomp", "core_aten_decompositions")())
+
+
+def computation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """torch's opmath type for ``dtype``: what arithmetic on it runs in (half -> float32)."""
+    return _api("torch._prims_common", "get_computation_dtype")(dtype)
+
+
+def promoted_dtype(*examples: Any) -> torch.dtype:
+    """torch's default elementwise type promotion of these tensors and Python scalars."""
+    default = _api("torch._prims_common", "ELEMENTWISE_TYPE_PROMOTION_KIND", "DEFAULT")
+    return _api("torch._prims_common", "elementwise_dtypes")(*examples, type_promotion_kind=default)[1]
+
+
+def make_fx(fn: Callable[..., Any], decompositions: dict[Any, Callable[..., Any]],
+            tracing_mode: str = "fake") -> Callable[..., torch.fx.GraphModule]:
+    """``torch.fx.experimental``'s make_fx: trace ``fn`` to an ATen FX graph with these decompositions."""
+    trace = _api("torch.fx.experimental.proxy_tensor", "make_fx")
+    return trace(fn, decomposition_table=decompositions, tracing_mode=tracing_mode)
+
+
+# -- Inductor -------------------------------------------------------------------------------------
 def custom_graph_pass_base() -> type:
     """Inductor's CustomGraphPass base class (a post-grad pass hook that sees Inductor's input graph)."""
     try:
@@ -105,12 +247,15 @@ def fresh_compile_config(post_grad_pass: Any | None) -> Iterator[None]:
         yield
 
 
-def kernel_post_grad_nodes() -> dict[str, list[str]] | None:
-    """Inductor's provenance map of the graph just compiled: "kernel:handle" -> post-grad node names.
+def post_grad_custom_post_pass() -> Any:
+    """The post-grad pass the user set in Inductor's config (None when there is none)."""
+    return _api("torch._inductor.config", "post_grad_custom_post_pass")
 
-    Read straight from torch._inductor.debug because its structured record is empty for backward
-    graphs (it is only dumped when a pre-grad graph id is set, and backward graphs have none).
-    """
+
+def kernel_post_grad_nodes() -> dict[str, list[str]] | None:
+    """Inductor's provenance map of the graph just compiled: "kernel:handle" -> post-grad node names."""
+    # Read straight from torch._inductor.debug because its structured record is empty for backward
+    # graphs (it is only dumped when a pre-grad graph id is set, and backward graphs have none).
     try:
         from torch._inductor import debug
     except ImportError:
@@ -121,153 +266,19 @@ def kernel_post_grad_nodes() -> dict[str, list[str]] | None:
     return {str(k): [str(n) for n in v] for k, v in info.items() if isinstance(v, list | tuple)}
 
 
-def inductor_backend(mode: str | None, options: dict[str, Any] | None, dynamic: bool | None) -> Any:
-    """The backend torch.compile builds for backend="inductor" (so mode/options act the same)."""
-    try:
-        wrapper = torch._TorchCompileInductorWrapper  # type: ignore[attr-defined]
-    except AttributeError as e:
-        raise _moved("torch._TorchCompileInductorWrapper", e) from e
-    return wrapper(mode, options, dynamic)
-
-
-def lookup_backend(name: str) -> Callable[..., Any]:
-    """A registered torch.compile backend by name (e.g. "eager", "aot_eager")."""
-    return torch._dynamo.lookup_backend(name)  # in torch._dynamo.__all__
-
-
-def mark_dynamic(t: torch.Tensor, dim: int) -> None:
-    """Tell Dynamo that ``t``'s size ``dim`` varies (compile it symbolically from the first call)."""
-    torch._dynamo.mark_dynamic(t, dim)
-
-
-def original_callable(fn: Any) -> Any:
-    """The function torch.compile wrapped when ``fn`` is a torch.compile result, else ``fn`` itself."""
-    return getattr(fn, "_torchdynamo_orig_callable", fn)
-
-
-def is_dynamo_attribute(name: str) -> bool:
-    """Whether an attribute name is one Dynamo sets on objects it compiles (``_torchdynamo_*``)."""
-    return name.startswith("_torchdynamo")
-
-
-def is_c_extension_module(module: str) -> bool:
-    """Whether a ``__module__`` is torch's C extension (``torch._C...``), whose builtins users call as torch.X."""
-    return module.startswith("torch._C")
-
-
-def counters() -> Any:
-    """Dynamo's process-wide counters (``counters["stats"]["unique_graphs"]``, ``["graph_break"]``, ...)."""
-    from torch._dynamo.utils import counters as dynamo_counters
-
-    return dynamo_counters
-
-
-def reset_compile_state() -> None:
-    """Forget every compiled frame, Dynamo's counters and Inductor's metrics."""
-    import torch._dynamo
-    from torch._inductor import metrics
-
-    torch._dynamo.reset()
-    counters().clear()
-    metrics.reset()
-
-
-def compile_counter(backend: str) -> Any:
-    """A Dynamo backend that counts frames (``.frame_count``) and hands each graph to ``backend``."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
-    return CompileCounterWithBackend(backend)
-
-
-def compile_entry_points() -> list[tuple[Any, str]]:
-    """Every (object, attribute) through which user code starts a Dynamo compile or export."""
-    import torch._dynamo
-
-    return [(torch, "compile"), (torch._dynamo, "optimize"), (torch._dynamo, "explain"),
-            (torch, "export")]
-
-
-def set_logs(**artifacts: Any) -> None:
-    """``torch._logging.set_logs``: switch TORCH_LOGS artifacts on (no arguments: back to default)."""
-    torch._logging.set_logs(**artifacts)
-
-
-# -- AOTAutograd, decompositions and torch's type rules (used by labkit's compiler) ----------------
-def aot_module_simplified() -> Callable[..., Any]:
-    """AOTAutograd's entry point for a Dynamo backend (joint graph, partition, fw/bw compilers)."""
-    from torch._functorch.aot_autograd import aot_module_simplified as aot
-
-    return aot
-
-
-def make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` in AOTAutograd's boxed calling convention (one list argument it may clear)."""
-    from torch._functorch.aot_autograd import make_boxed_func as boxed
-
-    return boxed(fn)
-
-
-def default_partition() -> Callable[..., Any]:
-    """AOTAutograd's default joint-graph partitioner (saves what the backward reads)."""
-    from torch._functorch.partitioners import default_partition as partition
-
-    return partition
-
-
-def core_aten_decompositions() -> dict[Any, Callable[..., Any]]:
-    """torch's decomposition table into core ATen (what Inductor starts from)."""
-    from torch._decomp import core_aten_decompositions as table
-
-    return dict(table())
-
-
-def computation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """torch's opmath type for ``dtype``: what arithmetic on it runs in (half -> float32)."""
-    from torch._prims_common import get_computation_dtype
-
-    return get_computation_dtype(dtype)
-
-
-def promoted_dtype(*examples: Any) -> torch.dtype:
-    """torch's default elementwise type promotion of these tensors and Python scalars."""
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-
-    return elementwise_dtypes(*examples, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
-
-
-def make_fx(fn: Callable[..., Any], decompositions: dict[Any, Callable[..., Any]],
-            tracing_mode: str = "fake") -> Callable[..., torch.fx.GraphModule]:
-    """``torch.fx.experimental``'s make_fx: trace ``fn`` to an ATen FX graph with these decompositions."""
-    from torch.fx.experimental.proxy_tensor import make_fx as trace
-
-    return trace(fn, decomposition_table=decompositions, tracing_mode=tracing_mode)
-
-
-# -- Inductor ----------------------------------------------------------------------------------------
-def post_grad_custom_post_pass() -> Any:
-    """The post-grad pass the user set in Inductor's config (None when there is none)."""
-    import torch._inductor.config as inductor_config
-
-    return inductor_config.post_grad_custom_post_pass
-
-
 def run_and_get_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
     """Call a torch.compile'd ``fn``; return (its result, Inductor's output code of every graph)."""
-    from torch._inductor.utils import run_and_get_code as run
-
-    return run(fn, *args)
+    return _api("torch._inductor.utils", "run_and_get_code")(fn, *args)
 
 
 def cudagraph_dynamic_shape_warn_limit() -> int:
     """How many distinct input sizes CUDA graphs record before Inductor warns (8 when unset)."""
-    import torch._inductor.config as inductor_config
-
-    return inductor_config.triton.cudagraph_dynamic_shape_warn_limit or 8
+    return _api("torch._inductor.config", "triton", "cudagraph_dynamic_shape_warn_limit") or 8
 
 
 def triton_kernel_from_source(source: str) -> Any:
     """Load an Inductor Triton kernel module from source; return its CachingAutotuner (uncompiled)."""
-    module = module_from_source(source, Path(tempfile_dir()) / "labkit-triton-kernels")
+    module = module_from_source(source, Path(tempfile.gettempdir()) / "labkit-triton-kernels")
     tuners = [v for v in vars(module).values() if hasattr(v, "triton_meta") and hasattr(v, "fn")]
     if not tuners:
         raise TorchAPIError(
@@ -308,44 +319,11 @@ def compiled_triton_asm(tuner: Any) -> dict[str, str] | None:
     return None
 
 
-def decompiler() -> Callable[[types.CodeType], str] | None:
-    """depyf.decompile when depyf is installed, else None (the GPU machine has no depyf)."""
-    try:
-        import depyf
-    except ImportError:
-        return None
-    return depyf.decompile
-
-
-def compiled_codes() -> list[types.CodeType]:
-    """Code objects Dynamo has compiled that still hold compiled entries (what a reset discards)."""
-    try:
-        from torch._dynamo import convert_frame
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-    except ImportError:
-        return []  # only used to warn before a reset; no warning beats a crash
-    out = []
-    for ref in list(getattr(getattr(convert_frame, "input_codes", None), "seen", [])):
-        code = ref()
-        if code is not None:
-            with contextlib.suppress(Exception):
-                if _debug_get_cache_entry_list(code):
-                    out.append(code)
-    return out
-
-
-# -- Triton: targets, the compiler, the interpreter ------------------------------------------------
-def tempfile_dir() -> str:
-    """The system's temporary folder."""
-    import tempfile
-
-    return tempfile.gettempdir()
-
-
+# -- Triton: the interpreter, GPU targets, the compiler -------------------------------------------
 def module_from_source(source: str, folder: Path, interpret: bool = False) -> types.ModuleType:
-    """Execute Python source from a real file in ``folder`` (``@triton.jit`` reads its source back
-    through inspect, and Inductor's kernels take ``filename=__file__``); ``interpret``: build its
-    ``@triton.jit`` kernels for Triton's CPU interpreter."""
+    """Run Python source as a module from a file in ``folder``; ``interpret``: its kernels interpreted."""
+    # A real file, as Inductor does: @triton.jit reads a kernel's source back through inspect, and
+    # Inductor's kernels take filename=__file__.
     key = hashlib.sha256(source.encode()).hexdigest()[:24]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"lk_{key}.py"
@@ -384,14 +362,11 @@ def interpret_triton_without_gpu() -> None:
 
 @contextlib.contextmanager
 def jitted_helpers_in_python(kernel: Any) -> Iterator[None]:
-    """Let an interpreted ``kernel`` call Triton's own jitted helpers (``tl.max``, ``tl.sum``) even
-    if triton was imported before the interpreter was switched on.
-
-    triton decides at import time whether its helpers are interpreted; if it was imported first,
-    calling them from an interpreted kernel raises "Cannot call @triton.jit'd outside of the scope
-    of a kernel". While open, such calls run their Python body, which is what the interpreter does.
-    A compiled kernel (on a GPU) needs nothing: then this does nothing.
-    """
+    """While open, an interpreted ``kernel`` may call Triton's jitted helpers (``tl.max``, ``tl.sum``)."""
+    # triton decides at import time whether its helpers are interpreted; if it was imported before
+    # TRITON_INTERPRET=1 was set, calling them from an interpreted kernel raises "Cannot call
+    # @triton.jit'd outside of the scope of a kernel". Such calls then run their Python body, which
+    # is what the interpreter does. A compiled kernel (on a GPU) needs nothing.
     from triton.runtime.jit import JITFunction
 
     if isinstance(kernel, JITFunction):

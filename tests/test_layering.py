@@ -196,3 +196,14 @@ def test_data_flows_one_way() -> None:
     assert not layering_violations(graph), "\n".join(layering_violations(graph))
     # explore and compare reach labkit's compiler and torch's backends in one place
     assert "labkit.backends" in graph["labkit.explore"] and "labkit.backends" in graph["labkit.bench"]
+
+
+def test_a_moved_private_api_says_which_and_on_which_torch() -> None:
+    import torch
+
+    from labkit import _torch
+
+    with pytest.raises(_torch.TorchAPIError, match=r"torch\._dynamo\.no_such_api.*torch " +
+                       re.escape(torch.__version__)):
+        _torch._api("torch._dynamo", "no_such_api")
+    assert _torch._api("torch._dynamo", "reset") is torch._dynamo.reset
