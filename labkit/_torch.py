@@ -28,7 +28,7 @@ import torch
 TRACE_LOGGER = "torch.__trace"
 DYNAMO_LOGGER = "torch._dynamo"  # graph-break warnings and the like
 INDUCTOR_LOGGER = "torch._inductor"  # e.g. "skipping cudagraphs due to ..."
-# Dynamo names the function that resumes a frame after a graph break "torch_dynamo_resume_in_<fn>_at_<line>".
+# Dynamo names a function resuming a frame after a graph break "torch_dynamo_resume_in_<fn>_at_<n>".
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 DEFAULT_TARGET = ("cuda", 90, 32)  # an H100 (sm_90), the GPU the course's recordings come from
 
@@ -133,12 +133,12 @@ def is_dynamo_attribute(name: str) -> bool:
 
 
 def is_c_extension_module(module: str) -> bool:
-    """Whether a ``__module__`` is torch's C extension (``torch._C...``), whose builtins users call as torch.X."""
+    """Whether a ``__module__`` is torch's C extension (``torch._C...``): users call its builtins torch.X."""
     return module.startswith("torch._C")
 
 
 def counters() -> Any:
-    """Dynamo's process-wide counters (``counters["stats"]["unique_graphs"]``, ``["graph_break"]``, ...)."""
+    """Dynamo's process-wide counters (``["stats"]["unique_graphs"]``, ``["graph_break"]``, ...)."""
     return _api("torch._dynamo.utils", "counters")
 
 
@@ -210,7 +210,8 @@ def computation_dtype(dtype: torch.dtype) -> torch.dtype:
 def promoted_dtype(*examples: Any) -> torch.dtype:
     """torch's default elementwise type promotion of these tensors and Python scalars."""
     default = _api("torch._prims_common", "ELEMENTWISE_TYPE_PROMOTION_KIND", "DEFAULT")
-    return _api("torch._prims_common", "elementwise_dtypes")(*examples, type_promotion_kind=default)[1]
+    promote = _api("torch._prims_common", "elementwise_dtypes")
+    return promote(*examples, type_promotion_kind=default)[1]
 
 
 def make_fx(fn: Callable[..., Any], decompositions: dict[Any, Callable[..., Any]],

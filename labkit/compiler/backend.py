@@ -153,9 +153,10 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
                 trace.add("aot.backward", "backward graph", bw.print_readable(False), frame=frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
-        return _torch.aot_module_simplified()(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
-                                        bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
-                                        decompositions=decomposition_table())
+        aot = _torch.aot_module_simplified()
+        return aot(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
+                   bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
+                   decompositions=decomposition_table())
 
     backend.__name__ = f"labkit_{target}"
     return _not_traced(backend)
