@@ -132,7 +132,7 @@ FORBIDDEN = {
     "labkit.compiler": {"labkit.capture", "labkit.widgets", "labkit.explore", "labkit.bench",
                         "labkit.backends", "labkit.notebook"},
     "labkit.widgets": {"labkit.capture", "labkit.compiler", "labkit.explore", "labkit.bench",
-                       "labkit.backends", "labkit.perf", "labkit._torch"},
+                       "labkit.backends", "labkit.perf", "labkit._torch", "labkit.notebook"},
     "labkit.explore": {"labkit.widgets", "labkit.compiler"},  # backends resolves "labkit"
     "labkit.bench": {"labkit.widgets", "labkit.compiler", "labkit.capture", "labkit.explore",
                      "labkit.notebook"},
