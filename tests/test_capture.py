@@ -486,7 +486,8 @@ def test_hand_written_sincos_kernel_matches_eager_and_compiles_for_a_gpu(n):
 
     kernel = examples.sincos_kernel()
     assert kernel is examples.sincos_kernel()  # built once
-    x = torch.randn(n) * 10
+    # compiled on a GPU machine (then it takes CUDA tensors), interpreted without one
+    x = torch.randn(n, device="cuda" if torch.cuda.is_available() else "cpu") * 10
     out = torch.full_like(x, float("nan"))
     kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
     torch.testing.assert_close(out, examples.sincos(x), atol=1e-5, rtol=1e-5)
