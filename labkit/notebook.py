@@ -11,6 +11,8 @@ The recordings are the committed ``figures/recordings/<name>.json`` files of thi
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
 import random
@@ -19,8 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from labkit import bench
 from labkit.bench import CompareResult
 from labkit.trace import Trace
+
+# labkit.explore the module (importlib: "from labkit import explore" would ask the package for the
+# public name, which is the function below)
+_explore = importlib.import_module("labkit.explore")
 
 # The repository root is the parent of the labkit package directory.
 RECORDINGS = Path(__file__).resolve().parent.parent / "figures" / "recordings"
@@ -50,13 +57,13 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
     torch.set_num_threads(threads)
 
 
+# labkit.explore: labkit.explore.explore (its signature and docstring) with a progress bar under the
+# cell by default.
+@functools.wraps(_explore.explore)
 def explore(fn: Callable[..., Any], *inputs: Any,
             progress: Callable[[str], None] | None = None, **kwargs: Any) -> Trace:
-    """``labkit.explore``: ``labkit.explore.explore`` with a progress bar under the cell by default."""
-    from labkit.explore import explore as run
-
-    return run(fn, *inputs, progress=progress if progress is not None else _progress_bar(),
-               **kwargs)
+    return _explore.explore(fn, *inputs, progress=progress if progress is not None else
+                            _progress_bar(), **kwargs)
 
 
 def _progress_bar() -> Callable[[str], None] | None:
@@ -78,12 +85,11 @@ class ShownComparison(CompareResult):
                 "text/html": comparison_html(self.fn_name, self.table(), self.timings)}
 
 
+# labkit.compare: labkit.bench.compare (its signature and docstring), shown in a notebook as its
+# table and a plot.
+@functools.wraps(bench.compare)
 def compare(fn: Callable[..., Any], *inputs: Any, **kwargs: Any) -> ShownComparison:
-    """``labkit.compare``: ``labkit.bench.compare``, shown in a notebook as its table and a plot."""
-    from labkit.bench import compare as run
-
-    result = run(fn, *inputs, **kwargs)
-    return ShownComparison(**vars(result))
+    return ShownComparison(**vars(bench.compare(fn, *inputs, **kwargs)))
 
 
 def recording_names() -> list[str]:
