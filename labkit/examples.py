@@ -158,9 +158,9 @@ class CountingBackend:
     """A torch.compile backend that counts the graphs it is given and hands them to ``inner``."""
 
     def __init__(self, inner: str = "aot_eager") -> None:
-        from labkit import _torch
+        from labkit import backends
 
-        self.inner = _torch.lookup_backend(inner)
+        self.inner = backends.resolve(inner)
         self.graphs = 0
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
