@@ -81,7 +81,7 @@ bench-course: setup  ## per-notebook wall time of the chapter, cold and warm cac
 	$(PY) benchmarks/bench_course.py
 
 record-gpu: setup  ## write Traces of the chapter's GPU examples to figures/recordings/ (needs CUDA)
-	$(PY) tools/record_gpu.py
+	$(PY) benchmarks/record_gpu.py
 
 gpu-check:  ## on a CUDA machine: recordings, GPU bench, all suites, nbval over the chapter -> gpu-report/
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/gpu_course.sh gpu-report

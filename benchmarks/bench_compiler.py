@@ -139,7 +139,7 @@ def run(gpu: bool, only: str = "") -> dict[str, Any]:
             continue
         args = inputs(name, shape, device)
         nbytes = 2 * args[0].numel() * 4  # one read and one write of the big tensor
-        torch._dynamo.reset()
+        torch.compiler.reset()
         compiled = variants(name, fn, shape, target, device)
         ref = compiled["eager"](*args)
         for b, f in compiled.items():

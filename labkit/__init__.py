@@ -23,9 +23,9 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; imported lazily on first attribute access.
 _LAZY = {
-    "explore": "labkit.explore",
+    "explore": "labkit.notebook",  # labkit.explore.explore with a progress bar
     "show": "labkit.widgets",
-    "compare": "labkit.bench",
+    "compare": "labkit.notebook",  # labkit.bench.compare, shown as a table and a plot
     "triton_stages": "labkit.capture.triton",
     "compiler": "labkit.compiler",
     "bench": "labkit.bench",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.trace import Timing
+from labkit.trace import Timing, fmt_seconds
 
 
 @contextlib.contextmanager
@@ -99,7 +99,7 @@ _COPY_CACHE: dict[tuple[str, int, int], Timing] = {}
 def copy_bandwidth(device: str | None = None, nbytes: int | None = None, *, refresh: bool = False) -> Timing:
     """Measure this machine's memory copy bandwidth: time ``dst.copy_(src)`` on a large buffer.
 
-    Returns a Timing (``meta["kind"] == "copy"``, ``meta["bytes"]`` = bytes read + written) that
+    Returns a Timing (``kind == "copy"``, ``meta["bytes"]`` = bytes read + written) that
     plots draw as the line achieved bandwidth is judged against; ``achieved_bandwidth(t)`` gives
     bytes/s. The buffer (default 64 MiB on CPU, 512 MiB on GPU) is far larger than the caches, so
     this is the DRAM/HBM rate a memory-bound kernel can hope for (data that fits in a cache can
@@ -114,7 +114,8 @@ def copy_bandwidth(device: str | None = None, nbytes: int | None = None, *, refr
         src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
         t = measure(dst.copy_, src, label="copy", min_run_time=0.2, device=device,
-                    meta={"kind": "copy", "bytes": 2 * src.numel() * 4})
+                    meta={"bytes": 2 * src.numel() * 4})
+        t.kind = "copy"
         del src, dst
         _COPY_CACHE[key] = t
     return _COPY_CACHE[key]
@@ -159,7 +160,7 @@ class CompareResult:
     mismatched: dict[str, float] = field(default_factory=dict)  # backend -> max abs error vs eager
 
     def runs(self) -> list[Timing]:
-        return [t for t in self.timings if t.meta.get("kind", "run") == "run"]
+        return [t for t in self.timings if t.kind == "run"]
 
     def timing(self, backend: str) -> Timing:
         """The run Timing of one backend."""
@@ -174,12 +175,10 @@ class CompareResult:
 
     def table(self) -> str:
         """A plain-text table: backend, median, IQR, speedup, bandwidth, compile time, notes."""
-        from labkit.widgets.plots import fmt_seconds
-
         runs = self.runs()
         base = next((t.median_s for t in runs if t.label == "eager"), None)
-        copy = next((t for t in self.timings if t.meta.get("kind") == "copy"), None)
-        compiles = {str(t.meta.get("backend")): t for t in self.timings if t.meta.get("kind") == "compile"}
+        copy = next((t for t in self.timings if t.kind == "copy"), None)
+        compiles = {str(t.meta.get("backend")): t for t in self.timings if t.kind == "compile"}
         head = ["backend", "median", "IQR", "vs eager", "GB/s", "compile+1st call", "note"]
         rows = []
         for t in runs:
@@ -204,18 +203,6 @@ class CompareResult:
     def __repr__(self) -> str:
         return self.table()
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        import html
-
-        from labkit.widgets.code import style_block
-        from labkit.widgets.plots import svg_img, timing_svg
-
-        svg = timing_svg(self.timings)
-        img = svg_img(svg, f"timings of {self.fn_name}") if svg else ""
-        page = (f'<div class="lk-root">{style_block()}<pre>{html.escape(self.table())}</pre>'
-                f"{img}</div>")
-        return {"text/plain": self.table(), "text/html": page}
-
 
 def _gb(bytes_per_s: float) -> str:
     """Bytes/s as GB/s: '13.7', '2965' (no exponent notation in a table)."""
@@ -239,22 +226,12 @@ def _outputs_close(a: Any, b: Any) -> float:
 
 
 def _compiled(fn: Callable[..., Any], backend: str) -> Callable[..., Any]:
-    """``fn`` for one backend name: eager as is, labkit through its backend, others by name."""
+    """``fn`` for one backend name: eager as is, any other compiled with the backend of that name."""
     import torch
 
-    if backend == "eager":
-        return fn
-    if backend == "labkit":
-        try:  # labkit's compiler is written alongside this module and may not be there yet
-            from labkit.compiler import backend as labkit_backend
-        except ImportError as e:
-            raise _Unavailable(f"labkit.compiler.backend cannot be imported ({type(e).__name__})") from e
-        return torch.compile(fn, backend=labkit_backend)
-    return torch.compile(fn, backend=backend)
+    from labkit.backends import resolve
 
-
-class _Unavailable(Exception):
-    """A backend that cannot run here; compare reports it instead of failing."""
+    return fn if backend == "eager" else torch.compile(fn, backend=resolve(backend))
 
 
 def compare(
@@ -273,7 +250,7 @@ def compare(
     Threads are pinned (CPU) *before* anything is compiled, every compiled function is called once
     untimed (that call compiles; its time is reported as "compile+1st call") and then timed like
     eager: median and IQR. Outputs are checked against eager. A backend that cannot run here
-    (labkit's compiler not written yet, a compile error) is reported as unavailable, not raised.
+    (an unknown name, a compile error) is reported as unavailable, not raised.
 
     Args:
         bytes: bytes a call must move, for the bandwidth column; default: inputs + outputs.
@@ -308,10 +285,7 @@ def compare(
                 if err > tolerance:
                     result.mismatched[b] = err
                 run = measure(f, *inputs, label=b, min_run_time=min_run_time, device=device,
-                              meta={"kind": "run", "bytes": nbytes, "max_abs_err": err})
-            except _Unavailable as e:
-                result.unavailable[b] = str(e)
-                continue
+                              meta={"bytes": nbytes, "max_abs_err": err})
             except Exception as e:  # a backend failing is a finding, not a crash
                 first_line = (str(e).strip().splitlines() or [""])[0][:200]
                 result.unavailable[b] = f"{type(e).__name__}: {first_line}"
@@ -319,7 +293,7 @@ def compare(
             result.timings.append(run)
             if b != "eager":
                 result.timings.append(Timing(f"compile: {b}", first, 0.0, run.device,
-                                             {"kind": "compile", "stage": "compile+1st call", "backend": b}))
+                                             {"stage": "compile+1st call", "backend": b}, kind="compile"))
         if bandwidth:
             result.timings.append(copy_bandwidth(device))
     return result

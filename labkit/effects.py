@@ -159,8 +159,10 @@ def _tensor_facts(name: str, t: Any) -> dict[str, Any]:
 
 def _attrs(obj: Any) -> dict[str, Any]:
     """Plain attributes of an object (what a counter or a flag changes), dunder names skipped."""
+    from labkit import _torch
+
     return {k: _shallow(v) for k, v in vars(obj).items()
-            if not k.startswith("__") and not k.startswith("_torchdynamo")
+            if not k.startswith("__") and not _torch.is_dynamo_attribute(k)
             and k not in ("_parameters", "_buffers", "_modules")
             and not (isinstance(v, dict) and k.endswith("hooks"))}
 

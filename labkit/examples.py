@@ -1,8 +1,8 @@
-"""The capstone's model: a tiny GPT written the way real code is first written, problems included.
+"""The chapter's examples, one copy for notebooks, tests, recordings and benchmarks: first the
+capstone's tiny GPT, written as real code is first written, problems included; then ``EXAMPLES``.
 
 ``TinyGPT`` trains fine in eager mode, but five habits of ordinary PyTorch code cost torch.compile
-dearly, and each sits in one small method so that a fix replaces one method (notebook 12 and its
-exercises, ex12, do exactly that):
+dearly, each in one small method that a fix replaces (notebook 12 and ex12 do exactly that):
 
 * ``log_stats`` reads a value with ``.item()`` and ``print``\\s it: two graph breaks every step;
 * ``forward`` divides by ``temperature``, a Python float that a schedule changes every step: a
@@ -10,16 +10,16 @@ exercises, ex12, do exactly that):
 * the batches come in different sequence lengths: a recompile of every frame when the length first
   changes (automatic dynamic shapes);
 * ``loss`` drops the padding with a boolean mask, ``logits[keep]``: an output whose size depends on
-  the data, which Dynamo does not put in a graph.
-
-``FixedGPT`` has the fixes; ``batches`` makes the same stream of batches on any machine.
+  the data, which Dynamo does not put in a graph. ``FixedGPT`` has the fixes; ``batches`` makes the
+  same stream of batches on any machine.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -133,14 +133,16 @@ def train(model: nn.Module, cfg: GPTConfig, steps: int, fixed: bool = False,
     ``fixed``: call it the way FixedGPT needs, with a tensor temperature and lengths marked dynamic.
     ``times``: gets the wall time of every step (compiles included) appended.
     """
+    from labkit import _torch
+
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     for idx, targets, temperature in batches(cfg, steps, **kw):
         start = time.perf_counter()
         if fixed:
             temperature = torch.tensor(temperature)
-            torch._dynamo.mark_dynamic(idx, 1)
-            torch._dynamo.mark_dynamic(targets, 1)
+            _torch.mark_dynamic(idx, 1)
+            _torch.mark_dynamic(targets, 1)
         _, loss = model(idx, targets, temperature)
         loss.backward()
         opt.step()
@@ -156,7 +158,9 @@ class CountingBackend:
     """A torch.compile backend that counts the graphs it is given and hands them to ``inner``."""
 
     def __init__(self, inner: str = "aot_eager") -> None:
-        self.inner = torch._dynamo.lookup_backend(inner)
+        from labkit import backends
+
+        self.inner = backends.resolve(inner)
         self.graphs = 0
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
@@ -165,7 +169,7 @@ class CountingBackend:
 
 
 class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompiles") as logs:`)
-    """Turn on TORCH_LOGS artifacts (``torch._logging.set_logs``) and keep their records here,
+    """Turn on TORCH_LOGS artifacts (``set_logs``) and keep their records here,
     instead of printing them to stderr: ``logs["graph_breaks"]`` is the list of messages."""
 
     def __init__(self, *artifacts: str) -> None:
@@ -178,7 +182,9 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
     def __enter__(self) -> torch_logs:
         import logging
 
-        torch._logging.set_logs(**{a: True for a in self.artifacts})
+        from labkit import _torch
+
+        _torch.set_logs(**{a: True for a in self.artifacts})
         outer = self
 
         class Keep(logging.Handler):
@@ -186,10 +192,7 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
                 outer.records[record.name.rsplit(".__", 1)[-1]].append(record.getMessage())
 
         self.handler = Keep(logging.DEBUG)
-        from torch._logging._internal import log_registry  # private: the artifact loggers' names
-
-        self.loggers = [logging.getLogger(q) for q in log_registry.get_artifact_log_qnames()
-                        if q.rsplit(".__", 1)[-1] in self.artifacts]
+        self.loggers = _torch.artifact_loggers(self.artifacts)
         self.propagate = [lg.propagate for lg in self.loggers]
         for lg in self.loggers:  # ours instead of stderr: no propagation up to set_logs' handler
             lg.addHandler(self.handler)
@@ -197,10 +200,12 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from labkit import _torch
+
         for lg, propagate in zip(self.loggers, self.propagate):  # as they were, not forced on
             lg.removeHandler(self.handler)
             lg.propagate = propagate
-        torch._logging.set_logs()
+        _torch.set_logs()
 
 
 def canonical_reason(reason: str) -> str:
@@ -251,3 +256,103 @@ def run_job(version: str, steps: int, log_dir: str, backend: str = "aot_eager") 
     if proc.returncode != 0:
         raise RuntimeError(f"the training job failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- the functions every stage notebook explores, and their inputs ----------------------------------
+# Each example is a plain function plus a ``make_inputs(device)`` that builds fresh example inputs
+# with a fixed seed, so a recording made on a GPU and a test run on a laptop explore the same call.
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def sincos(x):
+    return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def mlp(x, w1, b1, w2, b2, w3, b3):
+    h = torch.relu(x @ w1 + b1)
+    h = torch.relu(h @ w2 + b2)
+    return h @ w3 + b3
+
+
+def _gen() -> torch.Generator:
+    return torch.Generator(device="cpu").manual_seed(0)
+
+
+def toy_inputs(device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    """Two vectors; b's sum is negative, so the branch after the graph break runs."""
+    g = _gen()
+    a = torch.randn(1024, generator=g)
+    b = -torch.rand(1024, generator=g)
+    return a.to(device), b.to(device)
+
+
+def sincos_inputs(device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    return (torch.randn(1 << 16, generator=_gen()).to(device),)
+
+
+def softmax_inputs(device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    return (torch.randn(256, 512, generator=_gen()).to(device),)
+
+
+def mlp_inputs(device: str = "cpu", requires_grad: bool = True) -> tuple[torch.Tensor, ...]:
+    """A batch and the weights of a 3-layer MLP (64 -> 128 -> 128 -> 10); weights require grad."""
+    g = _gen()
+    x = torch.randn(32, 64, generator=g).to(device)
+    params: list[torch.Tensor] = []
+    for fan_in, fan_out in ((64, 128), (128, 128), (128, 10)):
+        w = (torch.randn(fan_in, fan_out, generator=g) / fan_in**0.5).to(device)
+        b = torch.zeros(fan_out).to(device)
+        params += [w.requires_grad_(requires_grad), b.requires_grad_(requires_grad)]
+    return (x, *params)
+
+
+# name -> (function, make_inputs): the functions GPU recordings and benchmarks cover.
+EXAMPLES: dict[str, tuple[Callable[..., Any], Callable[[str], tuple[torch.Tensor, ...]]]] = {
+    "toy_example": (toy_example, toy_inputs),
+    "sincos": (sincos, sincos_inputs),
+    "softmax": (softmax, softmax_inputs),
+    "mlp": (mlp, mlp_inputs),
+}
+
+
+# -- hand-written Triton kernels --------------------------------------------------------------------
+tl: Any = None  # triton.language, bound when the first kernel is built (triton is imported lazily)
+_KERNELS: dict[str, Any] = {}
+
+
+def sincos_kernel() -> Any:
+    """The hand-written Triton kernel for ``sincos`` (notebook 07 writes it, notebook 08 and
+    ``benchmarks/bench_gpu.py`` race it): compiled on a GPU, built for Triton's interpreter on a CPU.
+
+    Launch: ``sincos_kernel()[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)``. Built on first use,
+    so that importing this module neither imports triton nor fixes how it runs kernels.
+    """
+    global tl
+    if "sincos" in _KERNELS:
+        return _KERNELS["sincos"]
+    import triton
+    import triton.language as tl
+
+    from labkit import _torch
+
+    with _torch.triton_interpreter(not torch.cuda.is_available()):
+
+        @triton.jit
+        def sincos_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # the BLOCK elements I own
+            mask = offs < n  # the last block hangs over the end
+            v = tl.load(x_ptr + offs, mask=mask)  # one load...
+            s, c = tl.sin(v), tl.cos(v)  # ...all the math in registers...
+            tl.store(out_ptr + offs, s * s + c * c, mask=mask)  # ...one store
+
+    _KERNELS["sincos"] = sincos_kernel
+    return sincos_kernel
+

@@ -10,7 +10,6 @@ this module is the only place that knows about both.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import sys
 import time
@@ -171,33 +170,13 @@ def _run_backward(out: Any) -> None:
 
 def _backend_for(backend: str, trace: Trace, target: str, compile_kwargs: dict[str, Any]) -> Any:
     """The real backend callable to wrap; fails before any compile when it cannot exist."""
-    from labkit.capture import _torch
+    from labkit import backends
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     mode, options = compile_kwargs.pop("mode", None), compile_kwargs.pop("options", None)
-    if backend == "inductor":
-        return _torch.inductor_backend(mode, options, compile_kwargs.get("dynamic"))
-    if mode is not None or options is not None:
-        raise ValueError(
-            f"mode= and options= configure Inductor; backend={backend!r} takes neither"
-        )
-    if backend != "labkit":
-        return _torch.lookup_backend(backend)
-    try:
-        compiler = importlib.import_module("labkit.compiler")
-    except ImportError as e:
-        raise RuntimeError(
-            f"backend='labkit' needs labkit's teaching compiler, which failed to "
-            f"import here: {type(e).__name__}: {e}"
-        ) from e
-    make_backend = getattr(compiler, "make_backend", None)
-    if make_backend is None:
-        raise RuntimeError(
-            "backend='labkit' needs labkit.compiler.make_backend(trace, target), "
-            "which this copy of labkit does not have yet; use backend='inductor'"
-        )
-    return make_backend(trace=trace, target=target)
+    return backends.resolve(backend, trace=trace, target=target, mode=mode, options=options,
+                            dynamic=compile_kwargs.get("dynamic"))
 
 
 def _describe(inputs: Sequence[Any]) -> list[str]:
@@ -238,7 +217,8 @@ def compile_timings(rec: Any, device: str) -> list[Timing]:
         return []
     meta = {"runs": 1, "source": "torch compilation_metrics"}
     return [
-        Timing(label=f"compile: {k}", median_s=v, spread_s=0.0, device=device, meta=dict(meta))
+        Timing(label=f"compile: {k}", median_s=v, spread_s=0.0, device=device, meta=dict(meta),
+               kind="compile")
         for k, v in parts.items()
         if v > 0 or k == "dynamo"
     ]
@@ -304,19 +284,19 @@ def explore(
 
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
     ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
-    such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done").
+    such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"); None: no
+    progress (``labkit.explore``, the notebook layer's, passes a progress bar).
     ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
     harmless. ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """
     import torch
 
+    from labkit import _torch
     from labkit.bench import copy_bandwidth, io_bytes, measure, pinned_threads
     from labkit.capture import Recorder, RecordingBackend, build
 
-    if progress is None:
-        progress = _default_progress()
-    fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # given torch.compile(f): explore f itself
+    fn = _torch.original_callable(fn)  # given torch.compile(f): explore f itself
     check_inputs(fn, inputs)
     for k, extra in enumerate(extra_inputs):
         check_inputs(fn, tuple(extra), what=f"extra_inputs[{k}]")
@@ -400,10 +380,13 @@ def explore(
                 raise failure
             return trace
         once = {"runs": 1}
-        trace.timings.append(Timing("compile + first call", first_call, 0.0, device, dict(once)))
+        trace.timings.append(
+            Timing("compile + first call", first_call, 0.0, device, dict(once), kind="compile")
+        )
         if first_backward is not None:
             trace.timings.append(
-                Timing("compile + first backward", first_backward, 0.0, device, dict(once))
+                Timing("compile + first backward", first_backward, 0.0, device, dict(once),
+                       kind="compile")
             )
         trace.timings += compile_timings(rec, device)
         skip = _why_not_timed(found, on_meta, name) if timing else None
@@ -470,10 +453,10 @@ def _reset_dynamo(trace: Trace) -> None:
     """torch.compiler.reset(), saying so in the Trace (and a warning) when it discards others' code."""
     import torch
 
-    from labkit.capture import _torch
+    from labkit import _torch
 
     others = sorted({c.co_name for c in _torch.compiled_codes() if c not in _EXPLORED
-                     and not c.co_name.startswith("torch_dynamo_resume_in_")})  # Dynamo's own
+                     and not c.co_name.startswith(_torch.RESUME_PREFIX)})  # Dynamo's own
     torch.compiler.reset()
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
@@ -486,25 +469,19 @@ def _reset_dynamo(trace: Trace) -> None:
         warnings.warn(msg, UserWarning, stacklevel=3)
 
 
-def _default_progress() -> Callable[[str], None] | None:
-    """A notebook progress bar (silent in a terminal); None where ipywidgets is not installed."""
-    try:
-        from labkit.widgets.progress import progress_bar
-    except ImportError:  # e.g. a bare GPU machine: capture works without any view
-        return None
-    return progress_bar()
-
-
 class _CallableModule(types.ModuleType):
     """This module, callable as ``explore``: ``labkit.explore(fn, x)`` works however it was imported.
 
     Importing the submodule ``labkit.explore`` binds the *module* to the package attribute
     ``labkit.explore`` (Python does that for every submodule), which would shadow the function the
-    package's lazy loader hands out. Calling the module forwards to the function instead.
+    package's lazy loader hands out: ``labkit.notebook.explore``, this module's ``explore`` with a
+    progress bar under the cell. Calling the module forwards to that public function instead.
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Trace:
-        return explore(*args, **kwargs)
+        from labkit.notebook import explore as public  # the name students call: labkit.explore
+
+        return public(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule

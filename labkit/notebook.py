@@ -1,20 +1,33 @@
-"""What every chapter notebook does at its top, and the GPU recordings CPU-only notebooks open.
+"""The notebook layer: what every chapter notebook does at its top, ``labkit.explore`` and
+``labkit.compare`` as a notebook shows them, and the GPU recordings CPU-only notebooks open.
 
-Note: the notebooks narrate and this module owns the code they would otherwise repeat. Nothing here
-prints, and torch is imported only when ``setup_notebook`` runs, so ``import labkit`` stays cheap.
+Note: the notebooks narrate and this module owns the code they would otherwise repeat. It is the top
+of the one-way flow: it hands explore a progress bar and gives compare's result its plot, so that
+explore and bench never import a view. Nothing here prints, and torch is imported only when
+``setup_notebook`` or explore/compare runs, so ``import labkit`` stays cheap.
 The recordings are the committed ``figures/recordings/<name>.json`` files of this checkout (made by
-``make record-gpu``, i.e. ``tools/record_gpu.py``, which stamps ``recorded_by`` into each env).
+``make record-gpu``, i.e. ``benchmarks/record_gpu.py``, which stamps ``recorded_by`` into each env).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
 import random
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from labkit import bench
+from labkit.bench import CompareResult
 from labkit.trace import Trace
+
+# labkit.explore the module (importlib: "from labkit import explore" would ask the package for the
+# public name, which is the function below)
+_explore = importlib.import_module("labkit.explore")
 
 # The repository root is the parent of the labkit package directory.
 RECORDINGS = Path(__file__).resolve().parent.parent / "figures" / "recordings"
@@ -46,6 +59,41 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
         np.random.seed(seed)
     torch.manual_seed(seed)  # seeds every CUDA device too
     torch.set_num_threads(threads)
+
+
+# labkit.explore: labkit.explore.explore (its signature and docstring) with a progress bar under the
+# cell by default.
+@functools.wraps(_explore.explore)
+def explore(fn: Callable[..., Any], *inputs: Any,
+            progress: Callable[[str], None] | None = None, **kwargs: Any) -> Trace:
+    return _explore.explore(fn, *inputs, progress=progress if progress is not None else
+                            _progress_bar(), **kwargs)
+
+
+def _progress_bar() -> Callable[[str], None] | None:
+    """A notebook progress bar (silent in a terminal); None where ipywidgets is not installed."""
+    try:
+        from labkit.widgets.progress import progress_bar
+    except ImportError:  # e.g. a bare GPU machine: capture works without any view
+        return None
+    return progress_bar()
+
+
+class ShownComparison(CompareResult):
+    """What ``labkit.compare`` returns: a CompareResult that a notebook shows as table and plot."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from labkit.widgets.plots import comparison_html
+
+        return {"text/plain": self.table(),
+                "text/html": comparison_html(self.fn_name, self.table(), self.timings)}
+
+
+# labkit.compare: labkit.bench.compare (its signature and docstring), shown in a notebook as its
+# table and a plot.
+@functools.wraps(bench.compare)
+def compare(fn: Callable[..., Any], *inputs: Any, **kwargs: Any) -> ShownComparison:
+    return ShownComparison(**vars(bench.compare(fn, *inputs, **kwargs)))
 
 
 def recording_names() -> list[str]:
@@ -83,7 +131,7 @@ def recording(name: str) -> Trace:
         raise FileNotFoundError(
             f"no GPU recording named {name!r} in {RECORDINGS}; "
             f"available: {', '.join(names) or '(none)'}. To record more, run `make record-gpu` "
-            "on a CUDA machine (it records every example in labkit/capture/examples.py)."
+            "on a CUDA machine (it records every example in labkit/examples.py)."
         )
     return _as_recorded(Trace.from_json(RECORDINGS / f"{name}.json"))
 

@@ -1,6 +1,6 @@
 """Notebook 11's performance examples, each run for real and returned as a Trace.
 
-On a GPU a student runs them live; ``tools/record_gpu.py`` records them on the H100 into
+On a GPU a student runs them live; ``benchmarks/record_gpu.py`` records them on the H100 into
 ``figures/recordings/<name>.json`` for CPU-only students (``labkit.recording(name)``). Each function
 takes a device so that the Trace-building code also runs on a CPU (tests, and a try-out of the
 recording script), where the GPU-only parts (CUDA graphs, GPU memory) say they were skipped.
@@ -203,7 +203,9 @@ class _Messages(logging.Handler):
 @contextlib.contextmanager
 def inductor_messages() -> Iterator[list[str]]:
     """Collect what Inductor's loggers say (e.g. "skipping cudagraphs due to ...") instead of stderr."""
-    log = logging.getLogger("torch._inductor")
+    from labkit import _torch
+
+    log = logging.getLogger(_torch.INDUCTOR_LOGGER)
     handler = _Messages()
     saved = (log.handlers[:], log.level, log.propagate)
     log.handlers, log.propagate = [handler], False
@@ -229,11 +231,13 @@ SKIP_CASES = ("a CPU tensor input", "an input mutated in place", "a new input si
 def skip_case(name: str, device: str = "cuda") -> dict[str, Any]:
     """One case that breaks CUDA graphs: Inductor's skip counter and its first message about it."""
     import torch
-    from torch._dynamo.utils import counters
 
+    from labkit import _torch
+
+    counters = _torch.counters()
     x = torch.randn(64, device=device)
     if name == "a new input size each call":  # one graph per size; Inductor warns past a limit
-        limit = torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit or 8
+        limit = _torch.cudagraph_dynamic_shape_warn_limit()
         with inductor_messages() as messages:
             compiled = torch.compile(lambda t: torch.sin(t) * 2, mode="reduce-overhead", dynamic=True)
             for n in range(16, 16 + limit + 2):
@@ -251,7 +255,7 @@ def skip_case(name: str, device: str = "cuda") -> dict[str, Any]:
     # with graph partitioning, a CPU input is no skip: the graph is cut around the host-to-device copy
     return {"skips": counters["inductor"]["cudagraph_skips"] - before,
             "message": skips[0] if skips else "",
-            "graph_partition": bool(torch._inductor.config.graph_partition),
+            "graph_partition": _torch.graph_partition(),
             "launches": launches(lambda *a: step(compiled, a), args)}
 
 
@@ -433,7 +437,7 @@ def checkpoint_memory(device: str = "cuda", n: int | None = None) -> Trace:
     return trace
 
 
-# name -> recorder(device) -> Trace: what tools/record_gpu.py records for notebook 11.
+# name -> recorder(device) -> Trace: what benchmarks/record_gpu.py records for notebook 11.
 RECORDERS: dict[str, Callable[[str], Trace]] = {
     "reductions": reductions,
     "matmul_default": matmul_default,

@@ -23,57 +23,66 @@ from typing import Any
 
 FORMAT_VERSION = 1
 
-# The pipeline order the widget tabs follow (DESIGN.md, "Stage kinds").
-STAGE_KINDS: tuple[str, ...] = (
-    "bytecode.original",
-    "bytecode.transformed",
-    "dynamo.guards",
-    "dynamo.graph",
-    "aot.joint",
-    "aot.forward",
-    "aot.backward",
-    "aot.inference",
-    "inductor.input",
-    "inductor.ir_pre_fusion",
-    "inductor.ir_post_fusion",
-    "inductor.fusion",
-    "inductor.output_code",
-    "triton.ttir",
-    "triton.ttgir",
-    "triton.llir",
-    "triton.ptx",
-    "labkit.loop_ir",
-    "labkit.schedule",
-    "labkit.cpp",
-    "labkit.triton",
+# The pipeline steps in order: the widget's top-level tabs and the progress bar's positions.
+# "Kernels" and "Timing" show trace.kernels and trace.timings rather than stages.
+PIPELINE_STEPS: tuple[str, ...] = (
+    "Dynamo", "AOTAutograd", "Inductor", "Kernels", "Triton IR", "labkit", "Timing",
 )
 
-# Language of each stage's text, so views pick a highlighter without guessing.
-STAGE_LANGUAGE: dict[str, str] = {
-    "bytecode.original": "pycon",
-    "bytecode.transformed": "pycon",
-    "dynamo.guards": "text",
-    "dynamo.graph": "python",
-    "aot.joint": "python",
-    "aot.forward": "python",
-    "aot.backward": "python",
-    "aot.inference": "python",
-    "inductor.input": "python",
-    "inductor.ir_pre_fusion": "text",
-    "inductor.ir_post_fusion": "text",
-    "inductor.fusion": "text",
-    "inductor.output_code": "python",
-    "triton.ttir": "mlir",
-    "triton.ttgir": "mlir",
-    "triton.llir": "llvm",
-    "triton.ptx": "ptx",
-    "labkit.loop_ir": "python",
-    "labkit.schedule": "text",
-    "labkit.cpp": "cpp",
-    "labkit.triton": "python",
-}
+
+@dataclass(frozen=True)
+class StageKind:
+    """One kind of stage: its pipeline step, tab label, text language, and the events that start it."""
+
+    kind: str  # "dynamo.graph": "<step prefix>.<what>"
+    step: str  # one of PIPELINE_STEPS
+    label: str  # its tab title within the step
+    language: str  # of its text, so views pick a highlighter without guessing
+    # capture events (torch's trace records and log artifacts) that mean torch now works on it
+    events: tuple[str, ...] = ()
+
+
+# Every stage kind, in pipeline order (DESIGN.md, "Stage kinds"): the one table the trace, capture
+# and the views derive their own from.
+STAGE_REGISTRY: tuple[StageKind, ...] = (
+    StageKind("bytecode.original", "Dynamo", "original bytecode", "pycon"),
+    StageKind("bytecode.transformed", "Dynamo", "transformed bytecode", "pycon", ("bytecode",)),
+    StageKind("dynamo.guards", "Dynamo", "guards", "text", ("dynamo_cpp_guards_str",)),
+    StageKind("dynamo.graph", "Dynamo", "FX graph", "python", ("dynamo_start",)),
+    StageKind("aot.joint", "AOTAutograd", "joint graph", "python", ("aot_joint_graph",)),
+    StageKind("aot.forward", "AOTAutograd", "forward", "python", ("aot_forward_graph",)),
+    StageKind("aot.backward", "AOTAutograd", "backward", "python", ("aot_backward_graph",)),
+    StageKind("aot.inference", "AOTAutograd", "inference", "python", ("aot_inference_graph",)),
+    StageKind("inductor.input", "Inductor", "input graph", "python",
+              ("inductor.pass", "inductor_post_grad_graph")),
+    StageKind("inductor.ir_pre_fusion", "Inductor", "IR before fusion", "text", ("ir_pre_fusion",)),
+    StageKind("inductor.ir_post_fusion", "Inductor", "IR after fusion", "text", ("ir_post_fusion",)),
+    StageKind("inductor.fusion", "Inductor", "fusion decisions", "text", ("fusion",)),
+    StageKind("inductor.output_code", "Inductor", "output code", "python",
+              ("inductor_output_code",)),
+    StageKind("triton.ttir", "Triton IR", "TTIR", "mlir"),
+    StageKind("triton.ttgir", "Triton IR", "TTGIR", "mlir"),
+    StageKind("triton.llir", "Triton IR", "LLIR", "llvm"),
+    StageKind("triton.ptx", "Triton IR", "PTX", "ptx"),
+    StageKind("labkit.loop_ir", "labkit", "loop IR", "python"),
+    StageKind("labkit.schedule", "labkit", "schedule", "text"),
+    StageKind("labkit.cpp", "labkit", "C++", "cpp"),
+    StageKind("labkit.triton", "labkit", "Triton", "python"),
+)
+STAGE_KIND: dict[str, StageKind] = {k.kind: k for k in STAGE_REGISTRY}
+STAGE_KINDS: tuple[str, ...] = tuple(STAGE_KIND)
+STAGE_LANGUAGE: dict[str, str] = {k.kind: k.language for k in STAGE_REGISTRY}
+
+
+def kinds_of(step: str) -> tuple[str, ...]:
+    """The stage kinds one pipeline step shows, in pipeline order (none for Kernels and Timing)."""
+    if step not in PIPELINE_STEPS:
+        raise KeyError(f"unknown pipeline step {step!r}; known steps: {', '.join(PIPELINE_STEPS)}")
+    return tuple(k.kind for k in STAGE_REGISTRY if k.step == step)
+
 
 STATUSES = ("ok", "unavailable", "error")
+TIMING_KINDS = ("run", "compile", "copy")
 
 
 @dataclass
@@ -143,13 +152,44 @@ class GraphBreak:
 
 @dataclass
 class Timing:
-    """A measured duration: median and spread (IQR) in seconds, on one device."""
+    """A measured duration of one kind: median and spread (IQR) in seconds, on one device."""
 
     label: str
     median_s: float
     spread_s: float
     device: str
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"bytes": ..., "threads": 1}
+    # "run": calls of a function; "compile": compile time (meta["stage"] says of what);
+    # "copy": the machine's memory copy bandwidth, to compare runs with
+    kind: str = "run"
+
+    def __post_init__(self) -> None:
+        if self.kind not in TIMING_KINDS:
+            raise ValueError(f"Timing.kind must be one of {TIMING_KINDS}, got {self.kind!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Timing:
+        """A Timing from ``to_dict`` output, also one saved before Timing had a kind."""
+        if "kind" not in d:  # the names labkit gave such timings then: "compile: aot", "copy"
+            meta, label = d.get("meta") or {}, str(d.get("label", ""))
+            old = meta.get("kind") or ("compile" if label.startswith(("compile:", "compile +"))
+                                       else "copy" if label == "copy" else "run")
+            d = {**d, "kind": old}
+        return cls(**d)
+
+
+def fmt_seconds(s: float) -> str:
+    """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
+    unit, scale = time_unit(s)
+    return f"{s / scale:.3g} {unit}"
+
+
+def time_unit(s: float) -> tuple[str, float]:
+    """The unit a duration reads best in, and its size in seconds."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale:
+            return unit, scale
+    return "ns", 1e-9
 
 
 @dataclass
@@ -234,7 +274,7 @@ class Trace:
             stages=stages,
             graph_breaks=[GraphBreak(**g) for g in d.pop("graph_breaks", [])],
             kernels=[Kernel(**k) for k in d.pop("kernels", [])],
-            timings=[Timing(**t) for t in d.pop("timings", [])],
+            timings=[Timing.from_dict(t) for t in d.pop("timings", [])],
             **d,
         )
 

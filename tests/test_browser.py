@@ -448,7 +448,7 @@ def _walk_reopened(lab: Lab, browser, name: str, live: dict, tmp_path: Path) -> 
 # -- labkit.show of the toy example, clicked through -------------------------------------------
 SETUP = """\
 import labkit
-from labkit.capture.examples import toy_example, toy_inputs
+from labkit.examples import toy_example, toy_inputs
 a, b = toy_inputs()
 """
 SHOW = "labkit.show(labkit.explore(toy_example, a, b))"
@@ -459,7 +459,7 @@ t2 = labkit.explore(toy_example, a, b, progress=p, timing=False)
 print(p.messages[-1], len(p.messages) > 5)
 """
 EXPLORE = all(importlib.util.find_spec(m) is not None
-              for m in ("labkit.explore", "labkit.capture.examples"))
+              for m in ("labkit.explore", "labkit.examples"))
 
 
 def _write_notebook(path: Path) -> None:

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import labkit
-from labkit.capture import examples
-from labkit.capture.examples import mlp, sincos, toy_example
+from labkit import examples
+from labkit.examples import mlp, sincos, toy_example
 from labkit.explore import explore
 from labkit.trace import Trace
 
@@ -475,3 +475,22 @@ def test_gpu_path_reads_the_launched_binary(monkeypatch):
     assert ptx.ok and ptx.text.endswith("// ours") and "launched" in ptx.meta["from"]
     assert [s.ok for s in trace.stages] == [True] * 4
     assert Trace.from_json(trace.to_json()) == trace  # the cubin (bytes) stays out
+
+
+@pytest.mark.parametrize("n", [1, 1024, 5000])
+def test_hand_written_sincos_kernel_matches_eager_and_compiles_for_a_gpu(n):
+    """labkit.examples.sincos_kernel: notebook 07 shows it, benchmarks/bench_gpu.py races it."""
+    import triton
+
+    from labkit import _torch
+
+    kernel = examples.sincos_kernel()
+    assert kernel is examples.sincos_kernel()  # built once
+    # compiled on a GPU machine (then it takes CUDA tensors), interpreted without one
+    x = torch.randn(n, device="cuda" if torch.cuda.is_available() else "cpu") * 10
+    out = torch.full_like(x, float("nan"))
+    kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    torch.testing.assert_close(out, examples.sincos(x), atol=1e-5, rtol=1e-5)
+    asm = _torch.compile_triton(kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                                {"BLOCK": 1024}, "cuda:90")
+    assert "tt.load" in asm["ttir"] and ".target sm_90" in asm["ptx"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from labkit.capture import examples
+from labkit import examples
 from labkit.explore import explore
 from labkit.trace import Trace
 

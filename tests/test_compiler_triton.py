@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from labkit import _torch
 from labkit.compiler.codegen import triton as tgen
 from labkit.compiler.testing import assert_same_as_eager, compile_fn
 
@@ -19,18 +20,11 @@ _PTR_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.int64: "*i64
 
 def gpu_asm(kernel: tgen.TritonKernel, arch: int = 90) -> dict[str, str]:
     """Compile a generated kernel for an NVIDIA GPU (no GPU needed): ttir, ttgir, llir, ptx."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    fn = getattr(tgen._load_module(tgen.HEADER + kernel.source, interpret=False), kernel.name)
+    fn = getattr(tgen.load_module(tgen.HEADER + kernel.source, interpret=False), kernel.name)
     names = [a for a in fn.arg_names if a != "BLOCK"]
     signature = {n: _PTR_TYPES[d] for n, d in zip(names, kernel.arg_dtypes)}
-    signature["BLOCK"] = "constexpr"
-    src = ASTSource(fn, signature=signature, constexprs={"BLOCK": kernel.launch["block"]})
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": kernel.launch["num_warps"]})
-    return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
+    return _torch.compile_triton(fn, signature, {"BLOCK": kernel.launch["block"]}, f"cuda:{arch}",
+                                 {"num_warps": kernel.launch["num_warps"]})
 
 
 def chain(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:

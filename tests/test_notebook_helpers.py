@@ -137,3 +137,20 @@ def test_a_recording_reads_true_here(name):
         assert prefix not in page, f"{prefix} shown in the {name} recording"
     if recorded_paths:  # the files are still named, import-style
         assert re.search(r"\b(torch|triton|labkit)/[\w/]+\.py", page), name
+
+
+def test_labkit_explore_hands_explore_a_progress_bar(monkeypatch):
+    """The notebook layer passes the bar in; labkit.explore.explore itself reports to no view."""
+    from labkit.explore import explore
+    from labkit.widgets import progress
+
+    heard: list[str] = []
+    monkeypatch.setattr(progress, "progress_bar", lambda: heard.append)
+    trace = labkit.explore(lambda x: x.sin() + 1, torch.randn(8), timing=False)
+    assert trace.stage("dynamo.graph") and heard[0] == "dynamo.graph" and heard[-1] == "done"
+    heard.clear()
+    told: list[str] = []
+    explore(lambda x: x.cos() * 2, torch.randn(8), timing=False, progress=told.append)
+    assert heard == [] and told[-1] == "done"
+    explore(lambda x: x.cos() * 3, torch.randn(8), timing=False)  # no progress: nothing heard
+    assert heard == []

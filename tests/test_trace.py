@@ -117,6 +117,38 @@ def test_refuses_newer_format_and_missing_file(tmp_path):
         full_trace().to_json(tmp_path)
 
 
+def test_one_stage_registry_orders_every_table() -> None:
+    """Capture's and the views' tables are the registry's, in DESIGN.md's pipeline order."""
+    from labkit.capture import EVENT_STAGE, PROGRESS_STEPS, aot, inductor, triton
+    from labkit.trace import PIPELINE_STEPS, STAGE_REGISTRY, kinds_of
+    from labkit.widgets import progress, render
+
+    assert STAGE_KINDS[:4] == ("bytecode.original", "bytecode.transformed", "dynamo.guards",
+                               "dynamo.graph") and STAGE_KINDS[-1] == "labkit.triton"
+    assert len(STAGE_KINDS) == 21 and all(k.step in PIPELINE_STEPS for k in STAGE_REGISTRY)
+    # steps are contiguous in pipeline order, and each kind's prefix names one step
+    steps = [k.step for k in STAGE_REGISTRY]
+    assert steps == sorted(steps, key=PIPELINE_STEPS.index)
+    prefix_step = {k.kind.split(".")[0]: k.step for k in STAGE_REGISTRY}
+    assert all(prefix_step[k.kind.split(".")[0]] == k.step for k in STAGE_REGISTRY)
+    assert kinds_of("Kernels") == kinds_of("Timing") == ()
+    with pytest.raises(KeyError, match="unknown pipeline step"):
+        kinds_of("Lowering")
+    # derived tables
+    assert [s for s, _ in render.STEPS] == list(PIPELINE_STEPS)
+    assert sum((kinds for _, kinds in render.STEPS), ()) == STAGE_KINDS
+    assert set(render.KIND_LABEL) == set(STAGE_KINDS) and render.KIND_LABEL["dynamo.graph"] == "FX graph"
+    assert inductor.STAGES == kinds_of("Inductor")
+    assert [kind for kind, _ in triton.IR_STAGES] == list(kinds_of("Triton IR"))
+    assert {kind for kind, _ in aot.AOT_KINDS.values()} == set(kinds_of("AOTAutograd"))
+    assert EVENT_STAGE["aot_backward_graph"] == "aot.backward" and EVENT_STAGE["fusion"] == "inductor.fusion"
+    assert len(EVENT_STAGE) == sum(len(k.events) for k in STAGE_REGISTRY)  # no event twice
+    assert set(EVENT_STAGE.values()) <= set(PROGRESS_STEPS)
+    assert all(progress.step_of(kind) is not None for kind in STAGE_KINDS)
+    assert all(step == render.STEPS[[s for s, _ in render.STEPS].index(step)][0] and b in kinds_of(step)
+               for step, _, b, _, _ in render.COMPARISONS)
+
+
 def test_loads_without_torch(tmp_path):
     """A recording opens in a Python that cannot import torch (as on a student's bare machine)."""
     path = tmp_path / "t.json"

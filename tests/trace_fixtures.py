@@ -409,15 +409,15 @@ def toy_trace() -> Trace:
     ]
     nbytes = 3 * 4 * 10
     t.timings += [
-        Timing("eager", 9.1e-6, 0.6e-6, "cpu", {"kind": "run", "bytes": nbytes, "threads": 1}),
-        Timing("inductor", 4.2e-6, 0.3e-6, "cpu", {"kind": "run", "bytes": nbytes, "threads": 1}),
-        Timing("labkit", 5.0e-6, 0.4e-6, "cpu", {"kind": "run", "bytes": nbytes, "threads": 1}),
-        Timing("compile: dynamo", 0.21, 0.0, "cpu", {"kind": "compile", "stage": "dynamo", "backend": "inductor"}),
-        Timing("compile: aot", 0.12, 0.0, "cpu", {"kind": "compile", "stage": "aot", "backend": "inductor"}),
-        Timing("compile: inductor", 0.64, 0.0, "cpu", {"kind": "compile", "stage": "inductor", "backend": "inductor"}),
-        Timing("compile: dynamo", 0.2, 0.0, "cpu", {"kind": "compile", "stage": "dynamo", "backend": "labkit"}),
-        Timing("compile: labkit", 0.31, 0.0, "cpu", {"kind": "compile", "stage": "labkit", "backend": "labkit"}),
-        Timing("copy", 4.0e-3, 0.2e-3, "cpu", {"kind": "copy", "bytes": 2 * 32 * 2**20}),
+        Timing("eager", 9.1e-6, 0.6e-6, "cpu", {"bytes": nbytes, "threads": 1}),
+        Timing("inductor", 4.2e-6, 0.3e-6, "cpu", {"bytes": nbytes, "threads": 1}),
+        Timing("labkit", 5.0e-6, 0.4e-6, "cpu", {"bytes": nbytes, "threads": 1}),
+        Timing("compile: dynamo", 0.21, 0.0, "cpu", {"stage": "dynamo", "backend": "inductor"}, kind="compile"),
+        Timing("compile: aot", 0.12, 0.0, "cpu", {"stage": "aot", "backend": "inductor"}, kind="compile"),
+        Timing("compile: inductor", 0.64, 0.0, "cpu", {"stage": "inductor", "backend": "inductor"}, kind="compile"),
+        Timing("compile: dynamo", 0.2, 0.0, "cpu", {"stage": "dynamo", "backend": "labkit"}, kind="compile"),
+        Timing("compile: labkit", 0.31, 0.0, "cpu", {"stage": "labkit", "backend": "labkit"}, kind="compile"),
+        Timing("copy", 4.0e-3, 0.2e-3, "cpu", {"bytes": 2 * 32 * 2**20}, kind="copy"),
     ]
     assert {s.kind for s in t.stages} == set(STAGE_KINDS)
     return t

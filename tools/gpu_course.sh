@@ -29,7 +29,7 @@ for part in $parts; do
     case $part in
     record)
         mkdir -p "$out/recordings"
-        timeout 560 python3 tools/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -12
+        timeout 560 python3 benchmarks/record_gpu.py --out "$out/recordings" 2>&1 | grep -v "^  \[" | tail -12
         ;;
     bench)
         timeout 480 python3 benchmarks/bench_compiler.py --gpu 2>&1 | tail -25
@@ -43,7 +43,7 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(run, "inductor")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(run, "triton")
 t0 = time.perf_counter()
 import torch, labkit
-from labkit.capture.examples import toy_example
+from labkit.examples import toy_example
 a, b = torch.randn(10, device="cuda"), torch.randn(10, device="cuda")
 t1 = time.perf_counter()
 prof = cProfile.Profile()

@@ -1,5 +1,5 @@
 """Regenerate figures/ from code: the pipeline map and dispatcher path (graphviz), and timing plots
-from benchmark JSON (figures/bench_gpu.json from tools/bench_gpu.py -> figures/bench_gpu.svg).
+from benchmark JSON (figures/bench_gpu.json from benchmarks/bench_gpu.py -> figures/bench_gpu.svg).
 
 Nothing in figures/ is drawn by hand, so every picture can be rebuilt when torch changes.
 """
@@ -71,7 +71,7 @@ def dispatch_path() -> graphviz.Digraph:
 
 
 def gpu_race_svg(path: Path) -> str | None:
-    """Notebook 08: the GPU race from ``tools/bench_gpu.py`` (figures/bench_gpu.json), two panels:
+    """Notebook 08: the GPU race from ``benchmarks/bench_gpu.py`` (figures/bench_gpu.json), two panels:
     wall time per call (launch overhead on the left, bandwidth on the right) and achieved bandwidth
     from GPU time against the measured copy bandwidth. None when the JSON is missing."""
     import json
@@ -102,7 +102,7 @@ def gpu_race_svg(path: Path) -> str | None:
     right.set_xlabel("elements"), right.set_ylabel("GB/s (read x + write result)")
     right.legend(fontsize=7, loc="center left")
     fig.suptitle(f"sin² + cos² on {env.get('device')} · torch {env.get('torch')} · triton {env.get('triton')} · "
-                 f"{env.get('date')}  (tools/bench_gpu.py)", fontsize=9)
+                 f"{env.get('date')}  (benchmarks/bench_gpu.py)", fontsize=9)
     fig.tight_layout()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
@@ -125,7 +125,7 @@ def main() -> None:
         print(f"wrote {FIGURES / name}")
     svg = gpu_race_svg(FIGURES / "bench_gpu.json")
     if svg is None:
-        print("skipped bench_gpu.svg: no figures/bench_gpu.json (run tools/bench_gpu.py on a GPU)")
+        print("skipped bench_gpu.svg: no figures/bench_gpu.json (run benchmarks/bench_gpu.py on a GPU)")
     else:
         (FIGURES / "bench_gpu.svg").write_text(svg)
         print(f"wrote {FIGURES / 'bench_gpu.svg'}")

@@ -112,7 +112,9 @@ def main() -> None:
         import gzip
         import logging
 
-        for h in logging.getLogger("torch.__trace").handlers:
+        from labkit import _torch
+
+        for h in logging.getLogger(_torch.TRACE_LOGGER).handlers:
             h.flush()
         log = max(args.out.glob("dedicated_log_torch_trace_*.log"), key=lambda p: p.stat().st_mtime)
         args.gzip_into.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.capture import _torch
+from labkit import _torch
+from labkit.trace import STAGE_REGISTRY
 
 # Structured trace records we keep (all others, e.g. thousands of chromium_event, are dropped at once).
 TRACE_KINDS = frozenset(
@@ -47,42 +48,12 @@ TRACE_ARTIFACTS = frozenset(
 LOG_ARTIFACTS = ("ir_pre_fusion", "ir_post_fusion", "fusion")
 
 # Which stage torch is working on when an event arrives: drives progress and error attribution.
-EVENT_STAGE = {
-    "dynamo_start": "dynamo.graph",
-    "bytecode": "bytecode.transformed",
-    "dynamo_cpp_guards_str": "dynamo.guards",
-    "aot_joint_graph": "aot.joint",
-    "aot_forward_graph": "aot.forward",
-    "aot_backward_graph": "aot.backward",
-    "aot_inference_graph": "aot.inference",
-    "inductor.pass": "inductor.input",
-    "inductor_post_grad_graph": "inductor.input",
-    "ir_pre_fusion": "inductor.ir_pre_fusion",
-    "fusion": "inductor.fusion",
-    "ir_post_fusion": "inductor.ir_post_fusion",
-    "inductor_output_code": "inductor.output_code",
-}
+EVENT_STAGE = {event: k.kind for k in STAGE_REGISTRY for event in k.events}
 
-# What explore's progress callback hears, in the order torch works (the compile steps repeat once
-# per frame and per AOT graph): a progress bar can map each to a position.
-PROGRESS_STEPS = (
-    "dynamo.graph",
-    "aot.joint",
-    "aot.forward",
-    "aot.inference",
-    "inductor.input",
-    "inductor.ir_pre_fusion",
-    "inductor.fusion",
-    "inductor.ir_post_fusion",
-    "inductor.output_code",
-    "bytecode.transformed",
-    "dynamo.guards",
-    "aot.backward",
-    "building stages",
-    "triton.ttir",
-    "timing",
-    "done",
-)
+# What explore's progress callback hears (the compile steps repeat once per frame and per AOT
+# graph), in pipeline order: a progress bar can map each to a position.
+PROGRESS_STEPS = (*dict.fromkeys(EVENT_STAGE.values()), "triton.ttir", "building stages",
+                  "timing", "done")
 
 
 @dataclass
@@ -240,11 +211,9 @@ class Recorder:
 
     def _post_grad_pass(self) -> Any:
         """A post-grad pass that copies Inductor's input graph out as FxNodes (chains any user pass)."""
-        import torch._inductor.config as inductor_config
-
         from labkit.capture import dynamo
 
-        user_pass = inductor_config.post_grad_custom_post_pass
+        user_pass = _torch.post_grad_custom_post_pass()
         rec = self
 
         class _SeeInductorInput(_torch.custom_graph_pass_base()):  # type: ignore[misc]

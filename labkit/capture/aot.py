@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from labkit.trace import FxNode
+from labkit.trace import STAGE_KIND, FxNode, kinds_of
 
-AOT_KINDS = {
-    "aot_joint_graph": ("aot.joint", "joint forward+backward graph"),
-    "aot_forward_graph": ("aot.forward", "forward graph"),
-    "aot_backward_graph": ("aot.backward", "backward graph"),
-    "aot_inference_graph": ("aot.inference", "inference graph"),
-}
+# The title each AOTAutograd stage gets (then the frame it came from).
+TITLES = {"aot.joint": "joint forward+backward graph", "aot.forward": "forward graph",
+          "aot.backward": "backward graph", "aot.inference": "inference graph"}
+# torch's trace record -> (stage kind, title), for the AOTAutograd stages
+AOT_KINDS = {STAGE_KIND[kind].events[0]: (kind, TITLES[kind]) for kind in kinds_of("AOTAutograd")}
 # Short dtype codes in printed FX graphs ("f32[4, 8][8, 1]cpu") -> torch dtype names.
 DTYPES = {
     "f64": "float64",

@@ -16,9 +16,9 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.capture import _torch
+from labkit import _torch
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
+RESUME_PREFIX = _torch.RESUME_PREFIX
 # Names Dynamo puts in rewritten code: the compiled graph and the resume function it jumps to.
 _GENERATED = re.compile(r"^(__compiled_fn_\w+|__resume_at_\w+)$")
 _RULE = "# " + "-" * 70

@@ -54,8 +54,7 @@ def is_user_file(filename: str) -> bool:
         return False
     if path.startswith(labkit_dir):
         rel = path[len(labkit_dir):]
-        return rel.startswith("exercises" + os.sep) or rel in (
-            "examples.py", "perf.py", os.path.join("capture", "examples.py"))
+        return rel.startswith("exercises" + os.sep) or rel in ("examples.py", "perf.py")
     return True
 
 
@@ -175,6 +174,8 @@ def error_headline(err: BaseException) -> tuple[str, tuple[str, int] | None]:
 # -- FX graphs as data ------------------------------------------------------------------------------
 def target_name(target: Any) -> str:
     """A readable, stable name for an FX node target ("torch.sin", "aten.mm.default", "relu")."""
+    from labkit import _torch
+
     if isinstance(target, str):
         return target
     if type(target).__name__ in ("OpOverload", "OpOverloadPacket", "HigherOrderOperator"):
@@ -183,7 +184,7 @@ def target_name(target: Any) -> str:
     name = (
         getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
     )
-    if "_VariableFunctions" in name or module.startswith("torch._C"):
+    if "_VariableFunctions" in name or _torch.is_c_extension_module(module):
         # torch.sin is a builtin of torch._C._VariableFunctionsClass: show it as users write it
         module, name = "torch", getattr(target, "__name__", name)
     elif module == "_operator":

@@ -15,16 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.capture import aot
-from labkit.trace import FxNode, Kernel
+from labkit.trace import FxNode, Kernel, kinds_of
 
 # The stages this module adds, once per compiled AOT graph.
-STAGES = (
-    "inductor.input",
-    "inductor.ir_pre_fusion",
-    "inductor.ir_post_fusion",
-    "inductor.fusion",
-    "inductor.output_code",
-)
+STAGES = kinds_of("Inductor")
 INDUCTOR_KINDS = (
     "inductor.pass",
     "inductor_post_grad_graph",

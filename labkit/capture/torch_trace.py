@@ -417,8 +417,9 @@ def _metrics(trace: Trace, rec: Recorder, labels: dict[str, str], device: str) -
         for stage, seconds in parts.items():
             trace.timings.append(Timing(
                 label=f"compile {label}: {stage}", median_s=float(seconds), spread_s=0.0,
-                device=device, meta={"kind": "compile", "stage": stage, "backend": label,
-                                     "runs": 1, "source": "TORCH_TRACE compilation_metrics"}))
+                device=device, meta={"stage": stage, "backend": label, "runs": 1,
+                                     "source": "TORCH_TRACE compilation_metrics"},
+                kind="compile"))
     trace.meta["compile_metrics"] = rows
     failed = [r for r in rows if r.get("fail_type")]
     if failed:

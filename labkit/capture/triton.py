@@ -2,8 +2,9 @@
 
 Triton lowers a ``@triton.jit`` Python function through MLIR dialects: TTIR (target-independent
 tensor ops), TTGIR (the same ops with a GPU layout: warps, threads, shared memory), LLVM IR, then
-PTX for NVIDIA (AMDGCN for AMD). ``triton.compile`` runs that whole pipeline for any GPUTarget
-without needing the GPU itself, so a CPU-only laptop can read the IR of a kernel for an H100.
+PTX for NVIDIA (AMDGCN for AMD). ``triton.compile`` runs that whole pipeline for any GPU target
+without needing the GPU itself (``labkit._torch.compile_triton``), so a CPU-only laptop can read
+the IR of a kernel for an H100.
 """
 
 from __future__ import annotations
@@ -11,107 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from labkit.capture import _torch
-from labkit.trace import Kernel, Trace, environment
+from labkit import _torch
+from labkit.trace import Kernel, Trace, environment, kinds_of
 
-# trace stage kind -> key in triton's CompiledKernel.asm
-IR_STAGES = (
-    ("triton.ttir", "ttir"),
-    ("triton.ttgir", "ttgir"),
-    ("triton.llir", "llir"),
-    ("triton.ptx", "ptx"),
-)
-DEFAULT_TARGET = ("cuda", 90, 32)  # an H100 (sm_90), the GPU the course's recordings come from
+# trace stage kind -> key in triton's CompiledKernel.asm ("triton.ttir" -> "ttir")
+IR_STAGES = tuple((kind, kind.split(".", 1)[1]) for kind in kinds_of("Triton IR"))
 CPU_REASON = (
     "On a CPU, Inductor generates C++ kernels (see trace.kernels, language 'cpp'), not Triton, so "
     "there is no Triton IR to show here. Try labkit.triton_stages(kernel, signature, constexprs) "
     "on a hand-written @triton.jit kernel (it compiles for an H100 without one), or open a GPU "
     "recording: labkit.Trace.from_json('figures/recordings/<name>.json')."
 )
-
-
-def gpu_target(target: Any = None) -> Any:
-    """A triton GPUTarget from None (this GPU, else sm_90), "cuda:80", "hip:gfx942" or a GPUTarget."""
-    from triton.backends.compiler import GPUTarget
-
-    if isinstance(target, GPUTarget):
-        return target
-    if target is None:
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                import triton
-
-                return triton.runtime.driver.active.get_current_target()
-        except Exception:  # no usable driver: fall back on the default target
-            pass
-        return GPUTarget(*DEFAULT_TARGET)
-    if isinstance(target, str):
-        backend, _, arch = target.partition(":")
-        if backend == "cuda" and arch.isdigit():
-            return GPUTarget("cuda", int(arch), 32)
-        if backend == "hip" and arch:
-            return GPUTarget("hip", arch, 64)
-    raise ValueError(
-        f"target must be None, a GPUTarget, 'cuda:<sm>' or 'hip:<gfx>', got {target!r}"
-    )
-
-
-def jit_function(kernel_fn: Any) -> Any:
-    """A compilable JITFunction from a @triton.jit kernel, an interpreted one, or a plain function."""
-    from triton.runtime.jit import JITFunction
-
-    if isinstance(kernel_fn, JITFunction):
-        return kernel_fn
-    # Under TRITON_INTERPRET=1 @triton.jit returns an InterpretedFunction, which ASTSource rejects
-    # (no cache_key); its .fn is the raw Python function, which JITFunction wraps for compiling.
-    raw = getattr(kernel_fn, "fn", kernel_fn)
-    if not callable(raw):
-        raise TypeError(
-            f"expected a @triton.jit kernel or a Python function, got {type(kernel_fn).__name__}"
-        )
-    return JITFunction(raw)
-
-
-def compile_asm(
-    fn: Any,
-    signature: dict[str, str],
-    constexprs: dict[str, Any] | None,
-    target: Any,
-    options: dict[str, Any] | None = None,
-    attrs: Any = None,
-) -> dict[str, str]:
-    """Run triton's compiler for ``target``; return the text stages (ttir, ttgir, llir, ptx/amdgcn)."""
-    import triton
-    from triton.compiler import ASTSource
-
-    jit = jit_function(fn)
-    constexprs = dict(constexprs or {})
-    sig = dict(signature)
-    for name in constexprs:  # triton 3.x wants constexpr parameters in the signature too
-        sig.setdefault(name, "constexpr")
-    missing = [a for a in getattr(jit, "arg_names", []) if a not in sig]
-    if missing:
-        raise ValueError(
-            f"signature has no type for parameter(s) {missing} of {jit.__name__}; "
-            "give e.g. {'x_ptr': '*fp32', 'n': 'i32'} and constexprs={'BLOCK': 1024}"
-        )
-
-    def run(*source_args: Any) -> dict[str, str]:
-        compiled = triton.compile(
-            ASTSource(jit, sig, constexprs, *source_args),
-            target=target,
-            options=options or {"num_warps": 4},
-        )
-        return {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
-
-    if attrs is not None:
-        try:  # Inductor's divisibility hints (16-byte aligned pointers) give vectorized loads
-            return run(attrs)
-        except Exception:  # an attrs format this triton does not take: compile without hints
-            pass
-    return run()
 
 
 def add_ir_stages(
@@ -144,8 +55,8 @@ def triton_stages(
     options: dict[str, Any] | None = None,
 ) -> Trace:
     """A Trace with the TTIR/TTGIR/LLIR/PTX of a hand-written @triton.jit kernel built for ``target``."""
-    jit = jit_function(kernel_fn)
-    tgt = gpu_target(target)
+    jit = _torch.jit_function(kernel_fn)
+    tgt = _torch.triton_target(target)
     name = getattr(jit, "__name__", "kernel")
     trace = Trace(fn_name=name, backend="triton", env=environment())
     trace.env["target"] = f"{tgt.backend}:{tgt.arch}"
@@ -165,7 +76,7 @@ def triton_stages(
             meta={"signature": dict(signature), "constexprs": dict(constexprs or {})},
         )
     )
-    asm = compile_asm(jit, signature, constexprs, tgt, options)
+    asm = _torch.compile_triton(jit, signature, constexprs, tgt, options)
     add_ir_stages(trace, asm, name, "", meta)
     return trace
 
@@ -186,8 +97,8 @@ def inductor_kernel_asm(kernel: Kernel, on_gpu: bool) -> tuple[dict[str, str], s
         constants.update(cfg.kwargs)
         options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     attrs = (meta.get("configs") or [None])[0]
-    target = gpu_target(None)
-    asm = compile_asm(tuner.fn, meta["signature"], constants, target, options, attrs)
+    target = _torch.triton_target(None)
+    asm = _torch.compile_triton(tuner.fn, meta["signature"], constants, target, options, attrs)
     return (
         asm,
         f"recompiled from Inductor's source for {target.backend}:{target.arch} (first config)",

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from labkit import _torch
 from labkit.compiler.codegen import cpp
 from labkit.compiler.decompose import decomposition_table
 from labkit.compiler.graph import GraphLowering
@@ -29,29 +30,10 @@ TARGETS = ("cpp", "triton")
 stats: Counter[str] = Counter()  # graphs compiled, kernels generated, whole-graph fallbacks
 
 
-# -- private torch APIs, one function each -----------------------------------------------------------
-def _aot_module_simplified() -> Callable[..., Any]:
-    from torch._functorch.aot_autograd import aot_module_simplified
-
-    return aot_module_simplified
-
-
-def _make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
-    from torch._functorch.aot_autograd import make_boxed_func
-
-    return make_boxed_func(fn)
-
-
 def _not_traced(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` hidden from Dynamo: AOTAutograd compiles the backward lazily, *inside* the compiled
     frame when ``loss.backward()`` is in it, and Dynamo would otherwise trace labkit itself."""
     return torch.compiler.disable(fn, recursive=True)
-
-
-def _default_partition() -> Callable[..., Any]:
-    from torch._functorch.partitioners import default_partition
-
-    return default_partition
 
 
 # -- compiling one ATen graph -------------------------------------------------------------------------
@@ -82,12 +64,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
         if trace is not None:
             trace.meta.setdefault("fallbacks", []).append({"op": "<whole graph>", "reason": reason})
             trace.add("labkit.schedule", f"{prefix or 'graph'}: not compiled", reason, frame=frame)
-        return _make_boxed_func(_not_traced(gm.forward))
+        return _torch.make_boxed_func(_not_traced(gm.forward))
     stats["graphs"] += 1
     stats["kernels"] += len(program.kernels)
     if trace is not None:
         record(trace, program, target, prefix, frame)
-    return _make_boxed_func(_not_traced(program))
+    return _torch.make_boxed_func(_not_traced(program))
 
 
 def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: str = "cpp",
@@ -158,7 +140,7 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
             training[0] = True
             if trace is not None:
                 trace.add("aot.joint", "joint graph", joint.print_readable(False), frame=frame)
-            return _default_partition()(joint, joint_inputs, **kw)
+            return _torch.default_partition()(joint, joint_inputs, **kw)
 
         def fw_compiler(fw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
             kind = "forward" if training[0] else "inference"
@@ -171,9 +153,10 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
                 trace.add("aot.backward", "backward graph", bw.print_readable(False), frame=frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
-        return _aot_module_simplified()(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
-                                        bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
-                                        decompositions=decomposition_table())
+        aot = _torch.aot_module_simplified()
+        return aot(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
+                   bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
+                   decompositions=decomposition_table())
 
     backend.__name__ = f"labkit_{target}"
     return _not_traced(backend)

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from labkit import _torch
+
 aten = torch.ops.aten
 Tensor = torch.Tensor
 
@@ -118,8 +120,6 @@ def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bi
 
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """Core-ATen decompositions with labkit's own on top (labkit's win where both exist)."""
-    from torch._decomp import core_aten_decompositions
-
-    table = dict(core_aten_decompositions())
+    table = _torch.core_aten_decompositions()
     table.update(labkit_decompositions)
     return table

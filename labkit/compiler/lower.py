@@ -26,6 +26,7 @@ import sympy
 import torch
 import torch.fx
 
+from labkit import _torch
 from labkit.compiler.ir import (
     Buffer,
     ExternBuffer,
@@ -139,18 +140,14 @@ def broadcast_loader(x: Any, size: Sequence[int], dtype: torch.dtype) -> Callabl
 # -- torch's type rules, through one shim each ------------------------------------------------------
 def computation_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype arithmetic runs in: torch's opmath (half -> float32), and int32 for bool."""
-    from torch._prims_common import get_computation_dtype
-
-    return torch.int32 if dtype == torch.bool else get_computation_dtype(dtype)
+    return torch.int32 if dtype == torch.bool else _torch.computation_dtype(dtype)
 
 
 def promote(*args: Any) -> torch.dtype:
     """torch's type promotion of operands (0-dim tensors and Python scalars count less)."""
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-
     examples = [torch.empty([1] * min(len(x.get_size()), 1), dtype=x.dtype, device="meta")
                 if is_value(x) else x for x in args]
-    return elementwise_dtypes(*examples, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    return _torch.promoted_dtype(*examples)
 
 
 def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None = None) -> Pointwise:

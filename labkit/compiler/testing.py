@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from labkit import _torch
 from labkit.compiler.backend import build_program
 from labkit.compiler.decompose import decomposition_table
 from labkit.compiler.ir import flatten
@@ -15,9 +16,7 @@ from labkit.compiler.wrapper import Program
 
 def trace_aten(fn: Callable[..., Any], *inputs: Any) -> torch.fx.GraphModule:
     """``fn`` as a core-ATen FX graph with labkit's decompositions (make_fx; no Dynamo, no autograd)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    return make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*inputs)
+    return _torch.make_fx(fn, decomposition_table(), tracing_mode="fake")(*inputs)
 
 
 def compile_fn(fn: Callable[..., Any], *inputs: Any, target: str = "cpp") -> Program:

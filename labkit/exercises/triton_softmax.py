@@ -6,14 +6,11 @@ block is smaller than a row on purpose: the kernel must loop over the row, block
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
-
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the triton import
+from labkit import _torch
+
+_torch.interpret_triton_without_gpu()  # without a GPU, run in Triton's interpreter: before importing it
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -52,29 +49,7 @@ def softmax(x: torch.Tensor, block: int = 16) -> torch.Tensor:
     if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two, got {block}")
     out = torch.full_like(x, float("nan"))     # NaN where the kernel wrote nothing
-    with _stdlib_runs_in_interpreter():
+    with _torch.jitted_helpers_in_python(softmax_kernel):  # tl.max/tl.sum in the interpreter
         softmax_kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
     return out
-
-
-@contextlib.contextmanager
-def _stdlib_runs_in_interpreter() -> Iterator[None]:
-    """Let ``tl.max``/``tl.sum`` run in the interpreter even if triton was imported without it.
-
-    triton decides at import time whether its own jitted helpers (``tl.max``, ``tl.sum``, ...) are
-    interpreted. If something imported triton before ``TRITON_INTERPRET=1`` was set, calling them
-    from an interpreted kernel raises "Cannot call @triton.jit'd outside of the scope of a kernel".
-    During the launch we let such calls run their Python body, which is what the interpreter does.
-    """
-    from triton.runtime.jit import JITFunction
-
-    if not isinstance(softmax_kernel, JITFunction):  # an InterpretedFunction: we run on the CPU
-        saved = JITFunction.__call__
-        JITFunction.__call__ = lambda self, *args, **kwargs: self.fn(*args, **kwargs)  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            JITFunction.__call__ = saved  # type: ignore[method-assign]
-    else:
-        yield
 

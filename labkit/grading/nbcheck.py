@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from labkit import _torch
 from labkit.notebook import setup_notebook
 
 SEED_ENV = "LABKIT_GRADE_SEED"
@@ -32,7 +33,7 @@ def setup() -> None:
     import logging
 
     setup_notebook(seed=seed(), threads=1)
-    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)   # graph-break warnings
+    logging.getLogger(_torch.DYNAMO_LOGGER).setLevel(logging.ERROR)   # graph-break warnings
 
 
 def rng(task: str) -> random.Random:
@@ -48,13 +49,7 @@ def randn(task: str, *shape: int, requires_grad: bool = False) -> torch.Tensor:
 
 def fresh() -> None:
     """Forget every compiled graph and counter, so a graded cell never relies on earlier cells."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-    from torch._inductor import metrics
-
-    torch._dynamo.reset()
-    counters.clear()
-    metrics.reset()
+    _torch.reset_compile_state()
     setup()
 
 
@@ -84,10 +79,8 @@ def record_graphs(fn: Callable[..., Any], *args: Any, fullgraph: bool = False) -
 
 def inductor_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
     """Compile ``fn`` with Inductor, call it once, return (result, output code of every graph)."""
-    from torch._inductor.utils import run_and_get_code
-
     fresh()
-    return run_and_get_code(torch.compile(fn), *args)
+    return _torch.run_and_get_code(torch.compile(fn), *args)
 
 
 def kernel_names(codes: list[str]) -> list[str]:
@@ -111,13 +104,10 @@ class CompileDuringPrediction(RuntimeError):
 @contextlib.contextmanager
 def no_compile() -> Iterator[None]:
     """Run a student's prediction with every way into Dynamo/Inductor replaced by an error."""
-    import torch._dynamo
-
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise CompileDuringPrediction("a prediction may not compile or measure: reason it out")
 
-    patched = [(torch, "compile"), (torch._dynamo, "optimize"), (torch._dynamo, "explain"),
-               (torch, "export")]
+    patched = _torch.compile_entry_points()
     saved = [(obj, name, getattr(obj, name)) for obj, name in patched]
     for obj, name in patched:
         setattr(obj, name, refuse)
@@ -150,8 +140,7 @@ def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
 
 def graph_stats() -> dict[str, int]:
     """Graphs Dynamo compiled and graph breaks it hit since the last :func:`fresh` (all frames)."""
-    from torch._dynamo.utils import counters
-
+    counters = _torch.counters()
     return {"graphs": int(counters["stats"]["unique_graphs"]),
             "breaks": int(sum(counters["graph_break"].values()))}
 
@@ -159,10 +148,8 @@ def graph_stats() -> dict[str, int]:
 def count_compiles(fn: Callable[..., Any], calls: list[tuple[Any, ...]],
                    backend: str = "eager") -> int:
     """How many times Dynamo compiles ``fn`` (one frame) over a sequence of argument tuples."""
-    from torch._dynamo.testing import CompileCounterWithBackend
-
     fresh()
-    cc = CompileCounterWithBackend(backend)
+    cc = _torch.compile_counter(backend)
     compiled = torch.compile(fn, backend=cc)
     for args in calls:
         compiled(*args)

@@ -4,7 +4,7 @@ Every text a view shows goes through :func:`normalize` first, so what a notebook
 same on every run and machine: Dynamo's ``__compiled_fn_2_b832ca95_2e27_...`` becomes
 ``__compiled_fn_2``, object addresses become ``0x…``, temporary cache paths lose their random
 directories, and absolute paths of installed packages and of labkit's own files become import-style
-relative paths (``torch/_inductor/...``, ``labkit/capture/examples.py``), also in GPU recordings.
+relative paths (``torch/_inductor/...``, ``labkit/examples.py``), also in GPU recordings.
 
 Highlighting is token-by-token with pygments, split into lines by us (not by pygments' own
 formatter), so the code view and the side-by-side diff colour lines the same way. Colours come

@@ -2,7 +2,7 @@
 
 Plots read ``Timing`` records only. The conventions they rely on (``labkit.bench`` writes them):
 
-* ``meta["kind"]``: ``"run"`` (the default), ``"compile"`` or ``"copy"``;
+* ``Timing.kind``: ``"run"`` (the default), ``"compile"`` or ``"copy"``;
 * run timings are labelled by backend (``eager``, ``inductor``, ``labkit``, ...);
 * compile timings carry ``meta["stage"]`` (``dynamo``, ``aot``, ``inductor``, ...) and
   ``meta["backend"]``; their bars are stacked per backend;
@@ -20,21 +20,12 @@ import base64
 import io
 from collections.abc import Sequence
 
-from labkit.trace import Timing
+from labkit.trace import Timing, fmt_seconds, time_unit
 
 RUN_COLORS = {"eager": "#7f7f7f", "inductor": "#1f77b4", "labkit": "#2ca02c"}
 STAGE_COLORS = {"dynamo": "#4e79a7", "aot": "#f28e2b", "inductor": "#e15759", "labkit": "#76b7b2",
                 "backend": "#59a14f", "inductor (backward)": "#ff9d9a"}
 OTHER_STAGE_COLORS = ("#edc948", "#b07aa1", "#9c755f", "#bab0ac")
-
-
-def kind(t: Timing) -> str:
-    """'run', 'compile' or 'copy' (from ``meta["kind"]``, else from the label explore gives it)."""
-    if "kind" in t.meta:
-        return str(t.meta["kind"])
-    if t.label.startswith(("compile:", "compile +")):  # explore's names; "compiled" is a run
-        return "compile"
-    return "copy" if t.label == "copy" else "run"
 
 
 def run_label(t: Timing) -> str:
@@ -59,20 +50,6 @@ def compile_stage(t: Timing) -> str:
     return str(t.meta.get("stage") or t.label.removeprefix("compile:").strip())
 
 
-def _unit(s: float) -> tuple[str, float]:
-    """The unit a duration reads best in, and its size in seconds."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(s) >= scale:
-            return unit, scale
-    return "ns", 1e-9
-
-
-def fmt_seconds(s: float) -> str:
-    """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
-    unit, scale = _unit(s)
-    return f"{s / scale:.3g} {unit}"
-
-
 def bandwidth(t: Timing) -> float | None:
     """Bytes per second a timing achieved, when it says how many bytes it moved."""
     nbytes = t.meta.get("bytes")
@@ -92,7 +69,7 @@ def _figure(ncols: int, width: float = 4.2, height: float = 2.6):
 
 def _run_panel(ax, runs: Sequence[Timing]) -> None:
     labels = [run_label(t) for t in runs]
-    unit, scale = _unit(max(t.median_s for t in runs))
+    unit, scale = time_unit(max(t.median_s for t in runs))
     med = [t.median_s / scale for t in runs]
     err = [t.spread_s / scale / 2 for t in runs]  # IQR drawn as ± half of it around the median
     colors = [_run_color(t) for t in runs]
@@ -161,9 +138,9 @@ def _bandwidth_panel(ax, runs: Sequence[Timing], copy: Timing | None) -> None:
 
 def timing_svg(timings: Sequence[Timing]) -> str | None:
     """One figure, up to three panels (run, compile, bandwidth); None when there is nothing to plot."""
-    runs = [t for t in timings if kind(t) == "run"]
-    compiles = [t for t in timings if kind(t) == "compile"]
-    copy = next((t for t in timings if kind(t) == "copy"), None)
+    runs = [t for t in timings if t.kind == "run"]
+    compiles = [t for t in timings if t.kind == "compile"]
+    copy = next((t for t in timings if t.kind == "copy"), None)
     panels = []
     if runs:
         panels.append(lambda ax: _run_panel(ax, runs))
@@ -199,3 +176,14 @@ def svg_img(svg: str, alt: str) -> str:
 
     data = base64.b64encode(svg.encode()).decode()
     return f'<img class="lk-plot" alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}"/>'
+
+
+def comparison_html(name: str, table: str, timings: Sequence[Timing]) -> str:
+    """A comparison as a page: its text table, then the timing plot of its timings."""
+    import html
+
+    from labkit.widgets.code import style_block
+
+    svg = timing_svg(timings)
+    img = svg_img(svg, f"timings of {name}") if svg else ""
+    return f'<div class="lk-root">{style_block()}<pre>{html.escape(table)}</pre>{img}</div>'

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-# message prefix -> (position on the bar, what the label says): the pipeline order of explore
+from labkit.trace import STAGE_REGISTRY
+
+# message prefix -> (position on the bar, what the label says), in pipeline order: the stage kinds'
+# prefixes ("bytecode", "dynamo", "aot", ...) give their step, then explore's own last steps.
 STEPS: tuple[tuple[str, str], ...] = (
-    ("bytecode", "Dynamo"), ("dynamo", "Dynamo"), ("aot", "AOTAutograd"), ("inductor", "Inductor"),
-    ("triton", "Triton IR"), ("labkit", "labkit compiler"), ("building", "building the trace"),
-    ("timing", "timing eager vs compiled"), ("done", "done"),
+    *dict.fromkeys((k.kind.split(".", 1)[0], k.step) for k in STAGE_REGISTRY),
+    ("building", "building the trace"), ("timing", "timing eager vs compiled"), ("done", "done"),
 )
 _POSITION = {prefix: i for i, prefix in enumerate(dict.fromkeys(
     label for _, label in STEPS))}

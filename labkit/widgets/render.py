@@ -14,44 +14,36 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from labkit.trace import Kernel, Stage, Trace
+from labkit.trace import (
+    PIPELINE_STEPS,
+    STAGE_KIND,
+    STAGE_REGISTRY,
+    Kernel,
+    Stage,
+    Trace,
+    kinds_of,
+)
 from labkit.widgets import graph, plots
 from labkit.widgets.code import code_html, normalize, style_block, truncate
 from labkit.widgets.diff import side_by_side_html
 
 # Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
-STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Dynamo", ("bytecode.original", "bytecode.transformed", "dynamo.guards", "dynamo.graph")),
-    ("AOTAutograd", ("aot.joint", "aot.forward", "aot.backward", "aot.inference")),
-    ("Inductor", ("inductor.input", "inductor.ir_pre_fusion", "inductor.ir_post_fusion",
-                  "inductor.fusion", "inductor.output_code")),
-    ("Kernels", ()),
-    ("Triton IR", ("triton.ttir", "triton.ttgir", "triton.llir", "triton.ptx")),
-    ("labkit", ("labkit.loop_ir", "labkit.schedule", "labkit.cpp", "labkit.triton")),
-    ("Timing", ()),
-)
+STEPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple((s, kinds_of(s)) for s in PIPELINE_STEPS)
+KIND_LABEL = {k.kind: k.label for k in STAGE_REGISTRY}
 
-KIND_LABEL = {
-    "bytecode.original": "original bytecode", "bytecode.transformed": "transformed bytecode",
-    "dynamo.guards": "guards", "dynamo.graph": "FX graph",
-    "aot.joint": "joint graph", "aot.forward": "forward", "aot.backward": "backward",
-    "aot.inference": "inference",
-    "inductor.input": "input graph", "inductor.ir_pre_fusion": "IR before fusion",
-    "inductor.ir_post_fusion": "IR after fusion", "inductor.fusion": "fusion decisions",
-    "inductor.output_code": "output code",
-    "triton.ttir": "TTIR", "triton.ttgir": "TTGIR", "triton.llir": "LLIR", "triton.ptx": "PTX",
-    "labkit.loop_ir": "loop IR", "labkit.schedule": "schedule", "labkit.cpp": "C++",
-    "labkit.triton": "Triton",
-}
-
-# (step, before kind, after kind, heading) pairs shown side by side, within one frame.
-COMPARISONS = (
-    ("Dynamo", "bytecode.original", "bytecode.transformed", "bytecode: original vs transformed"),
-    ("Inductor", "inductor.ir_pre_fusion", "inductor.ir_post_fusion", "IR: before vs after fusion"),
-    ("labkit", "aot.inference", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
-    ("labkit", "aot.forward", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
-    ("labkit", "inductor.input", "labkit.loop_ir", "ATen graph vs labkit loop IR"),
+# (before kind, after kind, heading, tab title) pairs shown side by side, within one frame, in the
+# step of the "after" kind.
+_PAIRS = (
+    ("bytecode.original", "bytecode.transformed", "bytecode: original vs transformed",
+     "bytecode diff"),
+    ("inductor.ir_pre_fusion", "inductor.ir_post_fusion", "IR: before vs after fusion",
+     "fusion diff"),
+    ("aot.inference", "labkit.loop_ir", "ATen graph vs labkit loop IR", "ATen vs loop IR"),
+    ("aot.forward", "labkit.loop_ir", "ATen graph vs labkit loop IR", "ATen vs loop IR"),
+    ("inductor.input", "labkit.loop_ir", "ATen graph vs labkit loop IR", "ATen vs loop IR"),
 )
+# (step, before kind, after kind, heading, tab title)
+COMPARISONS = tuple((STAGE_KIND[b].step, a, b, title, tab) for a, b, title, tab in _PAIRS)
 GRAPH_KINDS = ("inductor.input", "aot.inference", "aot.forward", "aot.joint", "dynamo.graph")
 
 
@@ -63,6 +55,7 @@ class Comparison:
     title: str
     frame: str
     html: str
+    tab: str = "before/after"  # its tab title in the widget
 
 
 def missing_html(stage: Stage) -> str:
@@ -169,7 +162,7 @@ class Renderer:
         out: list[Comparison] = []
         done: set[tuple[str, str]] = set()
         frames = [frame] if frame is not None else (self.trace.frames() or [""])
-        for step, a_kind, b_kind, title in COMPARISONS:
+        for step, a_kind, b_kind, title, tab in COMPARISONS:
             for fr in frames:
                 a = [s for s in self.stages([a_kind], fr) if s.ok]
                 b = [s for s in self.stages([b_kind], fr) if s.ok]
@@ -183,7 +176,7 @@ class Renderer:
                 if isinstance(da, str) and isinstance(db, str) and da and db:
                     body += side_by_side_html(da, db, "python", titles=("decompiled original",
                                               "decompiled transformed"), max_lines=self.max_lines)
-                out.append(Comparison(step, title, fr, body))
+                out.append(Comparison(step, title, fr, body, tab))
         return out
 
     def kernel_html(self, kernel: Kernel, plain: bool = False, diagram: bool = False) -> str:
@@ -240,7 +233,7 @@ def _excerpt(stage: Stage, max_chars: int | None) -> str:
 def timing_table_html(timings: Sequence) -> str:
     """Timings as an HTML table: label, kind, median, spread, device."""
     rows = "".join(
-        f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(plots.kind(t))}</td>"
+        f"<tr><td>{html.escape(t.label)}</td><td>{html.escape(t.kind)}</td>"
         f"<td>{plots.fmt_seconds(t.median_s)}</td>"
         f"<td>{plots.fmt_seconds(t.spread_s) if t.spread_s else '–'}</td>"
         f"<td>{html.escape(str(t.device))}</td></tr>"

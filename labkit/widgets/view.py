@@ -30,10 +30,6 @@ from labkit.widgets.render import (
 )
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-# tab titles of the before/after comparisons (render.COMPARISONS)
-DIFF_TAB = {"bytecode: original vs transformed": "bytecode diff",
-            "IR: before vs after fusion": "fusion diff",
-            "ATen graph vs labkit loop IR": "ATen vs loop IR"}
 
 
 def _wrap(fragment: str) -> str:
@@ -195,7 +191,7 @@ class _TraceWidget:
         for c in r.comparisons(self.frame):
             if c.step == step:
                 pages.append(self._html(c.html))
-                titles.append(DIFF_TAB.get(c.title, "before/after"))
+                titles.append(c.tab)
         if not pages:
             return self._html(f'<div class="lk-note">nothing recorded for {step} in this trace</div>')
         inner = w.Tab(children=pages)

@@ -71,21 +71,22 @@ print("matches x + y:", torch.allclose(out, x + y))
 
 # %% [markdown]
 # Next, sin² + cos² fused by hand: one load, all the math in registers, one store. This is the
-# kernel notebook 08 races against Inductor and labkit.
+# kernel notebook 08 races against Inductor and labkit, so it lives in one place,
+# `labkit/examples.py`, where the GPU benchmark behind that race (`benchmarks/bench_gpu.py`) takes
+# it from too. Here is its source, then a launch: one program instance per 1024 elements.
 
 # %%
-@triton.jit
-def sincos_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    v = tl.load(x_ptr + offs, mask=mask)
-    s, c = tl.sin(v), tl.cos(v)
-    tl.store(out_ptr + offs, s * s + c * c, mask=mask)
+import inspect
+import textwrap
 
+from labkit.examples import sincos_kernel
+
+kernel_fn = sincos_kernel()  # built on first use: compiled on a GPU, interpreted on a CPU
+print(textwrap.dedent(inspect.getsource(kernel_fn.fn)).rstrip())
 
 xs = torch.randn(4096, device=device)
 res = torch.empty_like(xs)
-sincos_kernel[(triton.cdiv(xs.numel(), 1024),)](xs, res, xs.numel(), BLOCK=1024)
+kernel_fn[(triton.cdiv(xs.numel(), 1024),)](xs, res, xs.numel(), BLOCK=1024)
 
 # %% id=sincos-kernel
 # NBVAL_CHECK_OUTPUT
@@ -199,7 +200,7 @@ print(f"{cache.name}: {len(files)} files named", sorted(set(files)))
 # the same cell compiles live. The example is sin² + cos² again, on 65536 floats.
 
 # %%
-from labkit.capture.examples import EXAMPLES
+from labkit.examples import EXAMPLES
 
 fn, make_inputs = EXAMPLES["sincos"]
 gpu_trace = (

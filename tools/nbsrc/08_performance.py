@@ -284,7 +284,7 @@ print("second compile hit the FX graph cache:", times["warm"][1] > 0)
 # `labkit.trace_label` says which it is (for a recording: its device, versions and date).
 
 # %%
-from labkit.capture.examples import EXAMPLES
+from labkit.examples import EXAMPLES
 
 mlp, mlp_inputs = EXAMPLES["mlp"]
 mlp_trace = labkit.explore(mlp, *mlp_inputs("cuda")) if GPU else labkit.recording("mlp")
@@ -360,7 +360,7 @@ for label, fn in (("eager", mlp), ("inductor", torch.compile(mlp))):
 # Finally the race on a GPU: eager, Inductor (Triton), labkit (its Triton target), the hand-written
 # `sincos_kernel` from notebook 07, and two uses of **CUDA graphs** (eager's five kernels captured into
 # one `torch.cuda.CUDAGraph`; Inductor's `mode="reduce-overhead"`), over sizes from 1 K to 16 M
-# elements. `python tools/bench_gpu.py` measures it on a CUDA machine (writing
+# elements. `python benchmarks/bench_gpu.py` measures it on a CUDA machine (writing
 # `figures/bench_gpu.json`, labelled with device, versions and date) and `make figures` draws it:
 
 # %%
@@ -368,7 +368,7 @@ plot = FIGURES / "bench_gpu.svg"
 if plot.exists():
     display(SVG(filename=str(plot)))
 else:
-    print(f"{plot} has not been made yet: run `python tools/bench_gpu.py` on a GPU, then `make figures`.")
+    print(f"{plot} has not been made yet: run `python benchmarks/bench_gpu.py` on a GPU, then `make figures`.")
 
 # %% [markdown]
 # How to read it (the numbers are from one H100 run; yours will differ in detail, not in shape):

@@ -60,7 +60,7 @@ def gpu_trace(name):
         return perf.RECORDERS[name]("cuda")
     if name not in recording_names():
         print(f"No recording {name!r} in figures/recordings/ yet: on a CUDA machine run "
-              "`python tools/record_gpu.py --perf` to make it. This part is skipped.")
+              "`python benchmarks/record_gpu.py --perf` to make it. This part is skipped.")
         return None
     return labkit.recording(name)
 

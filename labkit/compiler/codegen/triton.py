@@ -14,16 +14,14 @@ kernels that run with numpy.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import sympy
 import torch
 
+from labkit import _torch
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
@@ -333,30 +331,9 @@ class TritonKernelError(RuntimeError):
         self.source = source
 
 
-def _load_module(source: str, interpret: bool) -> Any:
+def load_module(source: str, interpret: bool) -> Any:
     """Execute generated source from a real file (triton reads it back with inspect)."""
-    key = hashlib.sha256(source.encode()).hexdigest()[:24]
-    folder = Path(_cpp_cache_dir()).parent / "triton"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"lk_{key}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"labkit_triton_{key}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    old = os.environ.get("TRITON_INTERPRET")
-    if interpret:  # read by @triton.jit when the decorator runs, i.e. right now
-        os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if interpret and old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        elif interpret:
-            os.environ["TRITON_INTERPRET"] = old
-    return module
+    return _torch.module_from_source(source, Path(_cpp_cache_dir()).parent / "triton", interpret)
 
 
 class TritonKernel:
@@ -367,7 +344,7 @@ class TritonKernel:
         self.name, self.source, self.origins, self.launch = name, source, kernel.origins, launch
         self.arg_dtypes = arg_dtypes or []  # of the pointer arguments (compiling it ahead of time)
         try:
-            module = _load_module(HEADER + source, device.type != "cuda")
+            module = load_module(HEADER + source, device.type != "cuda")
         except Exception as e:  # syntax errors and the like: show the code with the message
             raise TritonKernelError(f"could not load Triton kernel {name}: {e}", source) from e
         self.fn = getattr(module, name)

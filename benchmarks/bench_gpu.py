@@ -3,7 +3,7 @@ Triton backend and a hand-written Triton kernel, over sizes, against the GPU's c
 
 Run on a CUDA machine (needs torch + triton only; no jupyter)::
 
-    python tools/bench_gpu.py              # writes figures/bench_gpu.json
+    python benchmarks/bench_gpu.py         # writes figures/bench_gpu.json
     make figures                           # draws figures/bench_gpu.svg from it
 
 The JSON is labelled with device, torch/triton versions and date, like the recordings, so CPU-only
@@ -29,28 +29,15 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_RUN, "triton"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from labkit.bench import copy_bandwidth, measure  # noqa: E402
+from labkit.examples import sincos, sincos_kernel  # noqa: E402  (notebook 07's kernel)
 from labkit.trace import environment  # noqa: E402
-
-
-def sincos(x):
-    return torch.sin(x) ** 2 + torch.cos(x) ** 2
-
-
-@triton.jit
-def sincos_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    v = tl.load(x_ptr + offs, mask=mask)
-    s, c = tl.sin(v), tl.cos(v)
-    tl.store(out_ptr + offs, s * s + c * c, mask=mask)
 
 
 def hand_written(x):
     out = torch.empty_like(x)
-    sincos_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    sincos_kernel()[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
     return out
 
 

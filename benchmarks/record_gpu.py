@@ -4,7 +4,7 @@ Run on a CUDA machine: each example (toy example, sin/cos fusion, softmax, MLP f
 explored on the GPU with Inductor, so the Trace holds real Triton kernels with their TTIR, TTGIR,
 LLIR and PTX plus GPU timings. Notebook 11's performance examples (``labkit.perf.RECORDERS``:
 reductions, matmul_default, matmul_autotune, cudagraphs, checkpoint_memory) are recorded the same
-way; ``python tools/record_gpu.py --perf`` records only those (about 3 minutes on an H100). Students without a GPU open them with
+way; ``python benchmarks/record_gpu.py --perf`` records only those (about 3 minutes on an H100). Students without a GPU open them with
 ``labkit.show(labkit.recording("sincos"))``. Every Trace's env says
 which device, torch, triton and date it was recorded with. Needs only torch (+ triton): no
 jupyter, ipywidgets, graphviz or depyf (bytecode stages then say depyf was missing).
@@ -29,7 +29,7 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_RUN, "triton"))
 
 import torch  # noqa: E402
 
-from labkit.capture.examples import EXAMPLES  # noqa: E402
+from labkit.examples import EXAMPLES  # noqa: E402
 from labkit.explore import explore  # noqa: E402
 from labkit.perf import RECORDERS  # noqa: E402
 
@@ -55,7 +55,7 @@ def record(name: str, out_dir: Path, device: str, timing: bool) -> bool:
         traceback.print_exc()
         print(f"{name}: FAILED ({type(e).__name__}: {e}); nothing written")
         return False
-    trace.env.update({"example": name, "recorded_by": "tools/record_gpu.py"})
+    trace.env.update({"example": name, "recorded_by": "benchmarks/record_gpu.py"})
     path = out_dir / f"{name}.json"
     trace.to_json(path)
     triton_ok = sum(s.ok for s in trace.stage("triton.ptx"))
