@@ -282,9 +282,28 @@ def graph_partition() -> bool:
     return bool(_api("torch._inductor.config", "graph_partition"))
 
 
+def _driver_or_none(switch: Callable[[], None]) -> Callable[[], None]:
+    """``switch``, except that finding no GPU backend is not an error."""
+    def maybe() -> None:
+        try:
+            switch()
+        except RuntimeError as e:
+            if "active GPU backend" not in str(e):
+                raise
+    return maybe
+
+
 def triton_kernel_from_source(source: str) -> Any:
     """Load an Inductor Triton kernel module from source; return its CachingAutotuner (uncompiled)."""
-    module = module_from_source(source, Path(tempfile.gettempdir()) / "labkit-triton-kernels")
+    helpers = _api("torch._inductor.runtime.triton_helpers")
+    switch = helpers.set_driver_to_gpu
+    # Inductor's GPU kernel modules switch Triton to a GPU driver when imported; without a GPU
+    # (IR for a GPU target compiled here) there is none, and compiling for a target needs no driver.
+    helpers.set_driver_to_gpu = _driver_or_none(switch)
+    try:
+        module = module_from_source(source, Path(tempfile.gettempdir()) / "labkit-triton-kernels")
+    finally:
+        helpers.set_driver_to_gpu = switch
     tuners = [v for v in vars(module).values() if hasattr(v, "triton_meta") and hasattr(v, "fn")]
     if not tuners:
         raise TorchAPIError(
