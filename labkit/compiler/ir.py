@@ -5,8 +5,8 @@ Note on invariants (read this before changing anything here):
 * A node's body is a Python closure ``inner_fn(index)`` (``inner_fn(index, rindex)`` for a
   reduction). ``index`` is a list of sympy integer expressions, one per dimension of the node's
   ``ranges``. The closure never touches memory itself: it calls ``ops.load``, ``ops.exp``,
-  ``ops.add``... on whatever handler is installed with ``set_ops_handler``. The same closure is
-  therefore printed (``PrintHandler``), counted (``CountHandler``), read for its loads
+  ``ops.add``... on whatever handler ``set_ops_handler`` installed (virtualized.py). The same
+  closure is therefore printed (``PrintHandler``), counted (``CountHandler``), read for its loads
   (``ReadsHandler``) or turned into C++ / Triton (the codegen handlers) without being rewritten.
 * Sizes and strides are plain Python ints: labkit compiles for the shapes it was given
   (static shapes), so every index is an exact integer expression a compiler can fold.
@@ -20,16 +20,17 @@ Note on invariants (read this before changing anything here):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 import torch
+
+from labkit.compiler.virtualized import ops, set_ops_handler
 
 Expr = sympy.Expr
 Index = list[sympy.Expr]
@@ -90,32 +91,7 @@ def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:
     return index
 
 
-# -- the swappable ops handler ("virtualized") ------------------------------------------------------
-_handlers: list[Any] = []
-
-
-class _OpsProxy:
-    """``ops.exp(x)`` calls ``exp`` on the handler installed by the innermost ``set_ops_handler``."""
-
-    def __getattr__(self, name: str) -> Any:
-        if not _handlers:
-            raise RuntimeError(f"ops.{name} called with no ops handler installed (set_ops_handler)")
-        return getattr(_handlers[-1], name)
-
-
-ops: Any = _OpsProxy()
-
-
-@contextlib.contextmanager
-def set_ops_handler(handler: Any) -> Iterator[Any]:
-    """Install ``handler`` as the meaning of ``ops.*`` inside the block."""
-    _handlers.append(handler)
-    try:
-        yield handler
-    finally:
-        _handlers.pop()
-
-
+# -- ops handlers that read a loop body without generating code (see virtualized.py) ---------------
 class PrintHandler:
     """Turns a loop body into readable lines: ``tmp3 = ops.exp(tmp2)``; returns variable names."""
 

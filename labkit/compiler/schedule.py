@@ -7,14 +7,16 @@ parallel loops) and ``rdims`` (the inner reduction loops; empty for a pointwise 
 of a kernel is either *per element* (its non-1 dims are ``rows + rdims``) or *per row* (its non-1
 dims are ``rows``; reductions are per row). A node may join a kernel only if every value it reads
 from that kernel is read at exactly the position the kernel writes it for the current row or
-element (``reads_aligned``): that is what makes keeping the value in a register correct.
+element (``reads_aligned``): that is what makes keeping the value in a register correct. Every
+fusion rule (``node_fits``, ``reads_aligned``, ``can_join``, ``can_fuse``, ``FusedKernel.try_add``)
+answers with a ``Verdict``: ok, and why in words.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 
@@ -34,6 +36,17 @@ from labkit.compiler.ir import (
     squeeze,
     sym,
 )
+
+
+class Verdict(NamedTuple):
+    """Every fusion rule's answer: ``ok``, and ``why`` in words (the schedule stage prints it).
+    Unpacks as ``ok, why = rule(...)``; as a condition it is ``ok`` (a plain tuple is always true)."""
+
+    ok: bool
+    why: str
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 @dataclass(frozen=True)
@@ -56,8 +69,9 @@ def space_of(node: ComputedBuffer) -> Space:
     return Space(squeeze(node.data.ranges))
 
 
-def node_fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
-    """Whether ``node`` can be computed inside a kernel looping over ``space``, and why (in words)."""
+def node_fits(space: Space, node: ComputedBuffer) -> Verdict | tuple[bool, str]:
+    """Whether ``node`` can be computed inside a kernel looping over ``space``, and why (in words):
+    a ``Verdict``, or any ``(ok, why)`` pair."""
     ### BEGIN SOLUTION
     assert node.data is not None
     shape = squeeze(node.data.ranges)
@@ -107,49 +121,46 @@ def store_index(node: ComputedBuffer, space: Space) -> sympy.Expr:
     return sympy.expand(node.layout.index(loop_index(node, space, rows, rvars)[0]))
 
 
-def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> tuple[bool, str]:
-    """True when ``consumer`` reads ``producer`` only where the same loop iteration writes it."""
+def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> Verdict:
+    """Ok when ``consumer`` reads ``producer`` only where the same loop iteration writes it."""
     where = store_index(producer, space)
     for name, index in reads_of(consumer, space):
         if name == producer.name and sympy.expand(index - where) != 0:
-            return False, (f"{consumer.name} reads {producer.name} at another position than the "
-                           f"loop writes it (a transpose, broadcast or shift), so it must wait "
-                           f"until {producer.name} is complete")
-    return True, "reads line up"
+            return Verdict(False, f"{consumer.name} reads {producer.name} at another position than "
+                                  f"the loop writes it (a transpose, broadcast or shift), so it must "
+                                  f"wait until {producer.name} is complete")
+    return Verdict(True, "reads line up")
 
 
-def fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
-    """``node_fits``, or a refusal while the exercise is unsolved (each node its own kernel)."""
+def fits(space: Space, node: ComputedBuffer) -> Verdict:
+    """``node_fits`` as a Verdict, or a refusal while the exercise is unsolved (no fusion)."""
     try:
-        return node_fits(space, node)
+        return Verdict(*node_fits(space, node))
     except NotImplementedError as e:
-        return False, f"node_fits is not implemented yet ({e}), so nothing fuses"
+        return Verdict(False, f"node_fits is not implemented yet ({e}), so nothing fuses")
 
 
-def joins(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> tuple[bool, str]:
+def can_join(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> Verdict:
     """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why."""
     for member in [*members, node]:
-        ok, why = fits(space, member)
-        if not ok:
-            return False, why
+        if not (verdict := fits(space, member)):
+            return verdict
     mine = {n.name: n for n in members}
     for name, _ in reads_of(node, space):
-        if name in mine:
-            ok, why = reads_aligned(mine[name], node, space)
-            if not ok:
-                return False, why
-    return True, fits(space, node)[1]
+        if name in mine and not (verdict := reads_aligned(mine[name], node, space)):
+            return verdict
+    return fits(space, node)
 
 
-def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
+def can_fuse(producer: Buffer, consumer: Buffer) -> Verdict:
     """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
     for b in (producer, consumer):
         if not isinstance(b, ComputedBuffer):
             op = getattr(b, "op", None) or "getitem"
-            return False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel"
+            return Verdict(False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel")
     assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
     space = space_of(consumer) if consumer.is_reduction else space_of(producer)
-    return joins(space, [producer], consumer)
+    return can_join(space, [producer], consumer)
 
 
 @dataclass
@@ -168,16 +179,16 @@ class FusedKernel:
     def origins(self) -> list[str]:
         return list(dict.fromkeys(o for n in self.nodes for o in n.origins))
 
-    def try_add(self, node: ComputedBuffer) -> tuple[bool, str]:
+    def try_add(self, node: ComputedBuffer) -> Verdict:
         """Add ``node`` if it fits this kernel's loops and its reads line up; say why either way."""
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
-        ok, why = joins(space, self.nodes, node)
-        if ok:
+        verdict = can_join(space, self.nodes, node)
+        if verdict:
             self.nodes.append(node)
             self.space = space
-        return ok, why
+        return verdict
 
 
 @dataclass
@@ -204,20 +215,20 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     for buf in graph.buffers:
         if isinstance(buf, ComputedBuffer):
             if current is not None:
-                ok, why = current.try_add(buf)
-                if ok:
-                    fused.append((current.name, buf.name, why))
+                verdict = current.try_add(buf)
+                if verdict:
+                    fused.append((current.name, buf.name, verdict.why))
                     prev = buf
                     continue
-                refused.append((current.nodes[-1].name, buf.name, why))
+                refused.append((current.nodes[-1].name, buf.name, verdict.why))
             elif prev is not None:
-                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+                refused.append((prev.name, buf.name, can_fuse(prev, buf).why))
             n = len([s for s in steps if isinstance(s, FusedKernel)])
             current = FusedKernel(f"{prefix}_kernel{n}" if prefix else f"kernel{n}", [buf], space_of(buf))
             steps.append(current)
         else:
             if prev is not None and not isinstance(buf, MultiOutput):
-                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+                refused.append((prev.name, buf.name, can_fuse(prev, buf).why))
             current = None
             steps.append(buf)
         prev = buf

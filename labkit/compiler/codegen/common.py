@@ -12,8 +12,9 @@ flat, vectorizable loop.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -85,52 +86,44 @@ def scalar(value: Any, dtype: torch.dtype) -> bool | int | float:
     return v - (1 << bits) if dtype.is_signed and v >= 1 << (bits - 1) else v
 
 
+def spelled(template: str) -> Any:
+    """An op written as a format string of its operands: ``exp = spelled("std::exp({0})")``."""
+    return staticmethod(lambda *args: template.format(*args))
+
+
 class InfixOverrides:
     """Ops spelled the same in C++ and Triton (Python): arithmetic operators and comparisons."""
 
-    @staticmethod
-    def neg(x: str) -> str:
-        return f"-{x}"
+    neg = spelled("-{0}")
+    add = spelled("{0} + {1}")
+    sub = spelled("{0} - {1}")
+    mul = spelled("{0} * {1}")
+    truediv = spelled("{0} / {1}")
+    eq = spelled("{0} == {1}")
+    ne = spelled("{0} != {1}")
+    lt = spelled("{0} < {1}")
+    le = spelled("{0} <= {1}")
+    gt = spelled("{0} > {1}")
+    ge = spelled("{0} >= {1}")
 
-    @staticmethod
-    def add(a: str, b: str) -> str:
-        return f"{a} + {b}"
 
-    @staticmethod
-    def sub(a: str, b: str) -> str:
-        return f"{a} - {b}"
+class IndentedBuffer:
+    """Lines of code; ``with code.indent():`` writes the lines of a block one level deeper."""
 
-    @staticmethod
-    def mul(a: str, b: str) -> str:
-        return f"{a} * {b}"
+    def __init__(self, level: int = 0) -> None:
+        self.lines: list[str] = []
+        self.level = level
 
-    @staticmethod
-    def truediv(a: str, b: str) -> str:
-        return f"{a} / {b}"
+    def writeline(self, line: str) -> None:
+        self.lines.append("    " * self.level + line)
 
-    @staticmethod
-    def eq(a: str, b: str) -> str:
-        return f"{a} == {b}"
-
-    @staticmethod
-    def ne(a: str, b: str) -> str:
-        return f"{a} != {b}"
-
-    @staticmethod
-    def lt(a: str, b: str) -> str:
-        return f"{a} < {b}"
-
-    @staticmethod
-    def le(a: str, b: str) -> str:
-        return f"{a} <= {b}"
-
-    @staticmethod
-    def gt(a: str, b: str) -> str:
-        return f"{a} > {b}"
-
-    @staticmethod
-    def ge(a: str, b: str) -> str:
-        return f"{a} >= {b}"
+    @contextlib.contextmanager
+    def indent(self) -> Iterator[None]:
+        self.level += 1
+        try:
+            yield
+        finally:
+            self.level -= 1
 
 
 class CodeHandler:
@@ -179,9 +172,8 @@ class KernelWriter:
         self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
-        self.lines: list[str] = []
-        self.depth = 1
-        self.scopes: list[dict[str, str]] = [{}]
+        self.code = IndentedBuffer(level=1)  # the function body
+        self.scopes: list[dict[str, str]] = [{}]  # CSE: expression -> variable, one dict per block
         self.locals: dict[str, str] = {}  # buffer name -> variable holding its current value
         self.counter = 0
 
@@ -190,15 +182,17 @@ class KernelWriter:
         return self.printer.doprint(sympy.expand(expr.subs(self.subs)))
 
     def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
+        self.code.writeline(line)
 
-    def push(self) -> None:
-        self.depth += 1
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """A block one level deeper whose variables are not seen after it (a loop body)."""
         self.scopes.append({})
-
-    def pop(self) -> None:
-        self.depth -= 1
-        self.scopes.pop()
+        try:
+            with self.code.indent():
+                yield
+        finally:
+            self.scopes.pop()
 
     def new_var(self, prefix: str = "tmp") -> str:
         self.counter += 1

@@ -14,17 +14,19 @@ kernels that run with numpy.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import sympy
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, store_index
@@ -107,37 +109,14 @@ class TritonOverrides(InfixOverrides):
             return f"{x}.to(tl.float16).to(tl.float32)"
         return f"{x}.to({TL_TYPES[dtype]})"
 
-    @staticmethod
-    def abs(x: str) -> str:
-        return f"tl.abs({x})"
-
-    @staticmethod
-    def exp(x: str) -> str:
-        return f"tl.exp({x})"
-
-    @staticmethod
-    def log(x: str) -> str:
-        return f"tl.log({x})"
-
-    @staticmethod
-    def sqrt(x: str) -> str:
-        return f"tl.sqrt({x})"
-
-    @staticmethod
-    def rsqrt(x: str) -> str:
-        return f"tl.math.rsqrt({x})"
-
-    @staticmethod
-    def reciprocal(x: str) -> str:
-        return f"1.0 / {x}"
-
-    @staticmethod
-    def sin(x: str) -> str:
-        return f"tl.sin({x})"
-
-    @staticmethod
-    def cos(x: str) -> str:
-        return f"tl.cos({x})"
+    abs = spelled("tl.abs({0})")
+    exp = spelled("tl.exp({0})")
+    log = spelled("tl.log({0})")
+    sqrt = spelled("tl.sqrt({0})")
+    rsqrt = spelled("tl.math.rsqrt({0})")
+    reciprocal = spelled("1.0 / {0}")
+    sin = spelled("tl.sin({0})")
+    cos = spelled("tl.cos({0})")
 
     @staticmethod
     def tanh(x: str) -> str:
@@ -146,33 +125,13 @@ class TritonOverrides(InfixOverrides):
         return f"1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0)"
         ### END SOLUTION
 
-    @staticmethod
-    def sigmoid(x: str) -> str:
-        return f"1.0 / (1.0 + tl.exp(-{x}))"
-
-    @staticmethod
-    def relu(x: str) -> str:
-        return f"tl.where({x} < 0, 0, {x})"  # NaN stays NaN, as in torch
-
-    @staticmethod
-    def erf(x: str) -> str:
-        return f"tl.math.erf({x})"
-
-    @staticmethod
-    def pow(a: str, b: str) -> str:
-        return f"tl.exp({b} * tl.log({a}))"  # non-integer exponents only (see lower.pow_scalar)
-
-    @staticmethod
-    def maximum(a: str, b: str) -> str:
-        return f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"
-
-    @staticmethod
-    def minimum(a: str, b: str) -> str:
-        return f"tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})"
-
-    @staticmethod
-    def where(c: str, a: str, b: str) -> str:
-        return f"tl.where({c}, {a}, {b})"
+    sigmoid = spelled("1.0 / (1.0 + tl.exp(-{0}))")
+    relu = spelled("tl.where({0} < 0, 0, {0})")  # NaN stays NaN, as in torch
+    erf = spelled("tl.math.erf({0})")
+    pow = spelled("tl.exp({1} * tl.log({0}))")  # non-integer exponents only (see lower.pow_scalar)
+    maximum = spelled("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})")
+    minimum = spelled("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})")
+    where = spelled("tl.where({0}, {1}, {2})")
 
 
 def _pow2(n: int) -> int:
@@ -253,7 +212,7 @@ class TritonKernelWriter(KernelWriter):
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
         self.reduction_body() if self.space.rdims else self.pointwise_body()
         return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
-                          *self.lines])
+                          *self.code.lines])
 
     def pointwise_body(self) -> None:
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
@@ -291,14 +250,16 @@ class TritonKernelWriter(KernelWriter):
             elif self.persistent:
                 self.compute(node)
             elif node.name in self.ptr:  # looped: stored in a loop of its own; readers recompute it
-                self.open_loop()
-                self.store(node.name, self.node_value(node))
-                self.pop()
+                with self.r_loop():
+                    self.store(node.name, self.node_value(node))
 
-    def open_loop(self) -> None:
+    @contextlib.contextmanager
+    def r_loop(self) -> Iterator[None]:
+        """A loop over the row in chunks of the block size (a looped, non-persistent row)."""
         self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
-        self.push()
-        self.r_setup("roffset + ")
+        with self.scope():
+            self.r_setup("roffset + ")
+            yield
 
     def reduction(self, node: Any) -> None:
         kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
@@ -316,10 +277,9 @@ class TritonKernelWriter(KernelWriter):
             column = self.kernel.column
             shape = f"[{self.rblock}, BLOCK]" if column else "[BLOCK]"
             self.emit(f"_{acc} = tl.full({shape}, {ident}, {ttype})")
-            self.open_loop()
-            value = self.node_value(node)
-            self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
-            self.pop()
+            with self.r_loop():
+                value = self.node_value(node)
+                self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
             self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine}{', keep_dims=True' if column else ''})")
         self.locals[node.name] = acc
         self.store(node.name, acc, "xmask")  # one value per row: masked only in a column tile
