@@ -285,6 +285,9 @@ class Reduction(Loops):
 
     reduction_ranges: list[int] = field(default_factory=list)
     reduction_type: str = "sum"  # sum | max | min
+    # Where each non-1 dim of the reduced input sits among (kept dims, then reduced dims): x.sum(0)
+    # of [N, M] is (1, 0); () when the kept dims come first (a row reduction).
+    element_order: tuple[int, ...] = ()
 
     def body(self, index: Index, rindex: Index) -> Any:
         return self.inner_fn(index, rindex)

@@ -357,8 +357,11 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
         it_red = iter(rindex)
         return load([next(it_red) if d in rdims else next(it_out) for d in range(len(size))])
 
-    return Reduction(dtype, out_size, inner_fn, origins_of(x),
-                     reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
+    dims = [d for d in range(len(size)) if size[d] != 1]
+    loops = [d for d in dims if d not in rdims] + [d for d in dims if d in rdims]
+    order = tuple(loops.index(d) for d in dims)
+    return Reduction(dtype, out_size, inner_fn, origins_of(x), reduction_ranges=[size[d] for d in rdims],
+                     reduction_type=kind, element_order=order if order != tuple(sorted(order)) else ())
 
 
 def _reduction(kind: str) -> Callable[..., Reduction]:

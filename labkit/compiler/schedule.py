@@ -55,6 +55,14 @@ class Space:
 
     rows: tuple[int, ...]
     rdims: tuple[int, ...] = ()
+    order: tuple[int, ...] = ()  # a per-element node's dims as positions in rows + rdims; () = in order
+
+    @property
+    def elements(self) -> tuple[int, ...]:
+        """The shape of a per-element node in its own dim order: ``rows + rdims``, unless the
+        reduction runs over a non-innermost dim (``x.sum(0)`` of [N, M]: rows (M,), elements (N, M))."""
+        loops = self.rows + self.rdims
+        return tuple(loops[o] for o in self.order) if self.order else loops
 
     def __str__(self) -> str:
         rows = "x".join(map(str, self.rows)) or "1"
@@ -65,7 +73,8 @@ def space_of(node: ComputedBuffer) -> Space:
     """The loops ``node`` needs on its own."""
     assert node.data is not None
     if isinstance(node.data, Reduction):
-        return Space(squeeze(node.data.ranges), squeeze(node.data.reduction_ranges))
+        return Space(squeeze(node.data.ranges), squeeze(node.data.reduction_ranges),
+                     node.data.element_order)
     return Space(squeeze(node.data.ranges))
 
 
@@ -79,7 +88,7 @@ def node_fits(space: Space, node: ComputedBuffer) -> Verdict | tuple[bool, str]:
         if space_of(node) == space:
             return True, "it reduces the same rows over the same range"
         return False, f"{node.name} reduces {space_of(node)}, but the kernel loops over {space}"
-    if shape == space.rows + space.rdims:
+    if shape == space.elements:
         if space.rdims:
             return True, "it has one value per element of the rows being reduced"
         return True, "it loops over the same elements"
@@ -95,8 +104,10 @@ def loop_index(node: ComputedBuffer, space: Space, rows: Index, rvars: Index) ->
     assert node.data is not None
     if isinstance(node.data, Reduction):
         return fill_index(node.data.ranges, rows), fill_index(node.data.reduction_ranges, rvars)
-    per_element = squeeze(node.data.ranges) == space.rows + space.rdims
-    return fill_index(node.data.ranges, rows + rvars if per_element else rows), []
+    loops = rows + rvars
+    per_element = squeeze(node.data.ranges) == space.elements
+    elements = [loops[o] for o in space.order] if space.order else loops
+    return fill_index(node.data.ranges, elements if per_element else rows), []
 
 
 def loop_vars(space: Space) -> tuple[Index, Index]:
@@ -174,6 +185,7 @@ class FusedKernel:
     row_local: set[str] = field(default_factory=set)  # per-element values only this row reads
     column: bool = False  # reduction loop outside, kept dim inside (see loop_order)
     why_order: str = ""  # the loop-order decision, in words
+    online: dict[str, str] = field(default_factory=dict)  # row max -> sum of exp(x - max): one pass
 
     @property
     def origins(self) -> list[str]:
@@ -237,6 +249,11 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
     for k in sched.kernels:
         k.column, k.why_order = loop_order(k)
+        k.online = online_softmax(k) if k.column or math.prod(k.space.rdims) > 16384 else {}
+        k.why_order += "".join(
+            f"; {s} sums exp(x - {m}) with {m} the max of x: on the GPU both come from one pass over "
+            "the row (online softmax: each lane's running sum is rescaled by exp(old max - new max) "
+            "when its max grows), so the row is read twice, not three times" for m, s in k.online.items())
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
@@ -264,6 +281,42 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
                       "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
                       "neighbouring threads read neighbouring columns (coalesced)" + long)
     return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
+
+
+class _Spell:
+    """Ops handler spelling a body as one nested expression (``exp(sub(load(x, r0), buf0))``):
+    loads of per-element members of the kernel are spelled as their bodies, of others by name."""
+
+    def __init__(self, k: FusedKernel) -> None:
+        self.k = k
+
+    def load(self, name: str, index: sympy.Expr) -> str:
+        node = next((n for n in self.k.nodes if n.name == name), None)
+        if node is None:
+            return f"load({name}, {sympy.expand(index)})"
+        return name if node.is_reduction or squeeze(node.data.ranges) == self.k.space.rows else spell(node, self.k)
+
+    def __getattr__(self, op: str) -> Any:
+        return lambda *args: f"{op}({', '.join(map(str, args))})"
+
+
+def spell(node: ComputedBuffer, k: FusedKernel) -> str:
+    """``node``'s value at the kernel's loop position as one expression (see _Spell)."""
+    rows, rvars = loop_vars(k.space)
+    with set_ops_handler(_Spell(k)):
+        return str(node.data.body(*loop_index(node, k.space, rows, rvars)))
+
+
+def online_softmax(k: FusedKernel) -> dict[str, str]:
+    """Pairs (max M, sum S) of float reductions in ``k`` with S = sum(exp(v - M)) and M = max(v)."""
+    pairs = {}
+    for m in k.nodes:
+        if m.is_reduction and m.data.reduction_type == "max" and m.dtype.is_floating_point:
+            want = f"exp(sub({spell(m, k)}, {m.name}))"
+            sums = [s.name for s in k.nodes if s.is_reduction and s.dtype == m.dtype
+                    and s.data.reduction_type == "sum" and spell(s, k) == want]
+            pairs.update({m.name: sums[0]} if sums else {})
+    return pairs
 
 
 def _readers(graph: GraphLowering) -> dict[str, set[str]]:

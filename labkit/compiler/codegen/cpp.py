@@ -321,8 +321,9 @@ class CppKernelWriter(KernelWriter):
             self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
-        with per_column():
-            for n in reductions:
+        finish = [n for n in reductions if accs[n.name][1] or n.name in self.ptr]  # NaN fix / store
+        with self.x_block() if column and finish else nullcontext():
+            for n in finish:
                 acc, nan, _ = accs[n.name]
                 if nan:
                     self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")

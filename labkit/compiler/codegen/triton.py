@@ -261,7 +261,31 @@ class TritonKernelWriter(KernelWriter):
             self.r_setup("roffset + ")
             yield
 
+    def online(self, m: Any, s: Any) -> None:
+        """Row max ``m`` and ``s`` = sum(exp(v - m)) in one loop (online softmax), per lane: the
+        running sum is rescaled by exp(old max - new max) when the max grows (1 when it does not:
+        -inf - -inf would be NaN); the lanes are combined the same way at the end."""
+        shape, keep = (f"[{self.rblock}, BLOCK]", ", keep_dims=True") if self.kernel.column else ("[BLOCK]", "")
+        mx, sm, ttype = self.new_var("acc"), self.new_var("acc"), VALUE_TYPES[m.dtype]
+        self.emit(f"_{mx} = tl.full({shape}, float(\"-inf\"), {ttype})")
+        self.emit(f"_{sm} = tl.full({shape}, 0, {ttype})")
+        with self.r_loop():
+            v = self.node_value(m)
+            new = self.cse(f"_lk_max(_{mx}, {v})")
+            self.emit(f"_{sm} = tl.where(rmask, _{sm} * tl.where(_{mx} == {new}, 1.0, tl.exp(_{mx} - {new})) "
+                      f"+ tl.where({v} == {new}, 1.0, tl.exp({v} - {new})), _{sm})")
+            self.emit(f"_{mx} = tl.where(rmask, {new}, _{mx})")
+        self.emit(f"{mx} = tl.reduce(_{mx}, 0, _lk_max{keep})")
+        self.emit(f"{sm} = tl.reduce(_{sm} * tl.exp(_{mx} - {mx}), 0, _lk_sum{keep})")
+        for node, acc in ((m, mx), (s, sm)):
+            self.locals[node.name] = acc
+            self.store(node.name, acc, "xmask")
+
     def reduction(self, node: Any) -> None:
+        if not self.persistent and node.name in self.kernel.online:
+            return self.online(node, self.members[self.kernel.online[node.name]])
+        if node.name in self.locals:  # the sum of an online pair: done with its max
+            return
         kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
         ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
         acc = self.new_var("acc")
