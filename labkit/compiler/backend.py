@@ -10,7 +10,6 @@ below, so a version change breaks in exactly one place.
 from __future__ import annotations
 
 import operator
-import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +55,7 @@ def _default_partition() -> Callable[..., Any]:
 
 
 # -- the AOT graphs, recorded as data for the views ----------------------------------------------------
-_FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in .+\n\s*(.*)$', re.M)
+_FRAME = re.compile(r'^\s*File "(?:.*/)?(.+)", line (\d+), in .+\n\s*(.*)$', re.M)
 
 
 def fx_nodes(gm: torch.fx.GraphModule) -> list[FxNode]:
@@ -72,7 +71,7 @@ def fx_nodes(gm: torch.fx.GraphModule) -> list[FxNode]:
             target="getitem" if n.target is operator.getitem else target,
             shape=[int(d) for d in val.shape] if isinstance(val, torch.Tensor) else None,
             dtype=str(val.dtype).removeprefix("torch.") if isinstance(val, torch.Tensor) else None,
-            source=(f"{os.path.basename(frames[-1][0])}:{frames[-1][1]}  {frames[-1][2].strip()}"
+            source=(f"{frames[-1][0]}:{frames[-1][1]}  {frames[-1][2].strip()}"
                     if frames and n.op == "call_function" else None)))
     return nodes
 

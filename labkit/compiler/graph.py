@@ -81,9 +81,7 @@ class GraphLowering:
         def arg(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
                 return self.realize(self.env[a], f"{node.name} is an ATen call and reads memory")
-            if isinstance(a, list | tuple):
-                return type(a)(arg(x) for x in a)
-            return a
+            return type(a)(arg(x) for x in a) if isinstance(a, list | tuple) else a
 
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
@@ -109,13 +107,12 @@ class GraphLowering:
         with V.set_graph_handler(self):
             for node in self.gm.graph.nodes:
                 self.current_node = node
-                self._run_node(node, placeholders)
+                self._run_node(node, next(placeholders) if node.op == "placeholder" else None)
         self.current_node = None
         return self
 
-    def _run_node(self, node: torch.fx.Node, placeholders: Any) -> None:
+    def _run_node(self, node: torch.fx.Node, ex: Any) -> None:
         if node.op == "placeholder":
-            ex = next(placeholders)
             val = ex if isinstance(ex, torch.Tensor) else node.meta.get("val", ex)
             self.env[node] = self._input(node.name, val)
         elif node.op == "get_attr":
@@ -173,7 +170,8 @@ class GraphLowering:
             return self.realize(value, "an ATen call (or the graph output) reads it from memory")
         counts = op_counts(value)
         cost = sum(counts.values())
-        if cost > 1 and any(_numel_of(u) > numel(value.ranges) for u in users):
+        if cost > 1 and any(isinstance(v := u.meta.get("val"), torch.Tensor) and v.numel() > numel(value.ranges)
+                             for u in users):
             return self.realize(value, "it is broadcast: inlined, it would be recomputed per element")
         if len(users) > 1 and cost > INLINE_OP_LIMIT:
             return self.realize(value, f"{len(users)} users and {cost} ops: cheaper to store once")
@@ -196,15 +194,9 @@ class GraphLowering:
 
 def op_counts(value: Pointwise) -> dict[str, int]:
     """How often each op runs for one element of ``value`` (run under the CountHandler)."""
-    handler = CountHandler()
-    with set_ops_handler(handler):
+    with set_ops_handler(CountHandler()) as handler:
         value.inner_fn(value.index_vars("i"))
     return dict(handler.counts)
-
-
-def _numel_of(node: torch.fx.Node) -> int:
-    val = node.meta.get("val")
-    return val.numel() if isinstance(val, torch.Tensor) else 0
 
 
 def _bad_dtype(node: torch.fx.Node) -> str:

@@ -77,9 +77,7 @@ def squeeze(size: Sequence[int]) -> tuple[int, ...]:
 
 def flatten(value: Any) -> list[Any]:
     """The leaves of nested lists and tuples, in order (a non-sequence is its own only leaf)."""
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in flatten(v)]
-    return [value]
+    return [leaf for v in value for leaf in flatten(v)] if isinstance(value, list | tuple) else [value]
 
 
 def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:
@@ -300,7 +298,6 @@ def format_node(buf: ComputedBuffer) -> str:
     """The node as text: its layout, its ranges, and its body run under the PrintHandler."""
     node = buf.data
     assert node is not None
-    handler = PrintHandler()
     index, rindex = node.index_vars("i"), []
     args = ", ".join(map(str, index))
     head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
@@ -309,7 +306,7 @@ def format_node(buf: ComputedBuffer) -> str:
         args += "; " + ", ".join(map(str, rindex))
         head = (f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
                 f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})")
-    with set_ops_handler(handler):
+    with set_ops_handler(PrintHandler()) as handler:
         result = node.body(index, rindex)
     lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]
     lines += [f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines)]
@@ -328,6 +325,4 @@ def _value_name(value: Any) -> str:
         return value.name
     if isinstance(value, ReinterpretView):
         return f"reinterpret({value.data.name}, {value.layout})"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value_name(v) for v in value) + "]"
-    return repr(value)
+    return "[" + ", ".join(map(_value_name, value)) + "]" if isinstance(value, list | tuple) else repr(value)

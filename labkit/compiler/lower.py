@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -55,18 +54,15 @@ extern_lowerings: set[Callable[..., Any]] = set()  # lowerings that run the op a
 EXPENSIVE_OPS: set[str] = {"sigmoid", "pow"}  # the hand-written lowerings below; the rest register
 
 
-@dataclass
 class Metrics:
-    """What the compiler did since the last ``reset()``: graphs, kernels, ops run as ATen."""
-
-    graphs: int = 0
-    kernels: int = 0
-    graph_fallbacks: int = 0  # graphs run as ATen entirely
-    fallbacks: Counter[str] = field(default_factory=Counter)  # op name -> times it ran as ATen
+    """What the compiler did since the last ``reset()``: graphs and kernels made, graphs run as
+    ATen entirely, and ``fallbacks``: op name -> times it ran as ATen."""
 
     def reset(self) -> None:
         self.graphs = self.kernels = self.graph_fallbacks = 0
-        self.fallbacks.clear()
+        self.fallbacks: Counter[str] = Counter()
+
+    __init__ = reset
 
 
 metrics = Metrics()
@@ -93,9 +89,7 @@ def register_lowering(*targets: Any,
 
 def find_lowering(target: Any) -> Callable[..., Any] | None:
     """The lowering for an FX call target: by overload first, then by its overload packet."""
-    if target in lowerings:
-        return lowerings[target]
-    return lowerings.get(getattr(target, "overloadpacket", None))
+    return lowerings[target] if target in lowerings else lowerings.get(getattr(target, "overloadpacket", None))
 
 
 def runs_as_aten(target: Any) -> bool:
@@ -195,14 +189,15 @@ def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None 
 # -- elementwise ops: one line each --------------------------------------------------------------
 def register_pointwise(target: Any, name: str = "", *, expensive: bool = False,
                        compare: bool = False) -> Callable[..., Pointwise]:
-    """Lower ``target`` to ``ops.<name>`` (default: the op's own name) of its broadcast inputs.
-    ``expensive``: a transcendental (see EXPENSIVE_OPS); ``compare``: operands meet in torch's
-    promoted dtype and the result is bool."""
+    """Lower ``target`` to ``ops.<name>`` (default: its own name) of the broadcast inputs; ``expensive``:
+    a transcendental (EXPENSIVE_OPS); ``compare``: operands meet in torch's promoted dtype."""
     name = name or target.__name__
     if expensive:
         EXPENSIVE_OPS.add(name)
 
-    def lower(*args: Any, alpha: Any = 1) -> Pointwise:
+    def lower(*args: Any, alpha: Any = 1, rounding_mode: str | None = None) -> Pointwise:
+        if rounding_mode is not None:  # div's floor/trunc modes run as ATen
+            raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
         if alpha != 1:  # add/sub(a, b, alpha=s) = a +- b * s
             return pointwise(lambda x, y, s: getattr(ops, name)(x, ops.mul(y, s)), *args, alpha)
         compute = computation_dtype(promote(*args)) if compare else None
@@ -227,6 +222,7 @@ register_pointwise(aten.erf, expensive=True)
 register_pointwise(aten.add)
 register_pointwise(aten.sub)
 register_pointwise(aten.mul)
+register_pointwise(aten.div, "truediv")  # true division only (rounding_mode raises Unsupported)
 register_pointwise(aten.maximum)
 register_pointwise(aten.minimum)
 register_pointwise(aten.clamp_min, "maximum")  # clamp with one bound
@@ -245,14 +241,6 @@ def sigmoid(x: Any) -> Pointwise:
     ### BEGIN SOLUTION
     return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
     ### END SOLUTION
-
-
-@register_lowering(aten.div)
-def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Pointwise:
-    """True division (floor/trunc rounding modes run as ATen)."""
-    if rounding_mode is not None:
-        raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
-    return pointwise(lambda x, y: ops.truediv(x, y), a, b)
 
 
 def _int_power(v: Any, n: int) -> Any:
@@ -277,9 +265,7 @@ def pow_scalar(x: Any, exponent: float) -> Pointwise:
         return pointwise(lambda v: ops.constant(1, dtype), x)
     if float(exponent).is_integer() and abs(exponent) <= 64:
         n = int(abs(exponent))
-        if exponent < 0:
-            return pointwise(lambda v: ops.reciprocal(_int_power(v, n)), x)
-        return pointwise(lambda v: _int_power(v, n), x)
+        return pointwise(lambda v: ops.reciprocal(_int_power(v, n)) if exponent < 0 else _int_power(v, n), x)
     return pointwise(lambda v, e: ops.pow(v, e), x, exponent)
 
 
@@ -357,9 +343,8 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
         it_red = iter(rindex)
         return load([next(it_red) if d in rdims else next(it_out) for d in range(len(size))])
 
-    dims = [d for d in range(len(size)) if size[d] != 1]
-    loops = [d for d in dims if d not in rdims] + [d for d in dims if d in rdims]
-    order = tuple(loops.index(d) for d in dims)
+    dims = [d for d in range(len(size)) if size[d] != 1]  # walked by loops over kept, then reduced dims:
+    order = tuple(sorted(dims, key=lambda d: d in rdims).index(d) for d in dims)
     return Reduction(dtype, out_size, inner_fn, origins_of(x), reduction_ranges=[size[d] for d in rdims],
                      reduction_type=kind, element_order=order if order != tuple(sorted(order)) else ())
 
@@ -418,9 +403,7 @@ def transpose(x: Any, d0: int, d1: int) -> Any:
     return permute(x, dims)
 
 
-@register_lowering(aten.t.default)
-def t(x: Any) -> Any:
-    return permute(x, list(range(len(x.get_size())))[::-1])
+register_lowering(aten.t.default)(lambda x: permute(x, list(range(len(x.get_size())))[::-1]))
 
 
 @register_lowering(aten.expand.default)

@@ -59,8 +59,7 @@ class Space:
 
     @property
     def elements(self) -> tuple[int, ...]:
-        """The shape of a per-element node in its own dim order: ``rows + rdims``, unless the
-        reduction runs over a non-innermost dim (``x.sum(0)`` of [N, M]: rows (M,), elements (N, M))."""
+        """A per-element node's shape: ``rows + rdims``, reordered (``x.sum(0)`` of [N, M]: (N, M))."""
         loops = self.rows + self.rdims
         return tuple(loops[o] for o in self.order) if self.order else loops
 
@@ -99,9 +98,10 @@ def node_fits(space: Space, node: ComputedBuffer) -> Verdict | tuple[bool, str]:
     ### END SOLUTION
 
 
-def loop_index(node: ComputedBuffer, space: Space, rows: Index, rvars: Index) -> tuple[Index, Index]:
-    """The node's own (index, rindex) when the kernel is at row ``rows`` and element ``rvars``."""
+def loop_index(node: ComputedBuffer, space: Space) -> tuple[Index, Index]:
+    """The node's own (index, rindex) when the kernel is at row ``x0, x1..``, element ``r0, r1..``."""
     assert node.data is not None
+    rows, rvars = loop_vars(space)
     if isinstance(node.data, Reduction):
         return fill_index(node.data.ranges, rows), fill_index(node.data.reduction_ranges, rvars)
     loops = rows + rvars
@@ -118,18 +118,14 @@ def loop_vars(space: Space) -> tuple[Index, Index]:
 def reads_of(node: ComputedBuffer, space: Space) -> list[tuple[str, sympy.Expr]]:
     """(buffer, flat position) of every load of ``node`` inside a kernel over ``space``."""
     assert node.data is not None
-    rows, rvars = loop_vars(space)
-    index, rindex = loop_index(node, space, rows, rvars)
-    handler = ReadsHandler()
-    with set_ops_handler(handler):
-        node.data.body(index, rindex)
+    with set_ops_handler(ReadsHandler()) as handler:
+        node.data.body(*loop_index(node, space))
     return handler.reads
 
 
 def store_index(node: ComputedBuffer, space: Space) -> sympy.Expr:
     """Flat position the kernel writes ``node`` at for the current row / element."""
-    rows, rvars = loop_vars(space)
-    return sympy.expand(node.layout.index(loop_index(node, space, rows, rvars)[0]))
+    return sympy.expand(node.layout.index(loop_index(node, space)[0]))
 
 
 def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> Verdict:
@@ -143,24 +139,20 @@ def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Spa
     return Verdict(True, "reads line up")
 
 
-def fits(space: Space, node: ComputedBuffer) -> Verdict:
-    """``node_fits`` as a Verdict, or a refusal while the exercise is unsolved (no fusion)."""
-    try:
-        return Verdict(*node_fits(space, node))
-    except NotImplementedError as e:
-        return Verdict(False, f"node_fits is not implemented yet ({e}), so nothing fuses")
-
-
 def can_join(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> Verdict:
-    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why."""
+    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why (a refusal
+    while the node_fits exercise is unsolved: nothing fuses)."""
     for member in [*members, node]:
-        if not (verdict := fits(space, member)):
-            return verdict
+        try:
+            if not (fits := Verdict(*node_fits(space, member))):
+                return fits
+        except NotImplementedError as e:
+            return Verdict(False, f"node_fits is not implemented yet ({e}), so nothing fuses")
     mine = {n.name: n for n in members}
     for name, _ in reads_of(node, space):
         if name in mine and not (verdict := reads_aligned(mine[name], node, space)):
             return verdict
-    return fits(space, node)
+    return fits
 
 
 def can_fuse(producer: Buffer, consumer: Buffer) -> Verdict:
@@ -196,6 +188,8 @@ class FusedKernel:
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
+            if space.order:  # (a GPU column kernel has only one program per 32 kept elements)
+                return Verdict(False, f"{node.name} reduces a non-innermost dim: the elements before it keep their flat loop")
         verdict = can_join(space, self.nodes, node)
         if verdict:
             self.nodes.append(node)
@@ -220,7 +214,7 @@ class Schedule:
 def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     """Greedy fusion in program order: each buffer joins the kernel before it when it can."""
     steps: list[Any] = []
-    fused: list[tuple[str, str, str]] = []
+    fused: list[tuple[str, str, str]] = []  # and refused: (kernel or previous buffer, buffer, why)
     refused: list[tuple[str, str, str]] = []
     current: FusedKernel | None = None
     prev: Buffer | None = None
@@ -250,10 +244,8 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     for k in sched.kernels:
         k.column, k.why_order = loop_order(k)
         k.online = online_softmax(k) if k.column or math.prod(k.space.rdims) > 16384 else {}
-        k.why_order += "".join(
-            f"; {s} sums exp(x - {m}) with {m} the max of x: on the GPU both come from one pass over "
-            "the row (online softmax: each lane's running sum is rescaled by exp(old max - new max) "
-            "when its max grows), so the row is read twice, not three times" for m, s in k.online.items())
+        k.why_order += "".join(f"; {s} sums exp(x - {m}), {m} the max of x: on the GPU one pass computes both (online "
+                               "softmax: a running sum, rescaled by exp(old - new max) when the max grows)" for m, s in k.online.items())
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
@@ -283,38 +275,35 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
     return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
 
 
-class _Spell:
-    """Ops handler spelling a body as one nested expression (``exp(sub(load(x, r0), buf0))``):
-    loads of per-element members of the kernel are spelled as their bodies, of others by name."""
+class Spell:
+    """Ops handler spelling a node's value as one expression, ``exp(sub(load(x, r0), buf0))``:
+    kernel members read per element are spelled as their own bodies, per row by their names."""
 
     def __init__(self, k: FusedKernel) -> None:
-        self.k = k
+        self.members, self.space = {n.name: n for n in k.nodes}, k.space
+
+    def __call__(self, node: ComputedBuffer) -> str:
+        with set_ops_handler(self):
+            return str(node.data.body(*loop_index(node, self.space)))
 
     def load(self, name: str, index: sympy.Expr) -> str:
-        node = next((n for n in self.k.nodes if n.name == name), None)
-        if node is None:
-            return f"load({name}, {sympy.expand(index)})"
-        return name if node.is_reduction or squeeze(node.data.ranges) == self.k.space.rows else spell(node, self.k)
+        node = self.members.get(name)  # per row (a reduction too): its name, per element: its body
+        if node is None or node.is_reduction or squeeze(node.data.ranges) == self.space.rows:
+            return name if node else f"load({name}, {sympy.expand(index)})"
+        return self(node)
 
     def __getattr__(self, op: str) -> Any:
         return lambda *args: f"{op}({', '.join(map(str, args))})"
 
 
-def spell(node: ComputedBuffer, k: FusedKernel) -> str:
-    """``node``'s value at the kernel's loop position as one expression (see _Spell)."""
-    rows, rvars = loop_vars(k.space)
-    with set_ops_handler(_Spell(k)):
-        return str(node.data.body(*loop_index(node, k.space, rows, rvars)))
-
-
 def online_softmax(k: FusedKernel) -> dict[str, str]:
     """Pairs (max M, sum S) of float reductions in ``k`` with S = sum(exp(v - M)) and M = max(v)."""
-    pairs = {}
+    pairs, spell = {}, Spell(k)
     for m in k.nodes:
         if m.is_reduction and m.data.reduction_type == "max" and m.dtype.is_floating_point:
-            want = f"exp(sub({spell(m, k)}, {m.name}))"
+            want = f"exp(sub({spell(m)}, {m.name}))"
             sums = [s.name for s in k.nodes if s.is_reduction and s.dtype == m.dtype
-                    and s.data.reduction_type == "sum" and spell(s, k) == want]
+                    and s.data.reduction_type == "sum" and spell(s) == want]
             pairs.update({m.name: sums[0]} if sums else {})
     return pairs
 

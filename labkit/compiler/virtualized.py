@@ -14,35 +14,29 @@ from collections.abc import Iterator
 from typing import Any
 
 
-class Virtualized:
-    """A global whose attributes come from the innermost handler installed with ``_set_handler``."""
+class Virtualized(threading.local):
+    """A global whose attributes come from the innermost handler installed with ``_set_handler``
+    (a ``threading.local``: each thread starts with an empty stack of its own)."""
 
     def __init__(self, unset_message: str) -> None:
-        self._unset, self._local = unset_message, threading.local()
-
-    def _stack(self) -> list[Any]:
-        if not hasattr(self._local, "stack"):
-            self._local.stack = []
-        return self._local.stack
+        self._unset, self._stack = unset_message, []
 
     @contextlib.contextmanager
     def _set_handler(self, handler: Any) -> Iterator[Any]:
         """Install ``handler`` as the meaning of this global inside the block."""
-        self._stack().append(handler)
+        self._stack.append(handler)
         try:
             yield handler
         finally:
-            self._stack().pop()
+            self._stack.pop()
 
-    def _get_handler(self) -> Any:
-        if not self._stack():
-            raise RuntimeError(self._unset)
-        return self._stack()[-1]
+    def _get_handler(self, name: str = "") -> Any:
+        if not self._stack:
+            raise RuntimeError(self._unset + (f" (asked for {name!r})" if name else ""))
+        return self._stack[-1]
 
     def __getattr__(self, name: str) -> Any:
-        if not self._stack():
-            raise RuntimeError(f"{self._unset} (asked for {name!r})")
-        return getattr(self._stack()[-1], name)
+        return getattr(self._get_handler(name), name)
 
 
 ops: Any = Virtualized("ops.* called with no ops handler installed (set_ops_handler)")

@@ -65,10 +65,8 @@ LK_SIMD float cosf(float); LK_SIMD float tanhf(float); LK_SIMD float erff(float)
 LK_SIMD float powf(float, float); LK_SIMD double exp(double); LK_SIMD double log(double);
 LK_SIMD double sin(double); LK_SIMD double cos(double); LK_SIMD double pow(double, double);
 // std::sin calls __builtin_sinf, which g++ would pair with cos into sincos: call the C names instead.
-static inline float lk_sin(float x) { return sinf(x); }
-static inline double lk_sin(double x) { return sin(x); }
-static inline float lk_cos(float x) { return cosf(x); }
-static inline double lk_cos(double x) { return cos(x); }
+static inline float lk_sin(float x) { return sinf(x); } static inline double lk_sin(double x) { return sin(x); }
+static inline float lk_cos(float x) { return cosf(x); } static inline double lk_cos(double x) { return cos(x); }
 """
 
 
@@ -93,11 +91,8 @@ class CppOverrides(InfixOverrides):
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
         """A cast; to float16/bfloat16 it rounds, but the value stays a float in registers."""
-        if dtype == torch.float16:
-            return f"lk_round_h({x})"
-        if dtype == torch.bfloat16:
-            return f"lk_round_bf({x})"
-        return f"static_cast<{CTYPES[dtype]}>({x})"
+        rounding = {torch.float16: "lk_round_h", torch.bfloat16: "lk_round_bf"}.get(dtype)
+        return f"{rounding}({x})" if rounding else f"static_cast<{CTYPES[dtype]}>({x})"
 
     abs = spelled("std::abs({0})")
     exp = spelled("std::exp({0})")
@@ -128,9 +123,7 @@ class CppKernelWriter(KernelWriter):
     """Writes one FusedKernel as a C function."""
 
     overrides = CppOverrides
-
-    def declare(self, var: str, expr: str) -> str:
-        return f"auto {var} = {expr};"
+    declaration = "auto {0} = {1};"
 
     def load_expr(self, name: str, index: str) -> str:
         value = f"{self.ptr[name]}[{index}]"
@@ -321,9 +314,8 @@ class CppKernelWriter(KernelWriter):
             self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
-        finish = [n for n in reductions if accs[n.name][1] or n.name in self.ptr]  # NaN fix / store
-        with self.x_block() if column and finish else nullcontext():
-            for n in finish:
+        with per_column():
+            for n in reductions:
                 acc, nan, _ = accs[n.name]
                 if nan:
                     self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")

@@ -80,10 +80,7 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
         return str(int(value > 0))
     if dtype.is_floating_point:
         return f'float("{value}")' if math.isinf(value) else repr(float(value))
-    if math.isinf(value):
-        info = torch.iinfo(dtype)
-        return str(info.max if value > 0 else info.min)
-    return str(int(value))
+    return str((torch.iinfo(dtype).max if value > 0 else torch.iinfo(dtype).min) if math.isinf(value) else int(value))
 
 
 class TritonOverrides(InfixOverrides):
@@ -167,9 +164,6 @@ class TritonKernelWriter(KernelWriter):
     def use_scratch(self, node: Any) -> bool:
         return True  # persistent: the row is in registers; looped: recomputed where it is read
 
-    def declare(self, var: str, expr: str) -> str:
-        return f"{var} = {expr}"
-
     def is_block(self, index: sympy.Expr) -> bool:
         """Whether the address is a block (depends on the vectorized loop), else a scalar."""
         vector = set(self.rvars) if self.space.rdims else set(self.rows)
@@ -194,8 +188,7 @@ class TritonKernelWriter(KernelWriter):
             where = store_index(self.members[name], self.space)
             mask = self.mask if mask is None else mask
             mask = f", {mask}" if mask and self.is_block(where) else ""
-            if self.dtypes[name] == torch.bfloat16:
-                value = f"_lk_round_bf({value})"
+            value = f"_lk_round_bf({value})" if self.dtypes[name] == torch.bfloat16 else value
             value = f"{value}.to({TL_TYPES[self.dtypes[name]]})"
             self.emit(f"tl.store({self.ptr[name]} + ({self.index(where)}), {value}{mask})")
 
@@ -262,9 +255,8 @@ class TritonKernelWriter(KernelWriter):
             yield
 
     def online(self, m: Any, s: Any) -> None:
-        """Row max ``m`` and ``s`` = sum(exp(v - m)) in one loop (online softmax), per lane: the
-        running sum is rescaled by exp(old max - new max) when the max grows (1 when it does not:
-        -inf - -inf would be NaN); the lanes are combined the same way at the end."""
+        """Row max ``m`` and ``s`` = sum(exp(v - m)) in one loop (online softmax), per lane, then
+        across lanes; a factor exp(a - b) with a == b is 1 (-inf - -inf would be NaN)."""
         shape, keep = (f"[{self.rblock}, BLOCK]", ", keep_dims=True") if self.kernel.column else ("[BLOCK]", "")
         mx, sm, ttype = self.new_var("acc"), self.new_var("acc"), VALUE_TYPES[m.dtype]
         self.emit(f"_{mx} = tl.full({shape}, float(\"-inf\"), {ttype})")
