@@ -39,8 +39,7 @@ from labkit.compiler.ir import (
 
 
 class Verdict(NamedTuple):
-    """Every fusion rule's answer: ``ok``, and ``why`` in words (the schedule stage prints it).
-    Unpacks as ``ok, why = rule(...)``; as a condition it is ``ok`` (a plain tuple is always true)."""
+    """Every fusion rule's answer, ``ok, why = rule(...)``; as a condition it is ``ok`` (a tuple is not)."""
 
     ok: bool
     why: str
@@ -78,8 +77,8 @@ def space_of(node: ComputedBuffer) -> Space:
 
 
 def node_fits(space: Space, node: ComputedBuffer) -> Verdict | tuple[bool, str]:
-    """Whether ``node`` can be computed inside a kernel looping over ``space``, and why (in words):
-    a ``Verdict``, or any ``(ok, why)`` pair."""
+    """Whether ``node`` can be computed inside a kernel looping over ``space`` (per element: its
+    non-1 sizes are ``space.elements``; per row: ``space.rows``), and why: a ``Verdict``/(ok, why)."""
     ### BEGIN SOLUTION
     assert node.data is not None
     shape = squeeze(node.data.ranges)
@@ -188,8 +187,9 @@ class FusedKernel:
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
-            if space.order:  # (a GPU column kernel has only one program per 32 kept elements)
-                return Verdict(False, f"{node.name} reduces a non-innermost dim: the elements before it keep their flat loop")
+        mine = {n.name for n in self.nodes}  # column order: one GPU program per 32 kept elements,
+        if space.order and not (self.space.rdims and (node.is_reduction or any(b in mine for b, _ in reads_of(node, space)))):
+            return Verdict(False, f"{node.name} does not read this column kernel: it keeps its own flat loop")
         verdict = can_join(space, self.nodes, node)
         if verdict:
             self.nodes.append(node)

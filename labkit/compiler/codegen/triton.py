@@ -269,8 +269,8 @@ class TritonKernelWriter(KernelWriter):
             self.emit(f"_{mx} = tl.where(rmask, {new}, _{mx})")
         self.emit(f"{mx} = tl.reduce(_{mx}, 0, _lk_max{keep})")
         self.emit(f"{sm} = tl.reduce(_{sm} * tl.exp(_{mx} - {mx}), 0, _lk_sum{keep})")
+        self.locals.update({m.name: mx, s.name: sm})
         for node, acc in ((m, mx), (s, sm)):
-            self.locals[node.name] = acc
             self.store(node.name, acc, "xmask")
 
     def reduction(self, node: Any) -> None:
