@@ -79,7 +79,10 @@ def test_generated_kernels_compile_for_a_gpu_target() -> None:
     a, b = torch.randn(30, 20).bfloat16(), torch.randn(30, 20).half()  # half types, column tiles
     p3 = compile_fn(lambda a, b: ((a * 2 + 1).sum(0), torch.softmax(a, -1), (b + 1) * 3), a, b,
                     target="triton")
-    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values()]:
+    p4 = compile_fn(lambda x, y: (F.log_softmax(x, -1), torch.softmax(y, 0)), torch.randn(3, 17000),
+                    torch.randn(40, 24), target="triton")  # online softmax: a looped row, a column tile
+    assert [len(k.online) for k in p4.schedule.kernels] == [1, 1]
+    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values(), *p4.kernels.values()]:
         asm = gpu_asm(k)
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
@@ -104,6 +107,16 @@ def test_gpu_softmax_layer_norm_and_chain(shape: tuple[int, int]) -> None:
     assert_same_as_eager(lambda x, w: (torch.softmax(x, -1), F.layer_norm(x, x.shape[-1:], w, w),
                                        chain(x, w)[0]), x, w, target="triton",
                          rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_vocabulary_rows_and_softmax_over_dim0() -> None:
+    """The online-softmax loops (a 50257-long row, [64 x 32] column tiles) on the GPU."""
+    x, y = torch.randn(64, 50257, device="cuda") * 4, torch.randn(4096, 1024, device="cuda")
+    x[1, :30000] = float("-inf")
+    assert_same_as_eager(lambda x, y: (torch.softmax(x, -1), F.log_softmax(x, -1), torch.softmax(y, 0),
+                                       F.log_softmax(y, 0)), x, y, target="triton", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.gpu

@@ -187,10 +187,10 @@ class FusedKernel:
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
-        mine = {n.name for n in self.nodes}  # column order: one GPU program per 32 kept elements,
-        if space.order and not (self.space.rdims and (node.is_reduction or any(b in mine for b, _ in reads_of(node, space)))):
-            return Verdict(False, f"{node.name} does not read this column kernel: it keeps its own flat loop")
-        verdict = can_join(space, self.nodes, node)
+        verdict, mine = can_join(space, self.nodes, node), {n.name for n in self.nodes}
+        if verdict and space.order and not (  # column order: one GPU program per 32 kept elements
+                self.space.rdims and (node.is_reduction or any(b in mine for b, _ in reads_of(node, space)))):
+            verdict = Verdict(False, f"{node.name} does not read this column kernel: it keeps its own flat loop")
         if verdict:
             self.nodes.append(node)
             self.space = space
