@@ -54,7 +54,7 @@ class Space:
 
     rows: tuple[int, ...]
     rdims: tuple[int, ...] = ()
-    order: tuple[int, ...] = ()  # a per-element node's dims as positions in rows + rdims; () = in order
+    order: tuple[int, ...] = field(default=(), compare=False)  # per-element dims in rows + rdims; () = in order
 
     @property
     def elements(self) -> tuple[int, ...]:
