@@ -75,12 +75,12 @@ def test_mlp_training_step_matches_eager() -> None:
 
 def test_unsupported_op_falls_back_and_is_recorded() -> None:
     trace = Trace("f", "labkit")
-    before = lc.fallback_counter["cumsum.default"]
+    before = lc.metrics.fallbacks["cumsum.default"]
     f = _compile(lambda x: torch.cumsum(x.exp(), 0) + 1, trace)
     x = torch.randn(6, 4)
     torch.testing.assert_close(f(x), torch.cumsum(x.exp(), 0) + 1)
     assert {"op": "cumsum.default", "reason": "labkit has no lowering for this op"} in trace.meta["fallbacks"]
-    assert lc.fallback_counter["cumsum.default"] == before + 1
+    assert lc.metrics.fallbacks["cumsum.default"] == before + 1
     assert "fallback" in trace.stage("labkit.schedule")[0].text
 
 
@@ -165,15 +165,38 @@ def test_transposed_read_of_a_kernel_output_is_not_fused() -> None:
         return y, y.t() + 1
 
     p = compile_fn(f, x)
-    ok, why = lc.can_fuse(p.graph.buffers[0], p.graph.buffers[1])
-    assert not ok and "another position" in why
+    verdict = lc.can_fuse(p.graph.buffers[0], p.graph.buffers[1])
+    ok, why = verdict  # every fusion rule answers with a Verdict: (ok, why), false when not ok
+    assert isinstance(verdict, lc.Verdict) and not verdict and not ok and "another position" in why
 
 
-def test_stats_count_graphs_and_kernels() -> None:
-    before = lc.stats["kernels"]
-    f = _compile(lambda x: x.exp().sum(0), None)
+def test_metrics_count_graphs_kernels_and_fallbacks_until_reset() -> None:
+    lc.metrics.reset()
+    f = _compile(lambda x: torch.cumsum(x.exp().sum(0), 0), None)
     f(torch.randn(3, 3))
-    assert lc.stats["kernels"] > before
+    assert (lc.metrics.graphs, lc.metrics.kernels) == (1, 1)
+    assert dict(lc.metrics.fallbacks) == {"cumsum.default": 1}
+    lc.metrics.reset()
+    assert (lc.metrics.graphs, lc.metrics.kernels, sum(lc.metrics.fallbacks.values())) == (0, 0, 0)
+
+
+def test_aot_stages_carry_their_nodes_as_data() -> None:
+    """The backend records each AOT graph's nodes from the live graph (no re-parsing of its text):
+    the joint graph's flattened placeholders included, which its printed signature hides."""
+    from labkit.capture.aot import nodes_from_text
+
+    trace = Trace("f", "labkit")
+    model = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 3))
+    _compile(model, trace)(torch.randn(4, 6)).sum().backward()
+    stages = {s.kind: s for s in trace.stages if s.kind.startswith("aot.")}
+    assert set(stages) == {"aot.joint", "aot.forward", "aot.backward"}
+    for kind in ("aot.forward", "aot.backward"):  # the same nodes the printed graph shows
+        assert stages[kind].nodes == nodes_from_text(stages[kind].text), kind
+    joint = stages["aot.joint"].nodes
+    assert [n.name for n in joint if n.op == "placeholder"] == [
+        "primals_1", "primals_2", "primals_3", "primals_4", "primals_5", "tangents_1"]
+    mm = next(n for n in joint if n.target == "aten.addmm.default")
+    assert mm.shape == [4, 8] and mm.dtype == "float32" and len(mm.inputs) == 3
 
 
 def test_input_with_other_strides_runs_the_aten_graph() -> None:

@@ -73,7 +73,10 @@ def test_generated_kernels_compile_for_a_gpu_target() -> None:
     a, b = torch.randn(30, 20).bfloat16(), torch.randn(30, 20).half()  # half types, column tiles
     p3 = compile_fn(lambda a, b: ((a * 2 + 1).sum(0), torch.softmax(a, -1), (b + 1) * 3), a, b,
                     target="triton")
-    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values()]:
+    p4 = compile_fn(lambda x, y: (F.log_softmax(x, -1), torch.softmax(y, 0)), torch.randn(3, 17000),
+                    torch.randn(40, 24), target="triton")  # online softmax: a looped row, a column tile
+    assert [len(k.online) for k in p4.schedule.kernels] == [1, 1]
+    for k in [*p.kernels.values(), *p2.kernels.values(), *p3.kernels.values(), *p4.kernels.values()]:
         asm = gpu_asm(k)
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
@@ -98,6 +101,16 @@ def test_gpu_softmax_layer_norm_and_chain(shape: tuple[int, int]) -> None:
     assert_same_as_eager(lambda x, w: (torch.softmax(x, -1), F.layer_norm(x, x.shape[-1:], w, w),
                                        chain(x, w)[0]), x, w, target="triton",
                          rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_vocabulary_rows_and_softmax_over_dim0() -> None:
+    """The online-softmax loops (a 50257-long row, [64 x 32] column tiles) on the GPU."""
+    x, y = torch.randn(64, 50257, device="cuda") * 4, torch.randn(4096, 1024, device="cuda")
+    x[1, :30000] = float("-inf")
+    assert_same_as_eager(lambda x, y: (torch.softmax(x, -1), F.log_softmax(x, -1), torch.softmax(y, 0),
+                                       F.log_softmax(y, 0)), x, y, target="triton", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.gpu
@@ -133,3 +146,23 @@ def test_training_step_in_interpreter_matches_eager() -> None:
     F.log_softmax(eager(x), -1).sum().backward()
     for a, b in zip(eager.parameters(), mine.parameters()):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def _softmax0(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, 0)
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.softmax(x, -1), lambda x: F.log_softmax(x, -1), _softmax0],
+                         ids=["softmax", "log_softmax", "softmax_dim0"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_long_rows_and_columns_read_once_for_max_and_sum(fn, dtype: torch.dtype) -> None:
+    """Online softmax: max and sum(exp(x - max)) come from one loop; -inf, NaN and inf rows included."""
+    x = torch.randn(5, 16500) * 3
+    x[1], x[2, 7], x[3, 100], x[4, :9000] = float("-inf"), float("nan"), float("inf"), float("-inf")
+    x = (x[:, :40].t().contiguous() if fn is _softmax0 else x).to(dtype)  # dim 0: a column kernel
+    tol = {} if dtype == torch.float32 else {"rtol": None, "atol": None}
+    p = assert_same_as_eager(fn, x, target="triton", **({"rtol": 1e-5, "atol": 1e-6} | tol))
+    (k,) = p.schedule.kernels
+    src = p.kernels[k.name].source
+    assert len(k.online) == 1 and "online softmax" in k.why_order and k.column is (fn is _softmax0)
+    assert src.count("for roffset") == 2 and "_lk_max(_acc0, " in src  # one loop for both, one to write

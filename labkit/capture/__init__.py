@@ -266,11 +266,8 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
             f"graph {i}": labels.get(ev.compile_id or "", "")
             for i, ev in enumerate(rec.of_kind("dynamo.graph"))
         }
-        for item in [*trace.stages, *trace.kernels]:
+        for item in [*trace.stages, *trace.kernels]:  # (its aot.* stages carry their nodes)
             item.frame = names.get(item.frame) or item.frame
-        for stage in trace.stages:  # its AOT stages are text only: read the nodes back for views
-            if stage.kind.startswith("aot.") and not stage.nodes:
-                stage.nodes = aot.nodes_from_text(stage.text)
     if backend == "inductor":
         inductor.build(trace, rec, labels)
         triton.build(trace, on_gpu, rec.say)

@@ -6,16 +6,16 @@
 
 from __future__ import annotations
 
-from labkit.compiler.backend import build_program, compile_graph, make_backend, stats
+from labkit.compiler.backend import build_program, compile_graph, make_backend
 from labkit.compiler.decompose import labkit_decompositions, register_decomposition
-from labkit.compiler.ir import ops, set_ops_handler
-from labkit.compiler.lower import fallback_counter, lowerings, register_lowering
-from labkit.compiler.schedule import can_fuse, node_fits
+from labkit.compiler.lower import lowerings, metrics, register_lowering, register_pointwise
+from labkit.compiler.schedule import Verdict, can_fuse, node_fits
+from labkit.compiler.virtualized import V, ops, set_ops_handler
 
 backend = make_backend()
 
 __all__ = [
-    "backend", "build_program", "can_fuse", "compile_graph", "fallback_counter",
-    "labkit_decompositions", "lowerings", "make_backend", "node_fits", "ops", "register_decomposition",
-    "register_lowering", "set_ops_handler", "stats",
+    "V", "Verdict", "backend", "build_program", "can_fuse", "compile_graph", "labkit_decompositions",
+    "lowerings", "make_backend", "metrics", "node_fits", "ops", "register_decomposition",
+    "register_lowering", "register_pointwise", "set_ops_handler",
 ]

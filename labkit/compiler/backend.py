@@ -9,7 +9,8 @@ below, so a version change breaks in exactly one place.
 
 from __future__ import annotations
 
-from collections import Counter
+import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,19 +22,45 @@ from labkit.compiler.codegen import cpp
 from labkit.compiler.decompose import decomposition_table
 from labkit.compiler.graph import GraphLowering
 from labkit.compiler.ir import ComputedBuffer, format_extern, format_node
-from labkit.compiler.lower import fallback_counter
+from labkit.compiler.lower import metrics
 from labkit.compiler.schedule import format_schedule, schedule
 from labkit.compiler.wrapper import Program
-from labkit.trace import Kernel, Trace
+from labkit.trace import FxNode, Kernel, Trace
 
 TARGETS = ("cpp", "triton")
-stats: Counter[str] = Counter()  # graphs compiled, kernels generated, whole-graph fallbacks
 
 
 def _not_traced(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` hidden from Dynamo: AOTAutograd compiles the backward lazily, *inside* the compiled
     frame when ``loss.backward()`` is in it, and Dynamo would otherwise trace labkit itself."""
     return torch.compiler.disable(fn, recursive=True)
+
+
+# -- the AOT graphs, recorded as data for the views ----------------------------------------------------
+_FRAME = re.compile(r'^\s*File "(?:.*/)?(.+)", line (\d+), in .+\n\s*(.*)$', re.M)
+
+
+def fx_nodes(gm: torch.fx.GraphModule) -> list[FxNode]:
+    """The graph's nodes as data: name, op, target, inputs, size, dtype and the user line that made
+    it (the innermost frame of its stack trace, as ``print_readable``'s ``# File:`` comments)."""
+    nodes = []
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        frames = _FRAME.findall(n.meta.get("stack_trace") or "")
+        target = n.name if n.op == "placeholder" else str(n.target)
+        nodes.append(FxNode(
+            name=n.name, op=n.op, inputs=[i.name for i in n.all_input_nodes],
+            target="getitem" if n.target is operator.getitem else target,
+            shape=[int(d) for d in val.shape] if isinstance(val, torch.Tensor) else None,
+            dtype=str(val.dtype).removeprefix("torch.") if isinstance(val, torch.Tensor) else None,
+            source=(f"{frames[-1][0]}:{frames[-1][1]}  {frames[-1][2].strip()}"
+                    if frames and n.op == "call_function" else None)))
+    return nodes
+
+
+def _record_graph(trace: Trace | None, kind: str, title: str, gm: torch.fx.GraphModule, frame: str) -> None:
+    if trace is not None:
+        trace.add(kind, title, gm.print_readable(False), frame=frame, nodes=fx_nodes(gm))
 
 
 # -- compiling one ATen graph -------------------------------------------------------------------------
@@ -59,14 +86,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
         except NotImplementedError as e:  # an unsolved exercise in codegen: stay correct
             reason = f"not implemented yet: {e}"
     if program is None:
-        stats["graph_fallbacks"] += 1
-        fallback_counter["<whole graph>"] += 1
+        metrics.graph_fallbacks += 1
+        metrics.fallbacks["<whole graph>"] += 1
         if trace is not None:
             trace.meta.setdefault("fallbacks", []).append({"op": "<whole graph>", "reason": reason})
             trace.add("labkit.schedule", f"{prefix or 'graph'}: not compiled", reason, frame=frame)
         return _torch.make_boxed_func(_not_traced(gm.forward))
-    stats["graphs"] += 1
-    stats["kernels"] += len(program.kernels)
+    metrics.graphs += 1
+    metrics.kernels += len(program.kernels)
     if trace is not None:
         record(trace, program, target, prefix, frame)
     return _torch.make_boxed_func(_not_traced(program))
@@ -138,19 +165,16 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
 
         def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
             training[0] = True
-            if trace is not None:
-                trace.add("aot.joint", "joint graph", joint.print_readable(False), frame=frame)
+            _record_graph(trace, "aot.joint", "joint graph", joint, frame)
             return _torch.default_partition()(joint, joint_inputs, **kw)
 
         def fw_compiler(fw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
             kind = "forward" if training[0] else "inference"
-            if trace is not None:
-                trace.add(f"aot.{kind}", f"{kind} graph", fw.print_readable(False), frame=frame)
+            _record_graph(trace, f"aot.{kind}", f"{kind} graph", fw, frame)
             return compile_graph(fw, inputs, target, trace, "fwd" if training[0] else "", frame)
 
         def bw_compiler(bw: torch.fx.GraphModule, inputs: list[Any]) -> Any:
-            if trace is not None:
-                trace.add("aot.backward", "backward graph", bw.print_readable(False), frame=frame)
+            _record_graph(trace, "aot.backward", "backward graph", bw, frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
         aot = _torch.aot_module_simplified()

@@ -31,17 +31,18 @@ from labkit.compiler.ir import (
     set_ops_handler,
 )
 from labkit.compiler.lower import (
+    EXPENSIVE_OPS,
     INLINE_OP_LIMIT,
     SUPPORTED_DTYPES,
     Unsupported,
-    V,
-    fallback_counter,
     find_lowering,
     is_value,
-    matmul,
     meta_layout,
+    metrics,
     origins_of,
+    runs_as_aten,
 )
+from labkit.compiler.virtualized import V
 
 
 class GraphLowering:
@@ -57,6 +58,7 @@ class GraphLowering:
         self.realize_reasons: dict[str, str] = {}
         self.fallbacks: list[dict[str, str]] = []
         self.outputs: list[Any] = []
+        self.current_node: torch.fx.Node | None = None  # the node being lowered (V.graph.current_node)
         self._output_nodes: set[torch.fx.Node] = set()
 
     # -- realization -----------------------------------------------------------------------------
@@ -79,9 +81,7 @@ class GraphLowering:
         def arg(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
                 return self.realize(self.env[a], f"{node.name} is an ATen call and reads memory")
-            if isinstance(a, list | tuple):
-                return type(a)(arg(x) for x in a)
-            return a
+            return type(a)(arg(x) for x in a) if isinstance(a, list | tuple) else a
 
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
@@ -95,7 +95,7 @@ class GraphLowering:
         if reason:
             name = str(getattr(node.target, "__name__", node.target))
             self.fallbacks.append({"op": name, "reason": reason, "node": node.name})
-            fallback_counter[name] += 1
+            metrics.fallbacks[name] += 1
         return buf
 
     # -- the walk --------------------------------------------------------------------------------
@@ -104,23 +104,26 @@ class GraphLowering:
         out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
         self._output_nodes = set(out_node.all_input_nodes)
         placeholders = iter(self.example_inputs)
-        for node in self.gm.graph.nodes:
-            V.node, V.graph = node, self
-            if node.op == "placeholder":
-                ex = next(placeholders)
-                val = ex if isinstance(ex, torch.Tensor) else node.meta.get("val", ex)
-                self.env[node] = self._input(node.name, val)
-            elif node.op == "get_attr":
-                tensor = getattr(self.gm, str(node.target))
-                self.constants[node.name] = tensor
-                self.env[node] = self._input(node.name, tensor)
-            elif node.op == "call_function":
-                self.env[node] = self._maybe_realize(node, self._lower(node))
-            elif node.op == "output":
-                outs = node.args[0] if isinstance(node.args[0], list | tuple) else [node.args[0]]
-                self.outputs = [self._output(a) for a in outs]
-        V.node = None
+        with V.set_graph_handler(self):
+            for node in self.gm.graph.nodes:
+                self.current_node = node
+                self._run_node(node, next(placeholders) if node.op == "placeholder" else None)
+        self.current_node = None
         return self
+
+    def _run_node(self, node: torch.fx.Node, ex: Any) -> None:
+        if node.op == "placeholder":
+            val = ex if isinstance(ex, torch.Tensor) else node.meta.get("val", ex)
+            self.env[node] = self._input(node.name, val)
+        elif node.op == "get_attr":
+            tensor = getattr(self.gm, str(node.target))
+            self.constants[node.name] = tensor
+            self.env[node] = self._input(node.name, tensor)
+        elif node.op == "call_function":
+            self.env[node] = self._maybe_realize(node, self._lower(node))
+        elif node.op == "output":
+            outs = node.args[0] if isinstance(node.args[0], list | tuple) else [node.args[0]]
+            self.outputs = [self._output(a) for a in outs]
 
     def _input(self, name: str, val: Any) -> Any:
         if not isinstance(val, torch.Tensor):
@@ -163,11 +166,12 @@ class GraphLowering:
         if node in self._output_nodes:
             return self.realize(value, "it is an output of the graph", meta_layout(node.meta["val"]))
         users = list(node.users)
-        if any(u.op == "output" or find_lowering(u.target) in (None, matmul) for u in users):
+        if any(u.op == "output" or runs_as_aten(u.target) for u in users):
             return self.realize(value, "an ATen call (or the graph output) reads it from memory")
         counts = op_counts(value)
         cost = sum(counts.values())
-        if cost > 1 and any(_numel_of(u) > numel(value.ranges) for u in users):
+        if cost > 1 and any(isinstance(v := u.meta.get("val"), torch.Tensor) and v.numel() > numel(value.ranges)
+                             for u in users):
             return self.realize(value, "it is broadcast: inlined, it would be recomputed per element")
         if len(users) > 1 and cost > INLINE_OP_LIMIT:
             return self.realize(value, f"{len(users)} users and {cost} ops: cheaper to store once")
@@ -182,27 +186,17 @@ class GraphLowering:
             return arg
         value = self.env[arg]
         if is_value(value) and not isinstance(value, Buffer | ReinterpretView):
-            V.node = arg
+            self.current_node = arg
             value = self.realize(value, "it is an output of the graph", meta_layout(arg.meta["val"]))
             self.env[arg] = value
         return value
 
 
-# Transcendental ops cost tens of cycles each; everything else is an add or a load.
-EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sin", "cos", "pow", "sigmoid"}
-
-
 def op_counts(value: Pointwise) -> dict[str, int]:
     """How often each op runs for one element of ``value`` (run under the CountHandler)."""
-    handler = CountHandler()
-    with set_ops_handler(handler):
+    with set_ops_handler(CountHandler()) as handler:
         value.inner_fn(value.index_vars("i"))
     return dict(handler.counts)
-
-
-def _numel_of(node: torch.fx.Node) -> int:
-    val = node.meta.get("val")
-    return val.numel() if isinstance(val, torch.Tensor) else 0
 
 
 def _bad_dtype(node: torch.fx.Node) -> str:

@@ -5,8 +5,8 @@ Note on invariants (read this before changing anything here):
 * A node's body is a Python closure ``inner_fn(index)`` (``inner_fn(index, rindex)`` for a
   reduction). ``index`` is a list of sympy integer expressions, one per dimension of the node's
   ``ranges``. The closure never touches memory itself: it calls ``ops.load``, ``ops.exp``,
-  ``ops.add``... on whatever handler is installed with ``set_ops_handler``. The same closure is
-  therefore printed (``PrintHandler``), counted (``CountHandler``), read for its loads
+  ``ops.add``... on whatever handler ``set_ops_handler`` installed (virtualized.py). The same
+  closure is therefore printed (``PrintHandler``), counted (``CountHandler``), read for its loads
   (``ReadsHandler``) or turned into C++ / Triton (the codegen handlers) without being rewritten.
 * Sizes and strides are plain Python ints: labkit compiles for the shapes it was given
   (static shapes), so every index is an exact integer expression a compiler can fold.
@@ -20,16 +20,17 @@ Note on invariants (read this before changing anything here):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 import torch
+
+from labkit.compiler.virtualized import ops, set_ops_handler
 
 Expr = sympy.Expr
 Index = list[sympy.Expr]
@@ -76,9 +77,7 @@ def squeeze(size: Sequence[int]) -> tuple[int, ...]:
 
 def flatten(value: Any) -> list[Any]:
     """The leaves of nested lists and tuples, in order (a non-sequence is its own only leaf)."""
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in flatten(v)]
-    return [value]
+    return [leaf for v in value for leaf in flatten(v)] if isinstance(value, list | tuple) else [value]
 
 
 def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:
@@ -90,32 +89,7 @@ def fill_index(size: Sequence[int], loop_vars: Sequence[Expr]) -> Index:
     return index
 
 
-# -- the swappable ops handler ("virtualized") ------------------------------------------------------
-_handlers: list[Any] = []
-
-
-class _OpsProxy:
-    """``ops.exp(x)`` calls ``exp`` on the handler installed by the innermost ``set_ops_handler``."""
-
-    def __getattr__(self, name: str) -> Any:
-        if not _handlers:
-            raise RuntimeError(f"ops.{name} called with no ops handler installed (set_ops_handler)")
-        return getattr(_handlers[-1], name)
-
-
-ops: Any = _OpsProxy()
-
-
-@contextlib.contextmanager
-def set_ops_handler(handler: Any) -> Iterator[Any]:
-    """Install ``handler`` as the meaning of ``ops.*`` inside the block."""
-    _handlers.append(handler)
-    try:
-        yield handler
-    finally:
-        _handlers.pop()
-
-
+# -- ops handlers that read a loop body without generating code (see virtualized.py) ---------------
 class PrintHandler:
     """Turns a loop body into readable lines: ``tmp3 = ops.exp(tmp2)``; returns variable names."""
 
@@ -309,6 +283,9 @@ class Reduction(Loops):
 
     reduction_ranges: list[int] = field(default_factory=list)
     reduction_type: str = "sum"  # sum | max | min
+    # Where each non-1 dim of the reduced input sits among (kept dims, then reduced dims): x.sum(0)
+    # of [N, M] is (1, 0); () when the kept dims come first (a row reduction).
+    element_order: tuple[int, ...] = ()
 
     def body(self, index: Index, rindex: Index) -> Any:
         return self.inner_fn(index, rindex)
@@ -321,7 +298,6 @@ def format_node(buf: ComputedBuffer) -> str:
     """The node as text: its layout, its ranges, and its body run under the PrintHandler."""
     node = buf.data
     assert node is not None
-    handler = PrintHandler()
     index, rindex = node.index_vars("i"), []
     args = ", ".join(map(str, index))
     head = f"{buf.name} = Pointwise(ranges={node.ranges}, dtype={buf.dtype})"
@@ -330,7 +306,7 @@ def format_node(buf: ComputedBuffer) -> str:
         args += "; " + ", ".join(map(str, rindex))
         head = (f"{buf.name} = Reduction({node.reduction_type}, ranges={node.ranges}, "
                 f"reduction_ranges={node.reduction_ranges}, dtype={buf.dtype})")
-    with set_ops_handler(handler):
+    with set_ops_handler(PrintHandler()) as handler:
         result = node.body(index, rindex)
     lines = [head, f"  layout: {buf.layout}", f"  origins: {', '.join(buf.origins)}"]
     lines += [f"  def inner_fn({args}):", *(f"      {ln}" for ln in handler.lines)]
@@ -349,6 +325,4 @@ def _value_name(value: Any) -> str:
         return value.name
     if isinstance(value, ReinterpretView):
         return f"reinterpret({value.data.name}, {value.layout})"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value_name(v) for v in value) + "]"
-    return repr(value)
+    return "[" + ", ".join(map(_value_name, value)) + "]" if isinstance(value, list | tuple) else repr(value)

@@ -13,7 +13,8 @@ their decompositions upcast, as eager's fused kernels do. So half values load in
 compute there, and are stored in their own type, as in Inductor. When an op, a dtype or an
 argument is outside what labkit compiles, the lowering raises ``Unsupported`` and the op runs as
 an ATen call instead (a *fallback*), recorded in ``GraphLowering.fallbacks`` and counted in
-``fallback_counter``: never a wrong answer in silence.
+``metrics.fallbacks``: never a wrong answer in silence. A lowering reads the node it lowers as
+``V.graph.current_node`` (virtualized.py); an elementwise op is one line: ``register_pointwise``.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from labkit.compiler.ir import (
     View,
     contiguous_strides,
     numel,
-    ops,
 )
+from labkit.compiler.virtualized import V, ops
 
 aten = torch.ops.aten
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
@@ -48,21 +49,40 @@ SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16,
 EXTERN_OPS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 # Inlining a node into more than one consumer recomputes it; above this many ops we store it once.
 INLINE_OP_LIMIT = 12
-
 lowerings: dict[Any, Callable[..., Any]] = {}
-fallback_counter: Counter[str] = Counter()  # op name -> how many times it ran as ATen instead
+extern_lowerings: set[Callable[..., Any]] = set()  # lowerings that run the op as an ATen call
+# ops.* names that cost tens of cycles per element (transcendentals): registered with expensive=True.
+EXPENSIVE_OPS: set[str] = {"sigmoid", "pow"}  # the hand-written lowerings below; the rest register
+
+
+class Metrics:
+    """What the compiler did since the last ``reset()``: graphs and kernels made, graphs run as
+    ATen entirely, and ``fallbacks``: op name -> times it ran as ATen."""
+
+    def reset(self) -> None:
+        self.graphs = self.kernels = self.graph_fallbacks = 0
+        self.fallbacks: Counter[str] = Counter()
+
+    __init__ = reset
+
+
+metrics = Metrics()
 
 
 class Unsupported(Exception):
     """Raised by a lowering for input it does not handle; the node then falls back to ATen."""
 
 
-def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: use the function as the lowering of these ATen ops (overloads or packets)."""
+def register_lowering(*targets: Any,
+                      extern: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: use the function as the lowering of these ATen ops (overloads or packets);
+    ``extern``: it runs the op as an ATen call (matmul), so its inputs must be in memory."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for t in targets:
             lowerings[t] = fn
+        if extern:
+            extern_lowerings.add(fn)
         return fn
 
     return deco
@@ -70,22 +90,18 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
 
 def find_lowering(target: Any) -> Callable[..., Any] | None:
     """The lowering for an FX call target: by overload first, then by its overload packet."""
-    if target in lowerings:
-        return lowerings[target]
-    return lowerings.get(getattr(target, "overloadpacket", None))
+    return lowerings[target] if target in lowerings else lowerings.get(getattr(target, "overloadpacket", None))
 
 
-class _Current:
-    node: torch.fx.Node | None = None
-    graph: Any = None  # the GraphLowering running (labkit.compiler.graph)
-
-
-V = _Current()  # the FX node being lowered, so lowerings can read its meta["val"]
+def runs_as_aten(target: Any) -> bool:
+    """Whether a node of this target runs as an ATen call (no lowering, or an extern one)."""
+    lowering = find_lowering(target)
+    return lowering is None or lowering in extern_lowerings
 
 
 def out_val() -> Any:
-    assert V.node is not None
-    return V.node.meta["val"]
+    """``meta["val"]`` of the node being lowered: eager's result (size, dtype, device)."""
+    return V.graph.current_node.meta["val"]
 
 
 def out_dtype() -> torch.dtype:
@@ -113,8 +129,9 @@ def origins_of(*values: Any) -> list[str]:
             v = v.data
         if isinstance(v, Pointwise):
             names += [n for n in v.origins if n not in names]
-    if V.node is not None and V.node.name not in names:
-        names.append(V.node.name)
+    node = V.graph.current_node
+    if node is not None and node.name not in names:
+        names.append(node.name)
     return names
 
 
@@ -166,18 +183,53 @@ def pointwise(fn: Callable[..., Any], *inputs: Any, compute: torch.dtype | None 
     return Pointwise(dtype, size, inner_fn, origins_of(*inputs))
 
 
-# -- unary ------------------------------------------------------------------------------------------
-def _unary(name: str) -> Callable[[Any], Pointwise]:
-    def lower(x: Any) -> Pointwise:
-        return pointwise(lambda v: getattr(ops, name)(v), x)
+# -- elementwise ops: one line each --------------------------------------------------------------
+def register_pointwise(target: Any, name: str = "", *, expensive: bool = False,
+                       compare: bool = False) -> Callable[..., Pointwise]:
+    """Lower ``target`` to ``ops.<name>`` (default: its own name) of the broadcast inputs; ``expensive``:
+    a transcendental (EXPENSIVE_OPS); ``compare``: operands meet in torch's promoted dtype."""
+    name = name or target.__name__
+    if expensive:
+        EXPENSIVE_OPS.add(name)
+
+    def lower(*args: Any, alpha: Any = 1, rounding_mode: str | None = None) -> Pointwise:
+        if rounding_mode is not None:  # div's floor/trunc modes run as ATen
+            raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
+        if alpha != 1:  # add/sub(a, b, alpha=s) = a +- b * s
+            return pointwise(lambda x, y, s: getattr(ops, name)(x, ops.mul(y, s)), *args, alpha)
+        compute = computation_dtype(promote(*args)) if compare else None
+        return pointwise(lambda *v: getattr(ops, name)(*v), *args, compute=compute)
 
     lower.__name__ = name
-    return lower
+    return register_lowering(target)(lower)
 
 
-for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
-              "relu", "erf"):
-    register_lowering(getattr(aten, _name))(_unary(_name))
+register_pointwise(aten.neg)
+register_pointwise(aten.abs)
+register_pointwise(aten.exp, expensive=True)
+register_pointwise(aten.log, expensive=True)
+register_pointwise(aten.sqrt)
+register_pointwise(aten.rsqrt)
+register_pointwise(aten.reciprocal)
+register_pointwise(aten.sin, expensive=True)
+register_pointwise(aten.cos, expensive=True)
+register_pointwise(aten.tanh, expensive=True)
+register_pointwise(aten.relu)
+register_pointwise(aten.erf, expensive=True)
+register_pointwise(aten.add)
+register_pointwise(aten.sub)
+register_pointwise(aten.mul)
+register_pointwise(aten.div, "truediv")  # true division only (rounding_mode raises Unsupported)
+register_pointwise(aten.maximum)
+register_pointwise(aten.minimum)
+register_pointwise(aten.clamp_min, "maximum")  # clamp with one bound
+register_pointwise(aten.clamp_max, "minimum")
+register_pointwise(aten.eq, compare=True)
+register_pointwise(aten.ne, compare=True)
+register_pointwise(aten.lt, compare=True)
+register_pointwise(aten.le, compare=True)
+register_pointwise(aten.gt, compare=True)
+register_pointwise(aten.ge, compare=True)
 
 
 @register_lowering(aten.sigmoid)
@@ -186,30 +238,6 @@ def sigmoid(x: Any) -> Pointwise:
     ### BEGIN SOLUTION
     return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
     ### END SOLUTION
-
-
-# -- binary -----------------------------------------------------------------------------------------
-def _binary(name: str) -> Callable[..., Pointwise]:
-    def lower(a: Any, b: Any, *, alpha: Any = 1) -> Pointwise:
-        if alpha != 1:
-            return pointwise(lambda x, y, s: getattr(ops, name)(x, ops.mul(y, s)), a, b, alpha)
-        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b)
-
-    return lower
-
-
-for _name, _op in (("add", aten.add), ("sub", aten.sub), ("mul", aten.mul),
-                   ("maximum", aten.maximum), ("minimum", aten.minimum),
-                   ("maximum", aten.clamp_min), ("minimum", aten.clamp_max)):  # clamp: one bound
-    register_lowering(_op)(_binary(_name))
-
-
-@register_lowering(aten.div)
-def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Pointwise:
-    """True division (floor/trunc rounding modes run as ATen)."""
-    if rounding_mode is not None:
-        raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
-    return pointwise(lambda x, y: ops.truediv(x, y), a, b)
 
 
 def _int_power(v: Any, n: int) -> Any:
@@ -234,22 +262,8 @@ def pow_scalar(x: Any, exponent: float) -> Pointwise:
         return pointwise(lambda v: ops.constant(1, dtype), x)
     if float(exponent).is_integer() and abs(exponent) <= 64:
         n = int(abs(exponent))
-        if exponent < 0:
-            return pointwise(lambda v: ops.reciprocal(_int_power(v, n)), x)
-        return pointwise(lambda v: _int_power(v, n), x)
+        return pointwise(lambda v: ops.reciprocal(_int_power(v, n)) if exponent < 0 else _int_power(v, n), x)
     return pointwise(lambda v, e: ops.pow(v, e), x, exponent)
-
-
-def _compare(name: str) -> Callable[[Any, Any], Pointwise]:
-    def lower(a: Any, b: Any) -> Pointwise:
-        return pointwise(lambda x, y: getattr(ops, name)(x, y), a, b,
-                         compute=computation_dtype(promote(a, b)))
-
-    return lower
-
-
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    register_lowering(getattr(aten, _name))(_compare(_name))
 
 
 @register_lowering(aten.where.self)
@@ -326,8 +340,10 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
         it_red = iter(rindex)
         return load([next(it_red) if d in rdims else next(it_out) for d in range(len(size))])
 
-    return Reduction(dtype, out_size, inner_fn, origins_of(x),
-                     reduction_ranges=[size[d] for d in rdims], reduction_type=kind)
+    dims = [d for d in range(len(size)) if size[d] != 1]  # walked by loops over kept, then reduced dims:
+    order = tuple(sorted(dims, key=lambda d: d in rdims).index(d) for d in dims)
+    return Reduction(dtype, out_size, inner_fn, origins_of(x), reduction_ranges=[size[d] for d in rdims],
+                     reduction_type=kind, element_order=order if order != tuple(sorted(order)) else ())
 
 
 def _reduction(kind: str) -> Callable[..., Reduction]:
@@ -337,10 +353,9 @@ def _reduction(kind: str) -> Callable[..., Reduction]:
     return lower
 
 
-for _kind, _targets in (("sum", (aten.sum.dim_IntList, aten.sum.default)),
-                        ("max", (aten.amax.default, aten.max.default)),
-                        ("min", (aten.amin.default, aten.min.default))):
-    register_lowering(*_targets)(_reduction(_kind))
+register_lowering(aten.sum.dim_IntList, aten.sum.default)(_reduction("sum"))
+register_lowering(aten.amax.default, aten.max.default)(_reduction("max"))
+register_lowering(aten.amin.default, aten.min.default)(_reduction("min"))
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
@@ -385,9 +400,7 @@ def transpose(x: Any, d0: int, d1: int) -> Any:
     return permute(x, dims)
 
 
-@register_lowering(aten.t.default)
-def t(x: Any) -> Any:
-    return permute(x, list(range(len(x.get_size())))[::-1])
+register_lowering(aten.t.default)(lambda x: permute(x, list(range(len(x.get_size())))[::-1]))
 
 
 @register_lowering(aten.expand.default)
@@ -507,8 +520,8 @@ def view(x: Any, sizes: list[int]) -> Any:
 
 
 # -- extern calls (matmul family) -------------------------------------------------------------------
-@register_lowering(*EXTERN_OPS)
+@register_lowering(*EXTERN_OPS, extern=True)
 def matmul(*args: Any, **kwargs: Any) -> ExternBuffer:
     """mm / addmm / bmm run as ATen calls: a matmul kernel is a course of its own."""
-    return V.graph.extern(V.node, "")
+    return V.graph.extern(V.graph.current_node, "")
 

@@ -7,14 +7,16 @@ parallel loops) and ``rdims`` (the inner reduction loops; empty for a pointwise 
 of a kernel is either *per element* (its non-1 dims are ``rows + rdims``) or *per row* (its non-1
 dims are ``rows``; reductions are per row). A node may join a kernel only if every value it reads
 from that kernel is read at exactly the position the kernel writes it for the current row or
-element (``reads_aligned``): that is what makes keeping the value in a register correct.
+element (``reads_aligned``): that is what makes keeping the value in a register correct. Every
+fusion rule (``node_fits``, ``reads_aligned``, ``can_join``, ``can_fuse``, ``FusedKernel.try_add``)
+answers with a ``Verdict``: ok, and why in words.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 
@@ -36,12 +38,29 @@ from labkit.compiler.ir import (
 )
 
 
+class Verdict(NamedTuple):
+    """Every fusion rule's answer, ``ok, why = rule(...)``; as a condition it is ``ok`` (a tuple is not)."""
+
+    ok: bool
+    why: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
 @dataclass(frozen=True)
 class Space:
     """The loops of a kernel: outer ``rows`` and inner reduction dims ``rdims`` (non-1 sizes)."""
 
     rows: tuple[int, ...]
     rdims: tuple[int, ...] = ()
+    order: tuple[int, ...] = field(default=(), compare=False)  # per-element dims in rows + rdims; () = in order
+
+    @property
+    def elements(self) -> tuple[int, ...]:
+        """A per-element node's shape: ``rows + rdims``, reordered (``x.sum(0)`` of [N, M]: (N, M))."""
+        loops = self.rows + self.rdims
+        return tuple(loops[o] for o in self.order) if self.order else loops
 
     def __str__(self) -> str:
         rows = "x".join(map(str, self.rows)) or "1"
@@ -52,12 +71,14 @@ def space_of(node: ComputedBuffer) -> Space:
     """The loops ``node`` needs on its own."""
     assert node.data is not None
     if isinstance(node.data, Reduction):
-        return Space(squeeze(node.data.ranges), squeeze(node.data.reduction_ranges))
+        return Space(squeeze(node.data.ranges), squeeze(node.data.reduction_ranges),
+                     node.data.element_order)
     return Space(squeeze(node.data.ranges))
 
 
-def node_fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
-    """Whether ``node`` can be computed inside a kernel looping over ``space``, and why (in words)."""
+def node_fits(space: Space, node: ComputedBuffer) -> Verdict | tuple[bool, str]:
+    """Whether ``node`` can be computed inside a kernel looping over ``space`` (per element: its
+    non-1 sizes are ``space.elements``; per row: ``space.rows``), and why: a ``Verdict``/(ok, why)."""
     ### BEGIN SOLUTION
     assert node.data is not None
     shape = squeeze(node.data.ranges)
@@ -65,7 +86,7 @@ def node_fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
         if space_of(node) == space:
             return True, "it reduces the same rows over the same range"
         return False, f"{node.name} reduces {space_of(node)}, but the kernel loops over {space}"
-    if shape == space.rows + space.rdims:
+    if shape == space.elements:
         if space.rdims:
             return True, "it has one value per element of the rows being reduced"
         return True, "it loops over the same elements"
@@ -76,13 +97,16 @@ def node_fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
     ### END SOLUTION
 
 
-def loop_index(node: ComputedBuffer, space: Space, rows: Index, rvars: Index) -> tuple[Index, Index]:
-    """The node's own (index, rindex) when the kernel is at row ``rows`` and element ``rvars``."""
+def loop_index(node: ComputedBuffer, space: Space) -> tuple[Index, Index]:
+    """The node's own (index, rindex) when the kernel is at row ``x0, x1..``, element ``r0, r1..``."""
     assert node.data is not None
+    rows, rvars = loop_vars(space)
     if isinstance(node.data, Reduction):
         return fill_index(node.data.ranges, rows), fill_index(node.data.reduction_ranges, rvars)
-    per_element = squeeze(node.data.ranges) == space.rows + space.rdims
-    return fill_index(node.data.ranges, rows + rvars if per_element else rows), []
+    loops = rows + rvars
+    per_element = squeeze(node.data.ranges) == space.elements
+    elements = [loops[o] for o in space.order] if space.order else loops
+    return fill_index(node.data.ranges, elements if per_element else rows), []
 
 
 def loop_vars(space: Space) -> tuple[Index, Index]:
@@ -93,63 +117,52 @@ def loop_vars(space: Space) -> tuple[Index, Index]:
 def reads_of(node: ComputedBuffer, space: Space) -> list[tuple[str, sympy.Expr]]:
     """(buffer, flat position) of every load of ``node`` inside a kernel over ``space``."""
     assert node.data is not None
-    rows, rvars = loop_vars(space)
-    index, rindex = loop_index(node, space, rows, rvars)
-    handler = ReadsHandler()
-    with set_ops_handler(handler):
-        node.data.body(index, rindex)
+    with set_ops_handler(ReadsHandler()) as handler:
+        node.data.body(*loop_index(node, space))
     return handler.reads
 
 
 def store_index(node: ComputedBuffer, space: Space) -> sympy.Expr:
     """Flat position the kernel writes ``node`` at for the current row / element."""
-    rows, rvars = loop_vars(space)
-    return sympy.expand(node.layout.index(loop_index(node, space, rows, rvars)[0]))
+    return sympy.expand(node.layout.index(loop_index(node, space)[0]))
 
 
-def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> tuple[bool, str]:
-    """True when ``consumer`` reads ``producer`` only where the same loop iteration writes it."""
+def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Space) -> Verdict:
+    """Ok when ``consumer`` reads ``producer`` only where the same loop iteration writes it."""
     where = store_index(producer, space)
     for name, index in reads_of(consumer, space):
         if name == producer.name and sympy.expand(index - where) != 0:
-            return False, (f"{consumer.name} reads {producer.name} at another position than the "
-                           f"loop writes it (a transpose, broadcast or shift), so it must wait "
-                           f"until {producer.name} is complete")
-    return True, "reads line up"
+            return Verdict(False, f"{consumer.name} reads {producer.name} at another position than "
+                                  f"the loop writes it (a transpose, broadcast or shift), so it must "
+                                  f"wait until {producer.name} is complete")
+    return Verdict(True, "reads line up")
 
 
-def fits(space: Space, node: ComputedBuffer) -> tuple[bool, str]:
-    """``node_fits``, or a refusal while the exercise is unsolved (each node its own kernel)."""
-    try:
-        return node_fits(space, node)
-    except NotImplementedError as e:
-        return False, f"node_fits is not implemented yet ({e}), so nothing fuses"
-
-
-def joins(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> tuple[bool, str]:
-    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why."""
+def can_join(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> Verdict:
+    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why (a refusal
+    while the node_fits exercise is unsolved: nothing fuses)."""
     for member in [*members, node]:
-        ok, why = fits(space, member)
-        if not ok:
-            return False, why
+        try:
+            if not (fits := Verdict(*node_fits(space, member))):
+                return fits
+        except NotImplementedError as e:
+            return Verdict(False, f"node_fits is not implemented yet ({e}), so nothing fuses")
     mine = {n.name: n for n in members}
     for name, _ in reads_of(node, space):
-        if name in mine:
-            ok, why = reads_aligned(mine[name], node, space)
-            if not ok:
-                return False, why
-    return True, fits(space, node)[1]
+        if name in mine and not (verdict := reads_aligned(mine[name], node, space)):
+            return verdict
+    return fits
 
 
-def can_fuse(producer: Buffer, consumer: Buffer) -> tuple[bool, str]:
+def can_fuse(producer: Buffer, consumer: Buffer) -> Verdict:
     """Whether ``consumer`` can go in the same kernel as ``producer``, and why (in words)."""
     for b in (producer, consumer):
         if not isinstance(b, ComputedBuffer):
             op = getattr(b, "op", None) or "getitem"
-            return False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel"
+            return Verdict(False, f"{b.name} is a call into ATen ({op}), which runs as its own kernel")
     assert isinstance(producer, ComputedBuffer) and isinstance(consumer, ComputedBuffer)
     space = space_of(consumer) if consumer.is_reduction else space_of(producer)
-    return joins(space, [producer], consumer)
+    return can_join(space, [producer], consumer)
 
 
 @dataclass
@@ -163,21 +176,25 @@ class FusedKernel:
     row_local: set[str] = field(default_factory=set)  # per-element values only this row reads
     column: bool = False  # reduction loop outside, kept dim inside (see loop_order)
     why_order: str = ""  # the loop-order decision, in words
+    online: dict[str, str] = field(default_factory=dict)  # row max -> sum of exp(x - max): one pass
 
     @property
     def origins(self) -> list[str]:
         return list(dict.fromkeys(o for n in self.nodes for o in n.origins))
 
-    def try_add(self, node: ComputedBuffer) -> tuple[bool, str]:
+    def try_add(self, node: ComputedBuffer) -> Verdict:
         """Add ``node`` if it fits this kernel's loops and its reads line up; say why either way."""
         space = self.space
         if node.is_reduction and not space.rdims and space_of(node).rdims:
             space = space_of(node)  # a pointwise kernel becomes the prologue of this reduction
-        ok, why = joins(space, self.nodes, node)
-        if ok:
+        verdict, mine = can_join(space, self.nodes, node), {n.name for n in self.nodes}
+        if verdict and space.order and not (  # column order: one GPU program per 32 kept elements
+                self.space.rdims and (node.is_reduction or any(b in mine for b, _ in reads_of(node, space)))):
+            verdict = Verdict(False, f"{node.name} does not read this column kernel: it keeps its own flat loop")
+        if verdict:
             self.nodes.append(node)
             self.space = space
-        return ok, why
+        return verdict
 
 
 @dataclass
@@ -197,27 +214,27 @@ class Schedule:
 def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     """Greedy fusion in program order: each buffer joins the kernel before it when it can."""
     steps: list[Any] = []
-    fused: list[tuple[str, str, str]] = []
+    fused: list[tuple[str, str, str]] = []  # and refused: (kernel or previous buffer, buffer, why)
     refused: list[tuple[str, str, str]] = []
     current: FusedKernel | None = None
     prev: Buffer | None = None
     for buf in graph.buffers:
         if isinstance(buf, ComputedBuffer):
             if current is not None:
-                ok, why = current.try_add(buf)
-                if ok:
-                    fused.append((current.name, buf.name, why))
+                verdict = current.try_add(buf)
+                if verdict:
+                    fused.append((current.name, buf.name, verdict.why))
                     prev = buf
                     continue
-                refused.append((current.nodes[-1].name, buf.name, why))
+                refused.append((current.nodes[-1].name, buf.name, verdict.why))
             elif prev is not None:
-                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+                refused.append((prev.name, buf.name, can_fuse(prev, buf).why))
             n = len([s for s in steps if isinstance(s, FusedKernel)])
             current = FusedKernel(f"{prefix}_kernel{n}" if prefix else f"kernel{n}", [buf], space_of(buf))
             steps.append(current)
         else:
             if prev is not None and not isinstance(buf, MultiOutput):
-                refused.append((prev.name, buf.name, can_fuse(prev, buf)[1]))
+                refused.append((prev.name, buf.name, can_fuse(prev, buf).why))
             current = None
             steps.append(buf)
         prev = buf
@@ -226,6 +243,9 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
     for k in sched.kernels:
         k.column, k.why_order = loop_order(k)
+        k.online = online_softmax(k) if k.column or math.prod(k.space.rdims) > 16384 else {}
+        k.why_order += "".join(f"; {s} sums exp(x - {m}), {m} the max of x: on the GPU one pass computes both (online "
+                               "softmax: a running sum, rescaled by exp(old - new max) when the max grows)" for m, s in k.online.items())
         members = {n.name for n in k.nodes}
         for n in k.nodes:
             per_row = n.is_reduction or not k.space.rdims or squeeze(n.data.ranges) == k.space.rows
@@ -253,6 +273,39 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
                       "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
                       "neighbouring threads read neighbouring columns (coalesced)" + long)
     return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
+
+
+class Spell:
+    """Ops handler spelling a node's value as one expression, ``exp(sub(load(x, r0), buf0))``:
+    kernel members read per element are spelled as their own bodies, per row by their names."""
+
+    def __init__(self, k: FusedKernel) -> None:
+        self.members, self.space = {n.name: n for n in k.nodes}, k.space
+
+    def __call__(self, node: ComputedBuffer) -> str:
+        with set_ops_handler(self):
+            return str(node.data.body(*loop_index(node, self.space)))
+
+    def load(self, name: str, index: sympy.Expr) -> str:
+        node = self.members.get(name)  # per row (a reduction too): its name, per element: its body
+        if node is None or node.is_reduction or squeeze(node.data.ranges) == self.space.rows:
+            return name if node else f"load({name}, {sympy.expand(index)})"
+        return self(node)
+
+    def __getattr__(self, op: str) -> Any:
+        return lambda *args: f"{op}({', '.join(map(str, args))})"
+
+
+def online_softmax(k: FusedKernel) -> dict[str, str]:
+    """Pairs (max M, sum S) of float reductions in ``k`` with S = sum(exp(v - M)) and M = max(v)."""
+    pairs, spell = {}, Spell(k)
+    for m in k.nodes:
+        if m.is_reduction and m.data.reduction_type == "max" and m.dtype.is_floating_point:
+            want = f"exp(sub({spell(m)}, {m.name}))"
+            sums = [s.name for s in k.nodes if s.is_reduction and s.dtype == m.dtype
+                    and s.data.reduction_type == "sum" and spell(s) == want]
+            pairs.update({m.name: sums[0]} if sums else {})
+    return pairs
 
 
 def _readers(graph: GraphLowering) -> dict[str, set[str]]:

@@ -136,5 +136,3 @@ def _ensure(buf: Buffer, value: str) -> str:
     lay = buf.layout
     return f"    {buf.name} = ensure_layout({value}, {tuple(lay.size)}, {tuple(lay.stride)})"
 
-
-__all__ = ["Program", "reinterpret", "ensure_layout"]

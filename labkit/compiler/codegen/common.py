@@ -12,8 +12,10 @@ flat, vectorizable loop.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -43,9 +45,7 @@ def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
     if not expr.has(var):
         return sympy.Integer(0)
     c = expr.coeff(var)
-    if c.free_symbols or (expr - c * var).has(var):
-        return None
-    return c
+    return None if c.free_symbols or (expr - c * var).has(var) else c
 
 
 def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[sympy.Expr],
@@ -85,52 +85,42 @@ def scalar(value: Any, dtype: torch.dtype) -> bool | int | float:
     return v - (1 << bits) if dtype.is_signed and v >= 1 << (bits - 1) else v
 
 
+def spelled(template: str) -> Any:
+    """An op written as a format string of its operands: ``exp = spelled("std::exp({0})")``."""
+    return staticmethod(lambda *args: template.format(*args))
+
+
 class InfixOverrides:
     """Ops spelled the same in C++ and Triton (Python): arithmetic operators and comparisons."""
 
-    @staticmethod
-    def neg(x: str) -> str:
-        return f"-{x}"
+    neg = spelled("-{0}")
+    add = spelled("{0} + {1}")
+    sub = spelled("{0} - {1}")
+    mul = spelled("{0} * {1}")
+    truediv = spelled("{0} / {1}")
+    eq = spelled("{0} == {1}")
+    ne = spelled("{0} != {1}")
+    lt = spelled("{0} < {1}")
+    le = spelled("{0} <= {1}")
+    gt = spelled("{0} > {1}")
+    ge = spelled("{0} >= {1}")
 
-    @staticmethod
-    def add(a: str, b: str) -> str:
-        return f"{a} + {b}"
 
-    @staticmethod
-    def sub(a: str, b: str) -> str:
-        return f"{a} - {b}"
+class IndentedBuffer:
+    """Lines of code; ``with code.indent():`` writes the lines of a block one level deeper."""
 
-    @staticmethod
-    def mul(a: str, b: str) -> str:
-        return f"{a} * {b}"
+    def __init__(self, level: int = 0) -> None:
+        self.lines: list[str] = []
+        self.level = level
 
-    @staticmethod
-    def truediv(a: str, b: str) -> str:
-        return f"{a} / {b}"
+    def writeline(self, line: str) -> None:
+        self.lines.append("    " * self.level + line)
 
-    @staticmethod
-    def eq(a: str, b: str) -> str:
-        return f"{a} == {b}"
-
-    @staticmethod
-    def ne(a: str, b: str) -> str:
-        return f"{a} != {b}"
-
-    @staticmethod
-    def lt(a: str, b: str) -> str:
-        return f"{a} < {b}"
-
-    @staticmethod
-    def le(a: str, b: str) -> str:
-        return f"{a} <= {b}"
-
-    @staticmethod
-    def gt(a: str, b: str) -> str:
-        return f"{a} > {b}"
-
-    @staticmethod
-    def ge(a: str, b: str) -> str:
-        return f"{a} >= {b}"
+    @contextlib.contextmanager
+    def indent(self) -> Iterator[None]:
+        self.level += 1
+        yield
+        self.level -= 1
 
 
 class CodeHandler:
@@ -154,24 +144,26 @@ class CodeHandler:
 
 
 class KernelWriter:
-    """Shared kernel-writing machinery; a backend adds loops, loads, stores and the signature."""
+    """Shared kernel-writing machinery; a backend adds loops, ``load_expr`` (or its own ``load``),
+    ``store(name, value)`` and the signature."""
 
     overrides: Any = None
     div = "/"
+    declaration = "{0} = {1}"  # a new variable holding an expression
 
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel, self.space, self.dtypes = kernel, kernel.space, dtypes
         self.printer = IndexPrinter(self.div)
-        self.orig_rows, self.orig_rvars = loop_vars(self.space)
+        orig_rows, orig_rvars = loop_vars(self.space)
         self.scratch = {n.name for n in kernel.nodes
                         if n.name in kernel.row_local and self.use_scratch(n)}
         hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
         loads = [(b, i) for n in kernel.nodes for b, i in reads_of(n, self.space)]
         exprs = [i for b, i in loads if b not in hidden]
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
-        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, self.orig_rows, exprs, "x")
+        self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, orig_rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
-        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, self.orig_rvars, exprs, "r")
+        self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, orig_rvars, exprs, "r")
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}
         # Pointers: buffers read from outside, then buffers this kernel stores.
@@ -179,30 +171,28 @@ class KernelWriter:
         self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
-        self.lines: list[str] = []
-        self.depth = 1
-        self.scopes: list[dict[str, str]] = [{}]
+        self.code = IndentedBuffer(level=1)  # the function body
+        self.scopes: list[dict[str, str]] = [{}]  # CSE: expression -> variable, one dict per block
         self.locals: dict[str, str] = {}  # buffer name -> variable holding its current value
-        self.counter = 0
+        self.counter = itertools.count()
 
     # -- helpers the backends use ----------------------------------------------------------------
     def index(self, expr: sympy.Expr) -> str:
         return self.printer.doprint(sympy.expand(expr.subs(self.subs)))
 
     def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
+        self.code.writeline(line)
 
-    def push(self) -> None:
-        self.depth += 1
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """A block one level deeper whose variables are not seen after it (a loop body)."""
         self.scopes.append({})
-
-    def pop(self) -> None:
-        self.depth -= 1
+        with self.code.indent():
+            yield
         self.scopes.pop()
 
     def new_var(self, prefix: str = "tmp") -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter - 1}"
+        return f"{prefix}{next(self.counter)}"
 
     def cse(self, expr: str) -> str:
         """A variable holding ``expr``: an existing one in scope, or a new declared one."""
@@ -212,7 +202,7 @@ class KernelWriter:
         if expr.isidentifier():
             return expr
         var = self.new_var()
-        self.emit(self.declare(var, expr))
+        self.emit(self.declaration.format(var, expr))
         self.scopes[-1][expr] = var
         return var
 
@@ -232,9 +222,8 @@ class KernelWriter:
 
     def node_value(self, node: ComputedBuffer) -> str:
         """Run the node's body at the current loop position; return the variable of its value."""
-        index, rindex = loop_index(node, self.space, self.orig_rows, self.orig_rvars)
         with set_ops_handler(CodeHandler(self)):
-            return str(node.data.body(index, rindex))
+            return str(node.data.body(*loop_index(node, self.space)))
 
     def per_element(self, node: ComputedBuffer) -> bool:
         """Whether the node is computed inside the reduction loop (else once per row)."""
@@ -244,21 +233,11 @@ class KernelWriter:
 
     def compute(self, node: ComputedBuffer) -> None:
         """Compute ``node`` here, keep its value for the nodes after it, and store it if needed."""
-        value = self.node_value(node)
-        self.locals[node.name] = value
+        self.locals[node.name] = value = self.node_value(node)
         self.store(node.name, value)
 
     # -- backend hooks ---------------------------------------------------------------------------
     def use_scratch(self, node: ComputedBuffer) -> bool:
         """Whether a row-local per-element node lives in a per-row scratch instead of memory."""
         return False
-
-    def declare(self, var: str, expr: str) -> str:
-        raise NotImplementedError
-
-    def load_expr(self, name: str, index: str) -> str:
-        raise NotImplementedError
-
-    def store(self, name: str, value: str) -> None:
-        raise NotImplementedError
 

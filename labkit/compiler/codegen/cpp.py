@@ -10,18 +10,21 @@ once per distinct source: the file name is the hash of source + flags, under $LA
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import math
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, reads_of, store_index
 
@@ -62,10 +65,8 @@ LK_SIMD float cosf(float); LK_SIMD float tanhf(float); LK_SIMD float erff(float)
 LK_SIMD float powf(float, float); LK_SIMD double exp(double); LK_SIMD double log(double);
 LK_SIMD double sin(double); LK_SIMD double cos(double); LK_SIMD double pow(double, double);
 // std::sin calls __builtin_sinf, which g++ would pair with cos into sincos: call the C names instead.
-static inline float lk_sin(float x) { return sinf(x); }
-static inline double lk_sin(double x) { return sin(x); }
-static inline float lk_cos(float x) { return cosf(x); }
-static inline double lk_cos(double x) { return cos(x); }
+static inline float lk_sin(float x) { return sinf(x); } static inline double lk_sin(double x) { return sin(x); }
+static inline float lk_cos(float x) { return cosf(x); } static inline double lk_cos(double x) { return cos(x); }
 """
 
 
@@ -90,43 +91,17 @@ class CppOverrides(InfixOverrides):
     @staticmethod
     def to_dtype(x: str, dtype: torch.dtype) -> str:
         """A cast; to float16/bfloat16 it rounds, but the value stays a float in registers."""
-        if dtype == torch.float16:
-            return f"lk_round_h({x})"
-        if dtype == torch.bfloat16:
-            return f"lk_round_bf({x})"
-        return f"static_cast<{CTYPES[dtype]}>({x})"
+        rounding = {torch.float16: "lk_round_h", torch.bfloat16: "lk_round_bf"}.get(dtype)
+        return f"{rounding}({x})" if rounding else f"static_cast<{CTYPES[dtype]}>({x})"
 
-    @staticmethod
-    def abs(x: str) -> str:
-        return f"std::abs({x})"
-
-    @staticmethod
-    def exp(x: str) -> str:
-        return f"std::exp({x})"
-
-    @staticmethod
-    def log(x: str) -> str:
-        return f"std::log({x})"
-
-    @staticmethod
-    def sqrt(x: str) -> str:
-        return f"std::sqrt({x})"
-
-    @staticmethod
-    def rsqrt(x: str) -> str:
-        return f"1 / std::sqrt({x})"
-
-    @staticmethod
-    def reciprocal(x: str) -> str:
-        return f"1 / {x}"
-
-    @staticmethod
-    def sin(x: str) -> str:
-        return f"lk_sin({x})"
-
-    @staticmethod
-    def cos(x: str) -> str:
-        return f"lk_cos({x})"
+    abs = spelled("std::abs({0})")
+    exp = spelled("std::exp({0})")
+    log = spelled("std::log({0})")
+    sqrt = spelled("std::sqrt({0})")
+    rsqrt = spelled("1 / std::sqrt({0})")
+    reciprocal = spelled("1 / {0}")
+    sin = spelled("lk_sin({0})")
+    cos = spelled("lk_cos({0})")
 
     @staticmethod
     def tanh(x: str) -> str:
@@ -135,68 +110,46 @@ class CppOverrides(InfixOverrides):
         return f"std::tanh({x})"
         ### END SOLUTION
 
-    @staticmethod
-    def sigmoid(x: str) -> str:
-        return f"1 / (1 + std::exp(-{x}))"
-
-    @staticmethod
-    def relu(x: str) -> str:
-        return f"std::max({x}, decltype({x})(0))"
-
-    @staticmethod
-    def erf(x: str) -> str:
-        return f"std::erf({x})"
-
-    @staticmethod
-    def pow(a: str, b: str) -> str:
-        return f"std::pow({a}, {b})"
-
-    @staticmethod
-    def maximum(a: str, b: str) -> str:
-        return f"({a} > {b} || {a} != {a}) ? {a} : {b}"  # NaN wins, as in torch
-
-    @staticmethod
-    def minimum(a: str, b: str) -> str:
-        return f"({a} < {b} || {a} != {a}) ? {a} : {b}"
-
-    @staticmethod
-    def where(c: str, a: str, b: str) -> str:
-        return f"{c} ? {a} : {b}"
+    sigmoid = spelled("1 / (1 + std::exp(-{0}))")
+    relu = spelled("std::max({0}, decltype({0})(0))")
+    erf = spelled("std::erf({0})")
+    pow = spelled("std::pow({0}, {1})")
+    maximum = spelled("({0} > {1} || {0} != {0}) ? {0} : {1}")  # NaN wins, as in torch
+    minimum = spelled("({0} < {1} || {0} != {0}) ? {0} : {1}")
+    where = spelled("{0} ? {1} : {2}")
 
 
 class CppKernelWriter(KernelWriter):
     """Writes one FusedKernel as a C function."""
 
     overrides = CppOverrides
-
-    def declare(self, var: str, expr: str) -> str:
-        return f"auto {var} = {expr};"
+    declaration = "auto {0} = {1};"
 
     def load_expr(self, name: str, index: str) -> str:
         value = f"{self.ptr[name]}[{index}]"
         return {torch.float16: f"static_cast<float>({value})",
                 torch.bfloat16: f"lk_bf2f({value})"}.get(self.dtypes[name], value)
 
-    def open(self, head: str, pragma: str = "") -> None:
-        """Start a block (a ``for`` loop), with the pragma above it if any."""
+    @contextlib.contextmanager
+    def block(self, head: str, pragma: str = "") -> Iterator[None]:
+        """``head { ... }`` (a ``for`` loop) around the lines written inside, pragma above it."""
         if pragma:
             self.emit(pragma)
         self.emit(head)
         self.emit("{")
-        self.push()
+        with self.scope():
+            yield
+        self.emit("}")
 
-    def loop(self, var: Any, size: int, pragma: str = "") -> None:
-        self.open(f"for (int64_t {var} = 0; {var} < {size}; ++{var})", pragma)
+    def loop(self, var: Any, size: int, pragma: str = "") -> contextlib.AbstractContextManager[None]:
+        return self.block(f"for (int64_t {var} = 0; {var} < {size}; ++{var})", pragma)
 
-    def blocks(self, x: Any, n: int, step: int, pragma: str = "") -> None:
+    @contextlib.contextmanager
+    def blocks(self, x: Any, n: int, step: int, pragma: str = "") -> Iterator[None]:
         """A loop over blocks of ``step`` (``x_outer``), with ``x_end`` the end of this block."""
-        self.open(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {step})", pragma)
-        self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {step}, {n});")
-
-    def close(self, n: int = 1) -> None:
-        for _ in range(n):
-            self.pop()
-            self.emit("}")
+        with self.block(f"for (int64_t {x}_outer = 0; {x}_outer < {n}; {x}_outer += {step})", pragma):
+            self.emit(f"const int64_t {x}_end = std::min<int64_t>({x}_outer + {step}, {n});")
+            yield
 
     def parallel(self, collapse: int) -> str:
         c = f" collapse({collapse})" if collapse > 1 else ""
@@ -209,24 +162,21 @@ class CppKernelWriter(KernelWriter):
         params.append("int nthreads")
         self.reduction_body() if self.space.rdims else self.pointwise_body()
         head = f'extern "C" void {self.kernel.name}({", ".join(params)})'
-        return "\n".join([head, "{", *self.lines, "}"])
+        return "\n".join([head, "{", *self.code.lines, "}"])
 
     def pointwise_body(self) -> None:
         sizes, rows = self.row_sizes, self.rows
-        opened = 0
-        if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
-            self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1))
-            self.x_block()
-            opened = 2
-        elif rows:
-            for d, (x, n) in enumerate(zip(rows, sizes)):
-                last = d == len(rows) - 1
-                pragma = "#pragma omp simd" if last else (self.parallel(len(rows) - 1) if d == 0 else "")
-                self.loop(x, n, pragma)
-            opened = len(rows)
-        for node in self.kernel.nodes:
-            self.compute(node)
-        self.close(opened)
+        with ExitStack() as loops:
+            if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
+                loops.enter_context(self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1)))
+                loops.enter_context(self.x_block())
+            else:
+                for d, (x, n) in enumerate(zip(rows, sizes)):
+                    last = d == len(rows) - 1
+                    pragma = "#pragma omp simd" if last else (self.parallel(len(rows) - 1) if d == 0 else "")
+                    loops.enter_context(self.loop(x, n, pragma))
+            for node in self.kernel.nodes:
+                self.compute(node)
 
     def use_scratch(self, node: Any) -> bool:
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
@@ -245,37 +195,37 @@ class CppKernelWriter(KernelWriter):
     def reduction_body(self) -> None:
         column = self.kernel.column
         outer = self.rows[:-1] if column else self.rows  # column: the innermost kept dim in blocks
-        for d, (x, n) in enumerate(zip(outer, self.row_sizes)):
-            self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else "")
-        if column:
-            x, n = self.rows[-1], self.row_sizes[-1]
-            self.blocks(x, n, COLUMN_BLOCK, "" if outer else self.parallel(1))
-        else:
-            for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
-                size = numel(self.space.rdims)
-                self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
-        segment: list[Any] = []
-        for node in self.kernel.nodes:
-            if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
-                self.segment(segment)
-                segment = []
-                self.c_per_row(node) if column else self.compute(node)
-                continue
-            finished = {n.name for n in segment if n.is_reduction}
-            if any(b in finished for b, _ in reads_of(node, self.space)):
-                self.segment(segment)  # it needs a reduction of this loop: start the next loop
-                segment = []
-            segment.append(node)
-        self.segment(segment)
-        self.close(len(self.rows))
+        with ExitStack() as loops:
+            for d, (x, n) in enumerate(zip(outer, self.row_sizes)):
+                loops.enter_context(self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else ""))
+            if column:
+                x, n = self.rows[-1], self.row_sizes[-1]
+                loops.enter_context(self.blocks(x, n, COLUMN_BLOCK, "" if outer else self.parallel(1)))
+            else:
+                for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
+                    size = numel(self.space.rdims)
+                    self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+            segment: list[Any] = []
+            for node in self.kernel.nodes:
+                if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
+                    self.segment(segment)
+                    segment = []
+                    self.c_per_row(node) if column else self.compute(node)
+                    continue
+                finished = {n.name for n in segment if n.is_reduction}
+                if any(b in finished for b, _ in reads_of(node, self.space)):
+                    self.segment(segment)  # it needs a reduction of this loop: start the next loop
+                    segment = []
+                segment.append(node)
+            self.segment(segment)
 
     # -- column order: the reduction loop outside, SIMD across a block of kept elements inside ----
     def slot(self) -> str:
         return f"{self.rows[-1]} - {self.rows[-1]}_outer"
 
-    def x_block(self) -> None:
+    def x_block(self) -> contextlib.AbstractContextManager[None]:
         x = self.rows[-1]
-        self.open(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
+        return self.block(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
 
     def load(self, name: str, index: Any) -> str:
         if self.kernel.column and name in self.scratch and name not in self.locals:
@@ -286,23 +236,26 @@ class CppKernelWriter(KernelWriter):
         """A per-row node of a column kernel: one value per kept element of the block."""
         array = f"row_{node.name}"
         self.emit(f"{VALUE_CTYPES[node.dtype]} {array}[{COLUMN_BLOCK}];")
-        self.x_block()
-        value = self.node_value(node)
-        self.emit(f"{array}[{self.slot()}] = {value};")
-        self.store(node.name, value)
-        self.close()
+        with self.x_block():
+            value = self.node_value(node)
+            self.emit(f"{array}[{self.slot()}] = {value};")
+            self.store(node.name, value)
         self.locals[node.name] = f"{array}[{self.slot()}]"
 
-    def r_loops(self, clause: str = "", block: bool = False) -> None:
+    @contextlib.contextmanager
+    def r_loops(self, clause: str = "", block: bool = False) -> Iterator[None]:
         """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
-        for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
-            if d < len(self.rvars) - 1 or self.kernel.column:
-                self.loop(r, n)
-            elif block:
-                self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
-                self.open(f"for (int64_t {r} = {r}_outer; {r} < {r}_end; ++{r})", f"#pragma omp simd{clause}")
-            else:
-                self.loop(r, n, f"#pragma omp simd{clause}")
+        with ExitStack() as loops:
+            for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
+                if d < len(self.rvars) - 1 or self.kernel.column:
+                    loops.enter_context(self.loop(r, n))
+                elif block:
+                    self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
+                    loops.enter_context(self.block(f"for (int64_t {r} = {r}_outer; {r} < {r}_end; ++{r})",
+                                                   f"#pragma omp simd{clause}"))
+                else:
+                    loops.enter_context(self.loop(r, n, f"#pragma omp simd{clause}"))
+            yield
 
     def segment(self, nodes: list[Any]) -> None:
         """One pass over the row (row order: SIMD along it, one accumulator per reduction) or down
@@ -331,48 +284,42 @@ class CppKernelWriter(KernelWriter):
             clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
             clauses += [f" reduction(|:{nan})"] if nan else []
             accs[n.name] = (acc, nan, ident)
-        if column and reductions:
-            self.x_block()
-            for acc, nan, ident in accs.values():
+        per_column = self.x_block if column and reductions else nullcontext
+        with per_column():
+            for acc, nan, ident in accs.values() if column else ():
                 self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = 0;" if nan else ""))
-            self.close()
-        if block:
-            r = self.rvars[-1]
-            self.open(f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; {r}_outer += {SUM_BLOCK})")
-            for acc, ctype, ident in partials:
-                self.emit(f"{ctype} {acc} = {ident};")
-        simd_ok = all(n.dtype != torch.bool for n in reductions)
-        self.r_loops("".join(clauses) if simd_ok else "", block)
-        if column:
-            self.x_block()
-        for node in nodes:
-            if not node.is_reduction:
-                self.compute(node)  # later nodes of this loop reuse its register
-                continue
-            value = self.node_value(node)
-            (acc, nan, _), kind = accs[node.name], node.data.reduction_type
-            a = f"{acc}{at}"
-            self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
-            if nan:
-                self.emit(f"{nan}{at} = {nan}{at} | ({value} != {value});")
-        self.close(len(self.rvars) + column)
-        if block:
+        with ExitStack() as blocks:
+            if block:
+                r = self.rvars[-1]
+                blocks.enter_context(self.block(
+                    f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; {r}_outer += {SUM_BLOCK})"))
+                for acc, ctype, ident in partials:
+                    self.emit(f"{ctype} {acc} = {ident};")
+            simd_ok = all(n.dtype != torch.bool for n in reductions)
+            with self.r_loops("".join(clauses) if simd_ok else "", block), \
+                    (self.x_block() if column else nullcontext()):
+                for node in nodes:
+                    if not node.is_reduction:
+                        self.compute(node)  # later nodes of this loop reuse its register
+                        continue
+                    value = self.node_value(node)
+                    (acc, nan, _), kind = accs[node.name], node.data.reduction_type
+                    a = f"{acc}{at}"
+                    self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
+                    if nan:
+                        self.emit(f"{nan}{at} = {nan}{at} | ({value} != {value});")
             for acc, _, _ in partials:
                 self.emit(f"{acc}_total += {acc};")
-            self.close()
-            for acc, ctype, _ in partials:
-                self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
+        for acc, ctype, _ in partials:
+            self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
             self.locals.pop(node.name, None)
-        if column and reductions:
-            self.x_block()
-        for n in reductions:
-            acc, nan, _ = accs[n.name]
-            if nan:
-                self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
-            self.store(n.name, f"{acc}{at}")
-        if column and reductions:
-            self.close()
+        with per_column():
+            for n in reductions:
+                acc, nan, _ = accs[n.name]
+                if nan:
+                    self.emit(f"if ({nan}{at}) {acc}{at} = std::numeric_limits<{VALUE_CTYPES[n.dtype]}>::quiet_NaN();")
+                self.store(n.name, f"{acc}{at}")
         for n in reductions:
             self.locals[n.name] = f"{accs[n.name][0]}{at}"
 

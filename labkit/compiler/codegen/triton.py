@@ -14,7 +14,9 @@ kernels that run with numpy.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ import sympy
 import torch
 
 from labkit import _torch
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, store_index
@@ -76,10 +78,7 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
         return str(int(value > 0))
     if dtype.is_floating_point:
         return f'float("{value}")' if math.isinf(value) else repr(float(value))
-    if math.isinf(value):
-        info = torch.iinfo(dtype)
-        return str(info.max if value > 0 else info.min)
-    return str(int(value))
+    return str((torch.iinfo(dtype).max if value > 0 else torch.iinfo(dtype).min) if math.isinf(value) else int(value))
 
 
 class TritonOverrides(InfixOverrides):
@@ -105,37 +104,14 @@ class TritonOverrides(InfixOverrides):
             return f"{x}.to(tl.float16).to(tl.float32)"
         return f"{x}.to({TL_TYPES[dtype]})"
 
-    @staticmethod
-    def abs(x: str) -> str:
-        return f"tl.abs({x})"
-
-    @staticmethod
-    def exp(x: str) -> str:
-        return f"tl.exp({x})"
-
-    @staticmethod
-    def log(x: str) -> str:
-        return f"tl.log({x})"
-
-    @staticmethod
-    def sqrt(x: str) -> str:
-        return f"tl.sqrt({x})"
-
-    @staticmethod
-    def rsqrt(x: str) -> str:
-        return f"tl.math.rsqrt({x})"
-
-    @staticmethod
-    def reciprocal(x: str) -> str:
-        return f"1.0 / {x}"
-
-    @staticmethod
-    def sin(x: str) -> str:
-        return f"tl.sin({x})"
-
-    @staticmethod
-    def cos(x: str) -> str:
-        return f"tl.cos({x})"
+    abs = spelled("tl.abs({0})")
+    exp = spelled("tl.exp({0})")
+    log = spelled("tl.log({0})")
+    sqrt = spelled("tl.sqrt({0})")
+    rsqrt = spelled("tl.math.rsqrt({0})")
+    reciprocal = spelled("1.0 / {0}")
+    sin = spelled("tl.sin({0})")
+    cos = spelled("tl.cos({0})")
 
     @staticmethod
     def tanh(x: str) -> str:
@@ -144,33 +120,13 @@ class TritonOverrides(InfixOverrides):
         return f"1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0)"
         ### END SOLUTION
 
-    @staticmethod
-    def sigmoid(x: str) -> str:
-        return f"1.0 / (1.0 + tl.exp(-{x}))"
-
-    @staticmethod
-    def relu(x: str) -> str:
-        return f"tl.where({x} < 0, 0, {x})"  # NaN stays NaN, as in torch
-
-    @staticmethod
-    def erf(x: str) -> str:
-        return f"tl.math.erf({x})"
-
-    @staticmethod
-    def pow(a: str, b: str) -> str:
-        return f"tl.exp({b} * tl.log({a}))"  # non-integer exponents only (see lower.pow_scalar)
-
-    @staticmethod
-    def maximum(a: str, b: str) -> str:
-        return f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"
-
-    @staticmethod
-    def minimum(a: str, b: str) -> str:
-        return f"tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})"
-
-    @staticmethod
-    def where(c: str, a: str, b: str) -> str:
-        return f"tl.where({c}, {a}, {b})"
+    sigmoid = spelled("1.0 / (1.0 + tl.exp(-{0}))")
+    relu = spelled("tl.where({0} < 0, 0, {0})")  # NaN stays NaN, as in torch
+    erf = spelled("tl.math.erf({0})")
+    pow = spelled("tl.exp({1} * tl.log({0}))")  # non-integer exponents only (see lower.pow_scalar)
+    maximum = spelled("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})")
+    minimum = spelled("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})")
+    where = spelled("tl.where({0}, {1}, {2})")
 
 
 def _pow2(n: int) -> int:
@@ -206,9 +162,6 @@ class TritonKernelWriter(KernelWriter):
     def use_scratch(self, node: Any) -> bool:
         return True  # persistent: the row is in registers; looped: recomputed where it is read
 
-    def declare(self, var: str, expr: str) -> str:
-        return f"{var} = {expr}"
-
     def is_block(self, index: sympy.Expr) -> bool:
         """Whether the address is a block (depends on the vectorized loop), else a scalar."""
         vector = set(self.rvars) if self.space.rdims else set(self.rows)
@@ -233,8 +186,7 @@ class TritonKernelWriter(KernelWriter):
             where = store_index(self.members[name], self.space)
             mask = self.mask if mask is None else mask
             mask = f", {mask}" if mask and self.is_block(where) else ""
-            if self.dtypes[name] == torch.bfloat16:
-                value = f"_lk_round_bf({value})"
+            value = f"_lk_round_bf({value})" if self.dtypes[name] == torch.bfloat16 else value
             value = f"{value}.to({TL_TYPES[self.dtypes[name]]})"
             self.emit(f"tl.store({self.ptr[name]} + ({self.index(where)}), {value}{mask})")
 
@@ -251,7 +203,7 @@ class TritonKernelWriter(KernelWriter):
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
         self.reduction_body() if self.space.rdims else self.pointwise_body()
         return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
-                          *self.lines])
+                          *self.code.lines])
 
     def pointwise_body(self) -> None:
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
@@ -289,16 +241,41 @@ class TritonKernelWriter(KernelWriter):
             elif self.persistent:
                 self.compute(node)
             elif node.name in self.ptr:  # looped: stored in a loop of its own; readers recompute it
-                self.open_loop()
-                self.store(node.name, self.node_value(node))
-                self.pop()
+                with self.r_loop():
+                    self.store(node.name, self.node_value(node))
 
-    def open_loop(self) -> None:
+    @contextlib.contextmanager
+    def r_loop(self) -> Iterator[None]:
+        """A loop over the row in chunks of the block size (a looped, non-persistent row)."""
         self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
-        self.push()
-        self.r_setup("roffset + ")
+        with self.scope():
+            self.r_setup("roffset + ")
+            yield
+
+    def online(self, m: Any, s: Any) -> None:
+        """Row max ``m`` and ``s`` = sum(exp(v - m)) in one loop (online softmax), per lane, then
+        across lanes; a factor exp(a - b) with a == b is 1 (-inf - -inf would be NaN)."""
+        shape, keep = (f"[{self.rblock}, BLOCK]", ", keep_dims=True") if self.kernel.column else ("[BLOCK]", "")
+        mx, sm, ttype = self.new_var("acc"), self.new_var("acc"), VALUE_TYPES[m.dtype]
+        self.emit(f"_{mx} = tl.full({shape}, float(\"-inf\"), {ttype})")
+        self.emit(f"_{sm} = tl.full({shape}, 0, {ttype})")
+        with self.r_loop():
+            v = self.node_value(m)
+            new = self.cse(f"_lk_max(_{mx}, {v})")
+            self.emit(f"_{sm} = tl.where(rmask, _{sm} * tl.where(_{mx} == {new}, 1.0, tl.exp(_{mx} - {new})) "
+                      f"+ tl.where({v} == {new}, 1.0, tl.exp({v} - {new})), _{sm})")
+            self.emit(f"_{mx} = tl.where(rmask, {new}, _{mx})")
+        self.emit(f"{mx} = tl.reduce(_{mx}, 0, _lk_max{keep})")
+        self.emit(f"{sm} = tl.reduce(_{sm} * tl.exp(_{mx} - {mx}), 0, _lk_sum{keep})")
+        self.locals.update({m.name: mx, s.name: sm})
+        for node, acc in ((m, mx), (s, sm)):
+            self.store(node.name, acc, "xmask")
 
     def reduction(self, node: Any) -> None:
+        if not self.persistent and node.name in self.kernel.online:
+            return self.online(node, self.members[self.kernel.online[node.name]])
+        if node.name in self.locals:  # the sum of an online pair: done with its max
+            return
         kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
         ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
         acc = self.new_var("acc")
@@ -314,10 +291,9 @@ class TritonKernelWriter(KernelWriter):
             column = self.kernel.column
             shape = f"[{self.rblock}, BLOCK]" if column else "[BLOCK]"
             self.emit(f"_{acc} = tl.full({shape}, {ident}, {ttype})")
-            self.open_loop()
-            value = self.node_value(node)
-            self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
-            self.pop()
+            with self.r_loop():
+                value = self.node_value(node)
+                self.emit(f"_{acc} = tl.where(rmask, {combine}(_{acc}, {value}), _{acc})")
             self.emit(f"{acc} = tl.reduce(_{acc}, 0, {combine}{', keep_dims=True' if column else ''})")
         self.locals[node.name] = acc
         self.store(node.name, acc, "xmask")  # one value per row: masked only in a column tile
