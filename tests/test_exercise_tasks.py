@@ -30,7 +30,12 @@ WRONG = {
             "    return train_storm(w, grads, lrs, backend, momentum)\n"),
     "3.1": ("def predict_graphs(statements):   # one graph per break, plus one\n"
             "    return 1 + sum(s in ('print', 'breakpoint', 'item_if', 'tolist') for s in statements)\n"),
-    "3.2": "DIAGNOSIS = {'A': CAUSES[0], 'B': CAUSES[1], 'C': CAUSES[3]}   # C is not shape-related\n",
+    "3.2": ("def diagnose(line):   # every number baked into the graph is 'shape-specialised'\n"
+            "    if 'print' in line:\n"
+            "        return CAUSES[0]\n"
+            "    if '.item()' in line:\n"
+            "        return CAUSES[1]\n"
+            "    return CAUSES[3]\n"),
     "3.3": ("class ScorerFixed(torch.nn.Module):      # the counter stays a Python int\n"
             "    def __init__(self, d):\n"
             "        super().__init__()\n"
@@ -55,11 +60,11 @@ WRONG = {
             "    return torch.empty_like(x)          # the input's shape, as in the lesson\n"),
     "9.2": ("def predict_ops(names):   # every call is one operator of its own name\n"
             "    return [f'aten.{n}' for n in names]\n"),
-    "7.2": ("def read_kernel(source):   # counts tl.load calls, not distinct buffers\n"
+    "7.2": ("def read_kernel(source):   # reads the sizes from the size hints\n"
             "    import re\n"
-            "    r = re.search(r'r0_numel = (\\d+)', source)\n"
+            "    r = re.search(r\"'r0_': (\\d+)\", source)\n"
             "    return {'kind': 'reduction' if r else 'pointwise',\n"
-            "            'elements': int(re.search(r'xnumel = (\\d+)', source).group(1)),\n"
+            "            'elements': int(re.search(r\"size_hints=\\{'x': (\\d+)\", source).group(1)),\n"
             "            'reduction_length': int(r.group(1)) if r else 0,\n"
             "            'reductions': ['sum'] * source.count('tl.sum('),\n"
             "            'inputs': source.count('tl.load('), 'outputs': source.count('tl.store(')}\n"),
@@ -264,3 +269,77 @@ def test_check_refuses_in_the_master_copy() -> None:
     with pytest.raises(NotARelease, match="make student"):
         self_check(ROOT, rubric_mod.load())
     assert main(["check"]) == 2
+
+
+# -- Task 3.2's hidden lines: every kind the check draws really has the cause its key says -------
+def _check_namespace(task_id: str, names: tuple[str, ...]) -> dict[str, object]:
+    """The definitions ``names`` from a task's check cell (functions and constants), executed."""
+    import ast
+
+    task = rubric_mod.load().task(task_id)
+    source = dict(_cells(task))[task.graded[0]]
+    tree = ast.parse(source)
+    keep = [node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in names
+            or isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets)]
+    ns: dict[str, object] = {}
+    exec(compile(ast.Module(keep, []), f"<{task.graded[0]}>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.slow
+def test_task3_2_every_kind_of_line_has_the_cause_its_key_says() -> None:
+    import contextlib
+    import logging
+    import random
+    import re
+    import time
+    import zlib
+
+    import torch
+    from torch._dynamo.testing import CompileCounter
+    from torch._dynamo.utils import counters
+
+    from labkit.grading import nbcheck as nc
+
+    ns = _check_namespace("3.2", ("random_line", "KEY"))
+    scorer = dict(_cells(rubric_mod.load().task("3.2")))["scorer"]
+    causes = {}
+    exec(scorer.split("class Scorer")[0], {"torch": torch}, causes)
+    cause_of = {kind: next(c for c in causes["CAUSES"] if nc.salted("3.2", kind, c) == key)
+                for kind, key in ns["KEY"].items()}
+    lines: dict[tuple[str, str], str] = {}
+    for seed in range(300):
+        kind, line = ns["random_line"](random.Random(seed))
+        shape = re.sub(r"[\d.]+|batch|step|rows|seen|mean|sum|max|std|[-*/+]", "", line)
+        lines.setdefault((kind, shape), line)
+    assert len(lines) >= 14, lines
+    logger = logging.getLogger("labkit-test-scorer")
+    logger.propagate = False
+    for (kind, _), line in sorted(lines.items()):
+        src = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+               "        self.proj = torch.nn.Linear(8, 8)\n        self.calls = 0\n"
+               "    def forward(self, x):\n        h = self.proj(x).tanh()\n"
+               f"        {line}\n        return h.softmax(-1)\n")
+        scope = {"torch": torch, "sys": sys, "os": os, "time": time, "zlib": zlib, "logger": logger}
+        exec(src, scope)
+        torch._dynamo.reset()
+        counters.clear()
+        cc = CompileCounter()
+        model = scope["M"]()
+        compiled = torch.compile(model, backend=cc)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for n in (5, 9, 13, 21):
+                compiled(torch.randn(n, 8))
+                model.calls += 1          # as the model's own `self.calls += 1` would
+        reasons = " ".join(counters["graph_break"]).lower()
+        index = causes["CAUSES"].index(cause_of[kind])
+        what = f"{line!r} (kind {kind}): frames={cc.frame_count} breaks: {reasons[:200]}"
+        if index in (0, 1, 4):
+            assert reasons, what
+            word = {0: r"print|write|logg", 1: r"item\(\)|tolist|data dependent",
+                    4: r"builtin"}[index]
+            assert re.search(word, reasons), what
+        else:
+            assert not reasons, what
+            assert cc.frame_count == (4 if index == 2 else 2), what

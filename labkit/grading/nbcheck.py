@@ -8,6 +8,7 @@ secret per-run value when grading), so a hard-coded answer for the visible input
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import random
 import re
@@ -146,6 +147,59 @@ def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
         print(f"Task {task}: FAIL — " + "; ".join(problems))
     else:
         print(f"Task {task}: PASS" + (f" — {passed_note}" if passed_note else ""))
+
+
+def salted(*parts: object, n: int = 12) -> str:
+    """A salted hash of an answer: keys in check cells hold these, never the answers themselves."""
+    import hashlib
+
+    return hashlib.sha256("".join(map(repr, parts)).encode()).hexdigest()[:n]
+
+
+def prediction_problems(name: str, predicted: list[Any], measured: list[Any], noun: str,
+                        unit: str | None = None,
+                        same: Callable[[Any, Any], bool] | None = None) -> list[str]:
+    """What was wrong with a list of predictions, in counts only (never a measured value).
+
+    ``same(prediction, measured)`` decides a match (default ``==``); ``unit`` names what numeric
+    predictions count, to say how many were too low or too high.
+    """
+    raised = sorted({p for p in predicted if isinstance(p, str) and p.startswith("error: ")})
+    if raised:
+        return [f"{name} raised: {raised}"]
+    same = same or (lambda p, m: p == m)
+    wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if not same(p, m)]
+    if not wrong:
+        return []
+    line = f"{len(wrong)} of {len(measured)} {noun} wrong"
+    numeric = [k for k in wrong if isinstance(predicted[k], int | float)
+               and not isinstance(predicted[k], bool)]
+    if unit is not None:
+        low = sum(1 for k in numeric if predicted[k] < measured[k])
+        parts = [f"{low} predicted too few {unit}", f"{len(numeric) - low} too many"]
+        if len(numeric) < len(wrong):
+            parts.append(f"{len(wrong) - len(numeric)} not a number")
+        line += f" ({', '.join(parts)})"
+    return [line]
+
+
+def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
+                      measure: Callable[..., Any], noun: str = "cases",
+                      unit: str | None = None,
+                      same: Callable[[Any, Any], bool] | None = None) -> list[str]:
+    """The predict-then-verify check: predict every case, then measure every case, then the verdict.
+
+    Every prediction is recorded first, under :func:`no_compile` and on its own copy of the case, so
+    it can neither measure nor see a measurement; ``measure(*case)`` then gives the true value.
+    ``same`` compares a prediction with a measurement (default ``==``; a salted hash where the
+    measurement must not show the answer). Prints the task's PASS/FAIL line and returns the problems.
+    """
+    predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
+    measured = [measure(*case) for case in cases]
+    problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),
+                                   predicted, measured, noun, unit, same)
+    verdict(task, problems, f"{len(cases)} {noun}")
+    return problems
 
 
 def graph_stats() -> dict[str, int]:
