@@ -138,15 +138,19 @@ def predict(fn: Callable[..., Any], *args: Any) -> Any:
         return f"error: {type(exc).__name__}"
 
 
-def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
-    """Print the one line a check ends with: ``Task N.M: PASS`` or ``Task N.M: FAIL — why``.
+def verdict(task: str, problems: list[str], passed_note: str = "", proof: object = None) -> None:
+    """Print the one line a check ends with: ``Task N.M: PASS … [token]`` or ``Task N.M: FAIL — why``.
 
-    ``problems`` say what was wrong in words that never state the expected answer.
+    ``problems`` say what was wrong in words that never state the expected answer. A PASS line ends
+    with a token salted by this run's seed and ``proof`` (the right answers, where the check has
+    them), so replaying a stored PASS line, or printing one, does not match the grader's reference
+    at a hidden seed.
     """
     if problems:
         print(f"Task {task}: FAIL — " + "; ".join(problems))
     else:
-        print(f"Task {task}: PASS" + (f" — {passed_note}" if passed_note else ""))
+        note = f" — {passed_note}" if passed_note else ""
+        print(f"Task {task}: PASS{note} [{salted(task, seed(), proof, n=8)}]")
 
 
 def salted(*parts: object, n: int = 12) -> str:
@@ -164,9 +168,10 @@ def prediction_problems(name: str, predicted: list[Any], measured: list[Any], no
     ``same(prediction, measured)`` decides a match (default ``==``); ``unit`` names what numeric
     predictions count, to say how many were too low or too high.
     """
-    raised = sorted({p for p in predicted if isinstance(p, str) and p.startswith("error: ")})
+    raised = sorted({p[len("error: "):] for p in predicted
+                     if isinstance(p, str) and p.startswith("error: ")})
     if raised:
-        return [f"{name} raised: {raised}"]
+        return [f"{name} raised {', '.join(raised)}"]
     same = same or (lambda p, m: p == m)
     wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if not same(p, m)]
     if not wrong:
@@ -199,7 +204,7 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
     measured = [None] * len(cases) if raised else [measure(*case) for case in cases]  # no need
     problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),
                                    predicted, measured, noun, unit, same)
-    verdict(task, problems, f"{len(cases)} {noun}")
+    verdict(task, problems, f"{len(cases)} {noun}", proof=measured)
     return problems
 
 
