@@ -16,6 +16,7 @@ from labkit.compiler.codegen.triton import TritonOverrides
 from labkit.compiler.ir import ComputedBuffer, Layout, Pointwise, Reduction, format_node
 from labkit.compiler.testing import assert_same_as_eager, compile_fn
 from labkit.grading import nbcheck as nc
+from labkit.grading.rubric import BEGIN, END
 
 
 @pytest.mark.task5_1
@@ -110,6 +111,8 @@ def test_fenced_units_are_small() -> None:
            schedule.node_fits]
     for fn in fns:
         src = inspect.getsource(fn)
-        assert src.count("### BEGIN SOLUTION") == 1 and src.count("### END SOLUTION") == 1, fn
-        body = src.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+        begin = [i for i, line in enumerate(src.splitlines()) if BEGIN.match(line)]
+        end = [i for i, line in enumerate(src.splitlines()) if END.match(line)]
+        assert len(begin) == 1 and len(end) == 1, fn
+        body = "\n".join(src.splitlines()[begin[0] + 1:end[0]])
         assert 1 <= len(body.strip().splitlines()) <= 25, fn
