@@ -59,6 +59,18 @@ def fresh() -> None:
     setup()
 
 
+def function_of(statements: list[str], params: str = "x", result: str = "x",
+                **scope: Any) -> Callable[..., Any]:
+    """``def f(<params>): <statements in order>; return <result>``, with torch and ``scope`` as globals.
+
+    The exercises' generators (statement lists, chains of steps, programs) build their functions here.
+    """
+    body = "".join(f"    {line}\n" for s in statements for line in s.splitlines()) or "    pass\n"
+    namespace: dict[str, Any] = {"torch": torch, **scope}
+    exec(f"def f({params}):\n{body}    return {result}\n", namespace)
+    return namespace["f"]
+
+
 class GraphRecorder:
     """A Dynamo backend that keeps every FX graph it is given and runs it unchanged."""
 

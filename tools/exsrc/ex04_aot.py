@@ -83,10 +83,7 @@ STATEMENTS = {
 }
 
 def program(statements):
-    body = "".join(f"    {line}\n" for s in statements for line in STATEMENTS[s].splitlines())
-    scope = {"torch": torch}
-    exec(f"def f(a, b):\n{body}    return a + b\n", scope)
-    return scope["f"]
+    return nc.function_of([STATEMENTS[s] for s in statements], "a, b", "a + b")
 # %% id=t4-2
 # your answer (Task 4.2)
 def predict_copies(statements: list[str]) -> int:
