@@ -504,6 +504,8 @@ def test_every_check_cell_prints_one_verdict_line_for_its_task() -> None:
             text = "".join(o.get("text", "") for o in cells[cid].outputs
                            if o.get("output_type") == "stream")
             verdicts = [line for line in text.splitlines() if line.startswith("Task ")]
+            assert all(o.get("output_type") == "stream" for o in cells[cid].outputs), \
+                (task.id, "a check shows only its printed lines")
             if task.id.startswith("12."):
                 continue      # ex12's checks print their own summary line (tests/test_grading_ex12.py)
             assert len(verdicts) == 1 and verdicts[0].startswith(f"Task {task.id}: PASS"), \

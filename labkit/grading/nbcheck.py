@@ -203,13 +203,14 @@ def prediction_problems(name: str, predicted: list[Any], measured: list[Any], no
 def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
                       measure: Callable[..., Any], noun: str = "cases",
                       unit: str | None = None,
-                      same: Callable[[Any, Any], bool] | None = None) -> list[str]:
+                      same: Callable[[Any, Any], bool] | None = None) -> None:
     """The predict-then-verify check: predict every case, then measure every case, then the verdict.
 
     Every prediction is recorded first, under :func:`no_compile` and on its own copy of the case, so
     it can neither measure nor see a measurement; ``measure(*case)`` then gives the true value.
     ``same`` compares a prediction with a measurement (default ``==``; a salted hash where the
-    measurement must not show the answer). Prints the task's PASS/FAIL line and returns the problems.
+    measurement must not show the answer). Prints the task's PASS/FAIL line (returns nothing, so a
+    notebook cell ending with this call shows only that line).
     """
     predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
     raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)
@@ -217,7 +218,6 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
     problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),
                                    predicted, measured, noun, unit, same)
     verdict(task, problems, f"{len(cases)} {noun}", proof=measured)
-    return problems
 
 
 def graph_stats() -> dict[str, int]:
