@@ -154,7 +154,7 @@ def test_solution_passes_on_visible_and_hidden_variants(task_id: str) -> None:
     assert ": PASS" in run_task(task_id, None, seed=987654)
 
 
-@pytest.mark.parametrize("task_id", _params(sorted(WRONG)))
+@pytest.mark.parametrize("task_id", sorted(WRONG))      # cheap: a stub's check stops early
 def test_stub_fails(task_id: str) -> None:
     assert ": FAIL" in run_task(task_id, _stub(task_id))
 
