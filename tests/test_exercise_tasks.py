@@ -599,3 +599,34 @@ def test_library_task_solution_passes_stub_and_wrong_answer_fail(task_id: str,
     for answer in ("stub", "wrong"):
         res = run_library_task(task_id, tmp_path, answer)
         assert res.returncode == 1 and " failed" in res.stdout, (answer, res.stdout[-1500:])
+
+
+# -- the shared predict-then-verify check -----------------------------------------------------------
+def test_check_predictions_predicts_all_first_without_compiling_and_never_shows_a_value(capsys) -> None:
+    import torch
+
+    from labkit.grading import nbcheck as nc
+
+    order: list[tuple[str, int]] = []
+
+    def predict(x: int) -> int:
+        order.append(("predict", x))
+        return x
+
+    def measure(x: int) -> int:
+        order.append(("measure", x))
+        return 1000 + x if x == 2 else x
+
+    nc.check_predictions("0.1", predict, [(1,), (2,), (3,)], measure, "cases", "things")
+    assert order == [("predict", 1), ("predict", 2), ("predict", 3),
+                     ("measure", 1), ("measure", 2), ("measure", 3)]
+    out = capsys.readouterr().out
+    assert out == "Task 0.1: FAIL — 1 of 3 cases wrong (#1; 1 predicted too few things; 0 too many)\n"
+
+    def cheat(x: int) -> int:                    # measuring inside a prediction is refused
+        return torch.compile(lambda t: t)(torch.ones(x)).numel()
+
+    nc.check_predictions("0.2", cheat, [(1,)], lambda x: x, "cases")
+    assert capsys.readouterr().out == "Task 0.2: FAIL — cheat raised CompileDuringPrediction\n"
+    nc.check_predictions("0.3", predict, [(4,)], lambda x: x, "cases")
+    assert capsys.readouterr().out.startswith("Task 0.3: PASS — 1 cases [")

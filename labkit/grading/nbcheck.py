@@ -177,8 +177,9 @@ def prediction_problems(name: str, predicted: list[Any], measured: list[Any], no
                         same: Callable[[Any, Any], bool] | None = None) -> list[str]:
     """What was wrong with a list of predictions, in counts only (never a measured value).
 
-    ``same(prediction, measured)`` decides a match (default ``==``); ``unit`` names what numeric
-    predictions count, to say how many were too low or too high.
+    ``same(prediction, measured)`` decides a match (default ``==``); the line names the wrong cases
+    by their index in the check's list (from 0); ``unit`` names what numeric predictions count, to
+    say how many were too low or too high.
     """
     raised = sorted({p[len("error: "):] for p in predicted
                      if isinstance(p, str) and p.startswith("error: ")})
@@ -188,16 +189,15 @@ def prediction_problems(name: str, predicted: list[Any], measured: list[Any], no
     wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if not same(p, m)]
     if not wrong:
         return []
-    line = f"{len(wrong)} of {len(measured)} {noun} wrong"
+    parts = ["#" + ", #".join(map(str, wrong))]           # indices into the check's case list
     numeric = [k for k in wrong if isinstance(predicted[k], int | float)
                and not isinstance(predicted[k], bool)]
     if unit is not None:
         low = sum(1 for k in numeric if predicted[k] < measured[k])
-        parts = [f"{low} predicted too few {unit}", f"{len(numeric) - low} too many"]
+        parts += [f"{low} predicted too few {unit}", f"{len(numeric) - low} too many"]
         if len(numeric) < len(wrong):
             parts.append(f"{len(wrong) - len(numeric)} not a number")
-        line += f" ({', '.join(parts)})"
-    return [line]
+    return [f"{len(wrong)} of {len(measured)} {noun} wrong ({'; '.join(parts)})"]
 
 
 def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
