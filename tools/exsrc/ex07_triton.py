@@ -160,6 +160,9 @@ cases = [variant(name, r) for name in templates]      # resized, renamed copies 
 problems = []
 for name, (new_name, source, elements, reduction_length) in zip(templates, cases):
     got = nc.predict(read_kernel, source)
+    if got == "error: NotImplementedError":
+        problems = ["read_kernel is not implemented yet"]
+        break
     if not isinstance(got, dict):
         problems.append(f"{new_name}: read_kernel {got if isinstance(got, str) else 'did not return a dict'}")
         continue
