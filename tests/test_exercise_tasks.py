@@ -30,7 +30,12 @@ WRONG = {
             "    return train_storm(w, grads, lrs, backend, momentum)\n"),
     "3.1": ("def predict_graphs(statements):   # one graph per break, plus one\n"
             "    return 1 + sum(s in ('print', 'breakpoint', 'item_if', 'tolist') for s in statements)\n"),
-    "3.2": "DIAGNOSIS = {'A': CAUSES[0], 'B': CAUSES[1], 'C': CAUSES[3]}   # C is not shape-related\n",
+    "3.2": ("def diagnose(line):   # every number baked into the graph is 'shape-specialised'\n"
+            "    if 'print' in line:\n"
+            "        return CAUSES[0]\n"
+            "    if '.item()' in line:\n"
+            "        return CAUSES[1]\n"
+            "    return CAUSES[3]\n"),
     "3.3": ("class ScorerFixed(torch.nn.Module):      # the counter stays a Python int\n"
             "    def __init__(self, d):\n"
             "        super().__init__()\n"
@@ -55,11 +60,11 @@ WRONG = {
             "    return torch.empty_like(x)          # the input's shape, as in the lesson\n"),
     "9.2": ("def predict_ops(names):   # every call is one operator of its own name\n"
             "    return [f'aten.{n}' for n in names]\n"),
-    "7.2": ("def read_kernel(source):   # counts tl.load calls, not distinct buffers\n"
+    "7.2": ("def read_kernel(source):   # reads the sizes from the size hints\n"
             "    import re\n"
-            "    r = re.search(r'r0_numel = (\\d+)', source)\n"
+            "    r = re.search(r\"'r0_': (\\d+)\", source)\n"
             "    return {'kind': 'reduction' if r else 'pointwise',\n"
-            "            'elements': int(re.search(r'xnumel = (\\d+)', source).group(1)),\n"
+            "            'elements': int(re.search(r\"size_hints=\\{'x': (\\d+)\", source).group(1)),\n"
             "            'reduction_length': int(r.group(1)) if r else 0,\n"
             "            'reductions': ['sum'] * source.count('tl.sum('),\n"
             "            'inputs': source.count('tl.load('), 'outputs': source.count('tl.store(')}\n"),
@@ -149,7 +154,7 @@ def test_solution_passes_on_visible_and_hidden_variants(task_id: str) -> None:
     assert ": PASS" in run_task(task_id, None, seed=987654)
 
 
-@pytest.mark.parametrize("task_id", _params(sorted(WRONG)))
+@pytest.mark.parametrize("task_id", sorted(WRONG))      # cheap: a stub's check stops early
 def test_stub_fails(task_id: str) -> None:
     assert ": FAIL" in run_task(task_id, _stub(task_id))
 
@@ -265,3 +270,364 @@ def test_check_refuses_in_the_master_copy() -> None:
     with pytest.raises(NotARelease, match="make student"):
         self_check(ROOT, rubric_mod.load())
     assert main(["check"]) == 2
+
+
+# -- Task 3.2's hidden lines: every kind the check draws really has the cause its key says -------
+def _check_namespace(task_id: str, names: tuple[str, ...]) -> dict[str, object]:
+    """The definitions ``names`` from a task's check cell (functions and constants), executed."""
+    import ast
+
+    task = rubric_mod.load().task(task_id)
+    source = dict(_cells(task))[task.graded[0]]
+    tree = ast.parse(source)
+    keep = [node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in names
+            or isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets)]
+    ns: dict[str, object] = {}
+    exec(compile(ast.Module(keep, []), f"<{task.graded[0]}>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.slow
+def test_task3_2_every_kind_of_line_has_the_cause_its_key_says() -> None:
+    import contextlib
+    import logging
+    import random
+    import re
+    import time
+    import zlib
+
+    import torch
+    from torch._dynamo.testing import CompileCounter
+    from torch._dynamo.utils import counters
+
+    from labkit.grading import nbcheck as nc
+
+    ns = _check_namespace("3.2", ("random_line", "KEY"))
+    scorer = dict(_cells(rubric_mod.load().task("3.2")))["scorer"]
+    causes = {}
+    exec(scorer.split("class Scorer")[0], {"torch": torch}, causes)
+    cause_of = {kind: next(c for c in causes["CAUSES"] if nc.salted("3.2", kind, c) == key)
+                for kind, key in ns["KEY"].items()}
+    lines: dict[tuple[str, str], str] = {}
+    for seed in range(300):
+        kind, line = ns["random_line"](random.Random(seed))
+        shape = re.sub(r"[\d.]+|batch|step|rows|seen|mean|sum|max|std|[-*/+]", "", line)
+        lines.setdefault((kind, shape), line)
+    assert len(lines) >= 14, lines
+    logger = logging.getLogger("labkit-test-scorer")
+    logger.propagate = False
+    for (kind, _), line in sorted(lines.items()):
+        src = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+               "        self.proj = torch.nn.Linear(8, 8)\n        self.calls = 0\n"
+               "    def forward(self, x):\n        h = self.proj(x).tanh()\n"
+               f"        {line}\n        return h.softmax(-1)\n")
+        scope = {"torch": torch, "sys": sys, "os": os, "time": time, "zlib": zlib, "logger": logger}
+        exec(src, scope)
+        torch._dynamo.reset()
+        counters.clear()
+        cc = CompileCounter()
+        model = scope["M"]()
+        compiled = torch.compile(model, backend=cc)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for n in (5, 9, 13, 21):
+                compiled(torch.randn(n, 8))
+                model.calls += 1          # as the model's own `self.calls += 1` would
+        reasons = " ".join(counters["graph_break"]).lower()
+        index = causes["CAUSES"].index(cause_of[kind])
+        what = f"{line!r} (kind {kind}): frames={cc.frame_count} breaks: {reasons[:200]}"
+        if index in (0, 1, 4):
+            assert reasons, what
+            word = {0: r"print|write|logg", 1: r"item\(\)|tolist|data dependent",
+                    4: r"builtin"}[index]
+            assert re.search(word, reasons), what
+        else:
+            assert not reasons, what
+            assert cc.frame_count == (4 if index == 2 else 2), what
+
+
+# -- the student path, as a student meets it -------------------------------------------------------
+# A fresh clone of the master refuses `make check` (it never compares work with itself); the release
+# `make student` builds holds exactly the tracked files (minus instructor-only ones, plus the
+# self-check copies), no fence and no line of any solution; in it `make check` passes the solution
+# and fails a wrong answer (the real nbval path); every stored check output is one PASS line.
+import subprocess  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from labkit.grading.commands import INSTRUCTOR_ONLY, STUDENT_README, checks_path  # noqa: E402
+from labkit.grading.commands import build_student as _build_student  # noqa: E402
+from labkit.grading.rubric import BEGIN, END  # noqa: E402
+
+NB03 = "notebooks/exercises/ex03_graph_breaks.ipynb"
+WRONG_3_2 = ("def diagnose(line):   # every number baked into the graph is 'shape-specialised'\n"
+             "    if 'print' in line:\n        return CAUSES[0]\n"
+             "    if '.item()' in line:\n        return CAUSES[1]\n"
+             "    return CAUSES[3]\n")
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh clone of the master at HEAD, with the shared .venv linked in (as `make setup` would)."""
+    dest = tmp_path_factory.mktemp("clone") / "course"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(dest)], check=True)
+    if (ROOT / ".venv").exists():
+        (dest / ".venv").symlink_to((ROOT / ".venv").resolve())
+    return dest
+
+
+@pytest.fixture(scope="module")
+def release(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make student` run in the clone (with an untracked log lying around), built into /tmp."""
+    (clone / "lab.log").write_text("http://127.0.0.1:8888/lab?token=secret\n")
+    dest = tmp_path_factory.mktemp("release") / "student"
+    _build_student(clone, dest, rubric_mod.load())
+    if (ROOT / ".venv").exists():
+        (dest / ".venv").symlink_to((ROOT / ".venv").resolve())
+    return dest
+
+
+def _make_check(where: Path, task: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`make check` in ``where``, with its own labkit first on the path (the shared venv is set up)."""
+    env = {**os.environ, "PYTHONPATH": str(where), "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith(("LABKIT_", "PYTEST_"))}
+    cmd = ["make", "-s", "-o", ".venv/.labkit-setup", "check"] + ([f"TASK={task}"] if task else [])
+    return subprocess.run(cmd, cwd=where, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _answer(nb_path: Path, cell_id: str, source: str) -> None:
+    nb = nbformat.read(str(nb_path), as_version=4)
+    (cell,) = [c for c in nb.cells if c.get("id") == cell_id]
+    cell.source = source
+    nbformat.write(nb, str(nb_path))
+
+
+def test_fresh_clone_refuses_to_check_even_a_wrong_answer(clone: Path) -> None:
+    _answer(clone / NB03, "t3-2", WRONG_3_2)
+    res = _make_check(clone, "3.2")
+    assert res.returncode != 0, res.stdout
+    assert "PASS" not in res.stdout
+    assert "make student" in res.stderr and "master copy" in res.stderr, res.stderr
+
+
+def _solution_lines() -> set[str]:
+    """Every distinctive line inside a solution fence, in the library and the exercise sources."""
+    lines: set[str] = set()
+    tracked = _git("ls-files", cwd=ROOT).split()
+    for rel in tracked:
+        if not rel.endswith((".py", ".ipynb")) or not (ROOT / rel).is_file():
+            continue
+        text = (ROOT / rel).read_text(errors="replace")
+        if rel.endswith(".ipynb"):
+            text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+        inside = False
+        for line in text.splitlines():
+            if BEGIN.match(line):
+                inside = True
+            elif END.match(line):
+                inside = False
+            elif inside and len(line.strip()) >= 16 and not line.strip().startswith("#"):
+                lines.add(line.strip())
+    return lines
+
+
+def _released_text(tree: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(tree.rglob("*")):
+        if ".git" in path.relative_to(tree).parts or ".venv" in path.relative_to(tree).parts:
+            continue
+        if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".json", ".toml", ".cfg",
+                                              ".txt", ".yml", ".sh", ""):
+            text = path.read_text(errors="replace")
+            if path.suffix == ".ipynb":     # sources and every stored output
+                text = nbformat.writes(nbformat.reads(text, as_version=4))
+            out[str(path.relative_to(tree))] = text
+    return out
+
+
+def test_release_holds_no_solution_text(release: Path) -> None:
+    solutions = _solution_lines()
+    assert len(solutions) > 100, len(solutions)
+    # lines that the master also has outside every fence (in files that are released) are not
+    # solutions: shared imports, lesson code the solution reuses
+    stubbed = _released_text(release)
+    outside = "\n".join(rubric_mod.stub_text(text, "0.0") if not rel.endswith(".ipynb") else text
+                        for rel, text in _master_released_text().items())
+    leaks = sorted((rel, line) for rel, text in stubbed.items() for line in solutions
+                   if line in text and line not in outside)
+    assert not leaks, leaks[:10]
+    assert not [rel for rel, text in stubbed.items() if "BEGIN " + "SOLUTION" in text]
+
+
+def _master_released_text() -> dict[str, str]:
+    """Tracked, released master files, solution fences cut out of sources and notebooks."""
+    out = {}
+    for rel in _git("ls-files", cwd=ROOT).split():
+        path = ROOT / rel
+        if rel.startswith(INSTRUCTOR_ONLY) or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if rel.endswith(".ipynb"):
+            nb = nbformat.reads(text, as_version=4)
+            text = "\n".join(rubric_mod.stub_text(c.source, "0.0") for c in nb.cells
+                             if c.cell_type == "code")
+        out[rel] = text
+    return out
+
+
+def test_release_files_are_exactly_the_tracked_ones(release: Path, clone: Path) -> None:
+    rubric = rubric_mod.load()
+    tracked = {f for f in _git("ls-files", cwd=clone).split() if not f.startswith(INSTRUCTOR_ONLY)}
+    expected = (tracked | {checks_path(nb) for nb in rubric.notebooks} | {"README.md"})
+    expected.discard(STUDENT_README)
+    got = {str(p.relative_to(release)) for p in release.rglob("*")
+           if p.is_file() and p.relative_to(release).parts[0] not in (".git", ".venv")}
+    assert got == expected, (sorted(got - expected)[:10], sorted(expected - got)[:10])
+    assert not (release / "lab.log").exists()
+    assert set(_git("ls-files", cwd=release).split()) == got
+    readme = (release / "README.md").read_text()
+    assert "student copy" in readme and "make check" in readme
+
+
+def test_every_check_cell_prints_one_verdict_line_for_its_task() -> None:
+    rubric = rubric_mod.load()
+    for task in rubric.tasks:
+        if task.kind != "notebook":
+            continue
+        nb = nbformat.read(str(ROOT / task.notebook), as_version=4)
+        cells = {c.get("id"): c for c in nb.cells}
+        for cid in task.graded:
+            text = "".join(o.get("text", "") for o in cells[cid].outputs
+                           if o.get("output_type") == "stream")
+            verdicts = [line for line in text.splitlines() if line.startswith("Task ")]
+            assert all(o.get("output_type") == "stream" for o in cells[cid].outputs), \
+                (task.id, "a check shows only its printed lines")
+            if task.id.startswith("12."):
+                continue      # ex12's checks print their own summary line (tests/test_grading_ex12.py)
+            assert len(verdicts) == 1 and verdicts[0].startswith(f"Task {task.id}: PASS"), \
+                (task.id, text[-500:])
+
+
+@pytest.mark.slow
+def test_release_check_passes_the_solution_and_fails_a_wrong_answer(release: Path) -> None:
+    nb = release / NB03
+    solution = {c.get("id"): c.source for c in nbformat.read(str(ROOT / NB03), as_version=4).cells}
+    _answer(nb, "t3-2", solution["t3-2"])
+    right = _make_check(release, "3.2")
+    assert right.returncode == 0 and "PASS  Task 3.2" in right.stdout, right.stdout + right.stderr
+    _answer(nb, "t3-2", WRONG_3_2)
+    wrong = _make_check(release, "3.2")
+    assert wrong.returncode != 0 and "FAIL  Task 3.2" in wrong.stdout, wrong.stdout + wrong.stderr
+    assert "your check printed: " in wrong.stdout and "lines wrong" in wrong.stdout
+    assert "shape-specialised" not in wrong.stdout.split("FAIL  Task 3.2")[1]   # no answer shown
+
+
+
+# -- Tasks 5.1-5.4 live in labkit.compiler: solution, stub and a wrong answer through their tests --
+# A wrong body per task: {library file: the fenced body's replacement}.
+LIBRARY_WRONG = {
+    "5.1": {"labkit/compiler/lower.py":
+            "    return pointwise(lambda v: ops.reciprocal(ops.exp(ops.neg(v))), x)   # forgot 1 +\n"},
+    "5.2": {"labkit/compiler/codegen/cpp.py": '        return f"std::tanh({x})"\n',
+            "labkit/compiler/codegen/triton.py":    # overflows: inf / inf for large x
+            '        return f"(tl.exp(2.0 * {x}) - 1.0) / (tl.exp(2.0 * {x}) + 1.0)"\n'},
+    "5.3": {"labkit/compiler/decompose.py":          # the tanh approximation for both modes
+            "    dtype, x = x.dtype, upcast(x)\n"
+            "    inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)\n"
+            "    return (0.5 * x * (1 + torch.tanh(inner))).to(dtype)\n"},
+    "5.4": {"labkit/compiler/schedule.py":           # only identical shapes fit
+            "    assert node.data is not None\n"
+            "    same = squeeze(node.data.ranges) == space.rows + space.rdims\n"
+            "    return same, 'same shape' if same else 'another shape'\n"},
+}
+
+
+def _replace_fence(text: str, body: str) -> str:
+    from labkit.grading.rubric import BEGIN, END
+
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if BEGIN.match(line))
+    end = next(i for i, line in enumerate(lines) if END.match(line))
+    indent = BEGIN.match(lines[start])["indent"]
+    body = "".join(indent + line.lstrip() if line.strip() and not line.startswith(indent)
+                   else line for line in body.splitlines(keepends=True))
+    return "".join(lines[:start] + [body] + lines[end + 1:])
+
+
+def run_library_task(task_id: str, tmp_path: Path, answer: str | None,
+                     seed: int = 0) -> subprocess.CompletedProcess[str]:
+    """The task's marked tests (as `make check` and grading run them) on a copy of labkit with the
+    task's files holding the solution (None), the release stub ("stub") or LIBRARY_WRONG ("wrong")."""
+    import shutil
+
+    from labkit.grading.rubric import stub_file
+
+    task = rubric_mod.load().task(task_id)
+    work = tmp_path / f"{task_id}-{answer}"
+    shutil.copytree(ROOT / "labkit", work / "labkit",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
+    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
+    for rel in task.files:
+        path = work / rel
+        if answer == "stub":
+            path.write_text(stub_file(path, task_id))
+        elif answer == "wrong":
+            path.write_text(_replace_fence(path.read_text(), LIBRARY_WRONG[task_id][rel]))
+    env = {**os.environ, "PYTHONPATH": str(work), "LABKIT_GRADE_SEED": str(seed),
+           "OMP_NUM_THREADS": "1", "TRITON_INTERPRET": "1"}
+    import glob
+
+    tests = sorted(str(Path(f).relative_to(work)) for pattern in task.tests
+                   for f in glob.glob(str(work / pattern)))
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-m", task.marker, *tests], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", sorted(LIBRARY_WRONG))
+def test_library_task_solution_passes_stub_and_wrong_answer_fail(task_id: str,
+                                                                 tmp_path: Path) -> None:
+    right = run_library_task(task_id, tmp_path, None, seed=987654)
+    assert right.returncode == 0 and " passed" in right.stdout, right.stdout[-1500:]
+    for answer in ("stub", "wrong"):
+        res = run_library_task(task_id, tmp_path, answer)
+        assert res.returncode == 1 and " failed" in res.stdout, (answer, res.stdout[-1500:])
+
+
+# -- the shared predict-then-verify check -----------------------------------------------------------
+def test_check_predictions_predicts_all_first_without_compiling_and_never_shows_a_value(capsys) -> None:
+    import torch
+
+    from labkit.grading import nbcheck as nc
+
+    order: list[tuple[str, int]] = []
+
+    def predict(x: int) -> int:
+        order.append(("predict", x))
+        return x
+
+    def measure(x: int) -> int:
+        order.append(("measure", x))
+        return 1000 + x if x == 2 else x
+
+    nc.check_predictions("0.1", predict, [(1,), (2,), (3,)], measure, "cases", "things")
+    assert order == [("predict", 1), ("predict", 2), ("predict", 3),
+                     ("measure", 1), ("measure", 2), ("measure", 3)]
+    out = capsys.readouterr().out
+    assert out == "Task 0.1: FAIL — 1 of 3 cases wrong (#1; 1 predicted too few things; 0 too many)\n"
+
+    def cheat(x: int) -> int:                    # measuring inside a prediction is refused
+        return torch.compile(lambda t: t)(torch.ones(x)).numel()
+
+    nc.check_predictions("0.2", cheat, [(1,)], lambda x: x, "cases")
+    assert capsys.readouterr().out == "Task 0.2: FAIL — cheat raised CompileDuringPrediction\n"
+    nc.check_predictions("0.3", predict, [(4,)], lambda x: x, "cases")
+    assert capsys.readouterr().out.startswith("Task 0.3: PASS — 1 cases [")

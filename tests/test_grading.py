@@ -31,14 +31,16 @@ NB = "notebooks/exercises/ex03_graph_breaks.ipynb"
 KEY = "test-key"                                   # a fixed key: a fixed secret seed
 
 WRONG_3_1 = '''
-def toy_example_fixed(a, b):
-    x = a / (torch.abs(a) + 1)
-    return x * b                                   # forgets the sign flip
+def predict_graphs(statements):                    # one graph per break, plus one
+    return 1 + sum(s in ("print", "breakpoint", "item_if", "tolist") for s in statements)
 '''
 WRONG_3_2 = '''
-def toy_example_cond(a, b):
-    x = a / (torch.abs(a) + 1)
-    return x * torch.where(b.sum() < 0, -b, b)      # right values, but no torch.cond
+def diagnose(line):                                # every number is "shape-specialised"
+    if "print" in line:
+        return CAUSES[0]
+    if ".item()" in line:
+        return CAUSES[1]
+    return CAUSES[3]
 '''
 PEEK = '''
 import builtins, glob, json, os
@@ -49,7 +51,7 @@ for path in glob.glob(os.path.join(os.getcwd(), "**", "*.ipynb"), recursive=True
             _stored["c3-1"] = "".join(cell["outputs"][0]["text"]).rstrip("\\n")
 _print = builtins.print
 def print(*args, **kwargs):                         # replay the answer key, if one was found
-    if _stored and str(args[0]).startswith("n="):
+    if _stored and str(args[0]).startswith("Task 3.1"):
         return _print(_stored["c3-1"])
     return _print(*args, **kwargs)
 builtins.print = print
@@ -58,15 +60,16 @@ HARDCODE = '''
 import builtins
 _print = builtins.print
 def _fake(*args, **kwargs):                         # the visible (self-check) answer, verbatim
-    if str(args[0]).startswith("n="):
+    if str(args[0]).startswith("Task 3.2"):
         return _print(VISIBLE)
     return _print(*args, **kwargs)
 builtins.print = _fake
 ''' + WRONG_3_2
 EAGER = '''
-@torch._dynamo.disable
-def toy_example_fixed(a, b):                        # a no-op "compiler": eager in disguise
-    return toy_example(a, b)
+def predict_graphs(statements):                     # "predicts" by measuring: compiles inside
+    nc.fresh()
+    torch.compile(build(statements), backend="eager")(torch.rand(8) + 0.1)
+    return nc.graph_stats()["graphs"]
 '''
 HANG = '''
 import time
@@ -114,7 +117,7 @@ def _submissions(base: Path) -> Path:
                c3_2="# NBVAL_IGNORE_OUTPUT\n" + cells["c3-2"].source)
     for cell in nb.cells:
         if cell.get("id") == "c3-1":
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="n=0 whatever\n")]
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Task 3.1: FAIL — x\n")]
         if cell.get("id") == "c3-2":
             cell.execution_count = None
             cell.outputs = []

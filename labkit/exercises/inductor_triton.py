@@ -1,5 +1,11 @@
 """Triton kernels Inductor generated on a GPU (from figures/recordings/softmax, mlp, toy_example),
-kept here so that exercise 7.2 and its grading run without the recordings."""
+kept here so that exercise 7.2 and its grading run without the recordings; :func:`variant` makes
+resized, renamed copies of them (the hidden kernels exercise 7.2 is graded on)."""
+
+from __future__ import annotations
+
+import random
+import re
 
 KERNELS: dict[str, str] = {
     'triton_per_fused__softmax_exp_prepare_softmax_online_sub_0': 'import triton\nimport triton.language as tl\n\nfrom torch._inductor.runtime import triton_helpers, triton_heuristics\nfrom torch._inductor.runtime.triton_helpers import libdevice, math as tl_math\nfrom torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties\ntriton_helpers.set_driver_to_gpu()\n\n@triton_heuristics.persistent_reduction(\n    size_hints={\'x\': 256, \'r0_\': 512},\n    reduction_hint=ReductionHint.INNER,\n    filename=__file__,\n    triton_meta={\'signature\': {\'in_ptr0\': \'*fp32\', \'out_ptr2\': \'*fp32\', \'xnumel\': \'i32\', \'r0_numel\': \'i32\', \'XBLOCK\': \'constexpr\'}, \'device\': DeviceProperties(type=\'cuda\', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), \'constants\': {}, \'native_matmul\': False, \'enable_fp_fusion\': True, \'launch_pdl\': False, \'disable_ftz\': False, \'configs\': [{(0,): [[\'tt.divisibility\', 16]], (1,): [[\'tt.divisibility\', 16]], (2,): [[\'tt.divisibility\', 16]], (3,): [[\'tt.divisibility\', 16]]}]},\n    inductor_meta={\'grid_type\': \'Grid1D\', \'autotune_hints\': set(), \'kernel_name\': \'triton_per_fused__softmax_exp_prepare_softmax_online_sub_0\', \'mutated_arg_names\': [], \'optimize_mem\': True, \'no_x_dim\': None, \'atomic_add_found\': False, \'num_load\': 1, \'num_store\': 1, \'num_reduction\': 4, \'backend_hash\': \'91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336\', \'assert_indirect_indexing\': True, \'autotune_local_cache\': True, \'autotune_pointwise\': True, \'autotune_remote_cache\': None, \'force_disable_caches\': True, \'dynamic_scale_rblock\': True, \'max_autotune\': False, \'max_autotune_pointwise\': False, \'min_split_scan_rblock\': 256, \'spill_threshold\': 16, \'store_cubin\': False, \'deterministic\': False, \'force_filter_reduction_configs\': False, \'mix_order_reduction_allow_multi_stages\': False, \'are_deterministic_algorithms_enabled\': False, \'tiling_scores\': {\'x\': 0, \'r0_\': 1572864}}\n)\n@triton.jit\ndef triton_per_fused__softmax_exp_prepare_softmax_online_sub_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr):\n    xnumel = 256\n    r0_numel = 512\n    R0_BLOCK: tl.constexpr = 512\n    rnumel = r0_numel\n    RBLOCK: tl.constexpr = R0_BLOCK\n    xoffset = tl.program_id(0) * XBLOCK\n    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]\n    xmask = xindex < xnumel\n    r0_index = tl.arange(0, R0_BLOCK)[None, :]\n    r0_offset = 0\n    r0_mask = tl.full([R0_BLOCK], True, tl.int1)[None, :]\n    roffset = r0_offset\n    rindex = r0_index\n    r0_1 = r0_index\n    x0 = xindex\n    tmp0 = tl.load(in_ptr0 + (r0_1 + 512*x0), xmask, other=0.0)\n    tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])\n    tmp3 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])\n    tmp5 = tl.where(xmask, tmp3, float("-inf"))\n    tmp6 = triton_helpers.max2(tmp5, 1)[:, None].to(tl.float32)\n    tmp7 = tmp1 - tmp6\n    tmp8 = libdevice.exp(tmp7)\n    tmp9 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])\n    tmp11 = tl.where(xmask, tmp9, 0)\n    tmp12 = tl.sum(tmp11, 1)[:, None].to(tl.float32)\n    tmp13 = tmp0 - tmp6\n    tmp14 = libdevice.exp(tmp13)\n    tmp15 = (tmp14 / tmp12)\n    tl.store(out_ptr2 + (r0_1 + 512*x0), tmp15, xmask)',
@@ -11,3 +17,45 @@ KERNELS: dict[str, str] = {
     'triton_poi_fused_add_relu_0': "import triton\nimport triton.language as tl\n\nfrom torch._inductor.runtime import triton_helpers, triton_heuristics\nfrom torch._inductor.runtime.triton_helpers import libdevice, math as tl_math\nfrom torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties\ntriton_helpers.set_driver_to_gpu()\n\n@triton_heuristics.pointwise(\n    size_hints={'x': 4096}, \n    filename=__file__,\n    triton_meta={'signature': {'in_out_ptr0': '*fp32', 'in_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]]}]},\n    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused_add_relu_0', 'mutated_arg_names': ['in_out_ptr0'], 'optimize_mem': False, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 2, 'num_store': 1, 'num_reduction': 0, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': True, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 49664}},\n    min_elem_per_thread=0\n)\n@triton.jit\ndef triton_poi_fused_add_relu_0(in_out_ptr0, in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    xnumel = 4096\n    xoffset = tl.program_id(0) * XBLOCK\n    xindex = xoffset + tl.arange(0, XBLOCK)[:]\n    xmask = tl.full([XBLOCK], True, tl.int1)[:]\n    x2 = xindex\n    x0 = (xindex % 128)\n    tmp0 = tl.load(in_out_ptr0 + (x2), None)\n    tmp1 = tl.load(in_ptr0 + (x0), None, eviction_policy='evict_last')\n    tmp2 = tmp0 + tmp1\n    tmp3 = tl.full([1], 0, tl.int32)\n    tmp4 = triton_helpers.maximum(tmp3, tmp2)\n    tl.store(in_out_ptr0 + (x2), tmp4, None)",
     'triton_poi_fused_mul_0': "import triton\nimport triton.language as tl\n\nfrom torch._inductor.runtime import triton_helpers, triton_heuristics\nfrom torch._inductor.runtime.triton_helpers import libdevice, math as tl_math\nfrom torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties\ntriton_helpers.set_driver_to_gpu()\n\n@triton_heuristics.pointwise(\n    size_hints={'x': 1024}, \n    filename=__file__,\n    triton_meta={'signature': {'in_ptr0': '*fp32', 'in_ptr1': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]], (3,): [['tt.divisibility', 16]]}]},\n    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused_mul_0', 'mutated_arg_names': [], 'optimize_mem': True, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 2, 'num_store': 1, 'num_reduction': 0, 'backend_hash': '91D1D1166449D9E2EB66EB9770C9E2C3B0FEB787341F27FEB4D3F0338DA50336', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': True, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'mix_order_reduction_allow_multi_stages': False, 'are_deterministic_algorithms_enabled': False, 'tiling_scores': {'x': 16384}},\n    min_elem_per_thread=0\n)\n@triton.jit\ndef triton_poi_fused_mul_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):\n    xnumel = 1024\n    xoffset = tl.program_id(0) * XBLOCK\n    xindex = xoffset + tl.arange(0, XBLOCK)[:]\n    xmask = xindex < xnumel\n    x0 = xindex\n    tmp0 = tl.load(in_ptr0 + (x0), xmask)\n    tmp1 = tl.load(in_ptr1 + (x0), xmask)\n    tmp2 = tl.full([1], -1.0, tl.float32)\n    tmp3 = tmp1 * tmp2\n    tmp4 = tmp0 * tmp3\n    tl.store(out_ptr0 + (x0), tmp4, xmask)",
 }
+
+
+# Sizes a variant may take per kernel: x extent, reduction length (a power of two: these persistent
+# reductions hold a whole row in one block), and for the broadcast bias its width.
+_POW2 = [8, 16, 32, 64, 128, 256, 512, 1024]
+NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def variant(name: str, rng: random.Random) -> tuple[str, str, int, int]:
+    """A copy of ``KERNELS[name]`` with new sizes and a new name, as Inductor would emit it.
+
+    Returns (new name, source, x elements, reduction length); every literal that stands for a size
+    (extents, block sizes, strides, the bias width, size hints) follows the new sizes.
+    """
+    source = KERNELS[name]
+    head, body = source.split("@triton.jit", 1)
+    xnumel = int(re.search(r"^\s*xnumel = (\d+)", body, re.M)[1])
+    rmatch = re.search(r"^\s*r0_numel = (\d+)", body, re.M)
+    sizes: dict[int, int] = {}
+    new_x, new_r = xnumel, 0
+    if rmatch:
+        new_r = rng.choice([v for v in _POW2 if v != int(rmatch[1])])
+        sizes[int(rmatch[1])] = new_r
+    if "xindex % " in body:                       # a bias broadcast over rows of this width
+        width = int(re.search(r"xindex % (\d+)", body)[1])
+        new_width = rng.choice([v for v in _POW2 if v not in (width, 8)])
+        new_x = new_width * rng.choice([4, 8, 16, 32])
+        sizes[width] = new_width
+    elif xnumel > 1:
+        new_x = rng.choice([v for v in range(3, 3000) if v not in _POW2 and v != new_r])
+    if xnumel > 1:
+        sizes[xnumel] = new_x
+    body = NUMBER.sub(lambda m: str(sizes.get(int(m[1]), m[1])), body)
+    hints = f"size_hints={{'x': {_pow2_at_least(new_x)}" + (f", 'r0_': {new_r}}}" if rmatch else "}")
+    head = re.sub(r"size_hints=\{[^}]*\}", hints, head)
+    new_name = f"{name.rsplit('_', 1)[0]}_{rng.randrange(10)}"
+    text = (head + "@triton.jit" + body).replace(name, new_name)
+    return new_name, text, new_x, new_r

@@ -8,6 +8,7 @@ secret per-run value when grading), so a hard-coded answer for the visible input
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import random
 import re
@@ -51,6 +52,18 @@ def fresh() -> None:
     """Forget every compiled graph and counter, so a graded cell never relies on earlier cells."""
     _torch.reset_compile_state()
     setup()
+
+
+def function_of(statements: list[str], params: str = "x", result: str = "x",
+                **scope: Any) -> Callable[..., Any]:
+    """``def f(<params>): <statements in order>; return <result>``, with torch and ``scope`` as globals.
+
+    The exercises' generators (statement lists, chains of steps, programs) build their functions here.
+    """
+    body = "".join(f"    {line}\n" for s in statements for line in s.splitlines()) or "    pass\n"
+    namespace: dict[str, Any] = {"torch": torch, **scope}
+    exec(f"def f({params}):\n{body}    return {result}\n", namespace)
+    return namespace["f"]
 
 
 class GraphRecorder:
@@ -127,15 +140,74 @@ def predict(fn: Callable[..., Any], *args: Any) -> Any:
         return f"error: {type(exc).__name__}"
 
 
-def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
-    """Print the one line a check ends with: ``Task N.M: PASS`` or ``Task N.M: FAIL — why``.
+def verdict(task: str, problems: list[str], passed_note: str = "", proof: object = None) -> None:
+    """Print the one line a check ends with: ``Task N.M: PASS … [token]`` or ``Task N.M: FAIL — why``.
 
-    ``problems`` say what was wrong in words that never state the expected answer.
+    ``problems`` say what was wrong in words that never state the expected answer. A PASS line ends
+    with a token salted by this run's seed and ``proof`` (the right answers, where the check has
+    them), so replaying a stored PASS line, or printing one, does not match the grader's reference
+    at a hidden seed.
     """
     if problems:
         print(f"Task {task}: FAIL — " + "; ".join(problems))
     else:
-        print(f"Task {task}: PASS" + (f" — {passed_note}" if passed_note else ""))
+        note = f" — {passed_note}" if passed_note else ""
+        print(f"Task {task}: PASS{note} [{salted(task, seed(), proof, n=8)}]")
+
+
+def salted(*parts: object, n: int = 12) -> str:
+    """A salted hash of an answer: keys in check cells hold these, never the answers themselves."""
+    import hashlib
+
+    return hashlib.sha256("".join(map(repr, parts)).encode()).hexdigest()[:n]
+
+
+def prediction_problems(name: str, predicted: list[Any], measured: list[Any], noun: str,
+                        unit: str | None = None,
+                        same: Callable[[Any, Any], bool] | None = None) -> list[str]:
+    """What was wrong with a list of predictions, in counts only (never a measured value).
+
+    ``same(prediction, measured)`` decides a match (default ``==``); the line names the wrong cases
+    by their index in the check's list (from 0); ``unit`` names what numeric predictions count, to
+    say how many were too low or too high.
+    """
+    raised = sorted({p[len("error: "):] for p in predicted
+                     if isinstance(p, str) and p.startswith("error: ")})
+    if raised:
+        return [f"{name} raised {', '.join(raised)}"]
+    same = same or (lambda p, m: p == m)
+    wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if not same(p, m)]
+    if not wrong:
+        return []
+    parts = ["#" + ", #".join(map(str, wrong))]           # indices into the check's case list
+    numeric = [k for k in wrong if isinstance(predicted[k], int | float)
+               and not isinstance(predicted[k], bool)]
+    if unit is not None:
+        low = sum(1 for k in numeric if predicted[k] < measured[k])
+        parts += [f"{low} predicted too few {unit}", f"{len(numeric) - low} too many"]
+        if len(numeric) < len(wrong):
+            parts.append(f"{len(wrong) - len(numeric)} not a number")
+    return [f"{len(wrong)} of {len(measured)} {noun} wrong ({'; '.join(parts)})"]
+
+
+def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
+                      measure: Callable[..., Any], noun: str = "cases",
+                      unit: str | None = None,
+                      same: Callable[[Any, Any], bool] | None = None) -> None:
+    """The predict-then-verify check: predict every case, then measure every case, then the verdict.
+
+    Every prediction is recorded first, under :func:`no_compile` and on its own copy of the case, so
+    it can neither measure nor see a measurement; ``measure(*case)`` then gives the true value.
+    ``same`` compares a prediction with a measurement (default ``==``; a salted hash where the
+    measurement must not show the answer). Prints the task's PASS/FAIL line (returns nothing, so a
+    notebook cell ending with this call shows only that line).
+    """
+    predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
+    raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)
+    measured = [None] * len(cases) if raised else [measure(*case) for case in cases]  # no need
+    problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),
+                                   predicted, measured, noun, unit, same)
+    verdict(task, problems, f"{len(cases)} {noun}", proof=measured)
 
 
 def graph_stats() -> dict[str, int]:

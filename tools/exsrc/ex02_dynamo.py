@@ -73,19 +73,13 @@ def predict_compiles(calls: list[tuple[tuple[int, int], str]]) -> int:
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("2.1")
-sequences = [random_calls(r) for _ in range(8)]
-predicted = [nc.predict(predict_compiles, list(s)) for s in sequences]       # before measuring
-measured = [nc.count_compiles(scale_rows, [(torch.ones(*shape, dtype=getattr(torch, dt)),)
-                                           for shape, dt in s]) for s in sequences]
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_compiles raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    low = sum(1 for k in wrong if predicted[k] < measured[k])
-    problems.append(f"{len(wrong)} of {len(sequences)} sequences wrong "
-                    f"({low} predicted too few compiles, {len(wrong) - low} too many)")
-nc.verdict("2.1", problems, f"{len(sequences)} sequences")
+sequences = [(random_calls(r),) for _ in range(8)]
+
+def measure(calls):
+    return nc.count_compiles(scale_rows, [(torch.ones(*shape, dtype=getattr(torch, dt)),)
+                                          for shape, dt in calls])
+
+nc.check_predictions("2.1", predict_compiles, sequences, measure, "sequences", "compiles")
 # %% [markdown] id=t2-2-md
 # ## Task 2.2 — stop a recompile storm (difficulty 2/3, about 30 min)
 #
@@ -183,22 +177,14 @@ from torch._dynamo.testing import CompileCounter
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("2.3")
-sequences = [random_calls(r) for _ in range(8)]
-predicted = [nc.predict(predict_compiles_dynamic, list(s)) for s in sequences]   # before measuring
-measured = []
-for s in sequences:
+sequences = [(random_calls(r),) for _ in range(8)]
+
+def measure(calls):
     nc.fresh()
     counter = CompileCounter()
     compiled = torch.compile(scale_rows, backend=counter, dynamic=True)
-    for shape, dt in s:
+    for shape, dt in calls:
         compiled(torch.ones(*shape, dtype=getattr(torch, dt)))
-    measured.append(counter.frame_count)
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_compiles_dynamic raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    low = sum(1 for k in wrong if predicted[k] < measured[k])
-    problems.append(f"{len(wrong)} of {len(sequences)} sequences wrong "
-                    f"({low} predicted too few compiles, {len(wrong) - low} too many)")
-nc.verdict("2.3", problems, f"{len(sequences)} sequences")
+    return counter.frame_count
+
+nc.check_predictions("2.3", predict_compiles_dynamic, sequences, measure, "sequences", "compiles")

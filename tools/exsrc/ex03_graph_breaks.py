@@ -35,11 +35,7 @@ STATEMENTS = {
 }
 
 def build(statements):
-    body = "\n".join(STATEMENTS[s] for s in statements) or "pass"
-    src = "def f(x):\n" + "".join(f"    {line}\n" for line in body.splitlines()) + "    return x\n"
-    scope = {"torch": torch}
-    exec(src, scope)
-    return scope["f"]
+    return nc.function_of([STATEMENTS[s] for s in statements])   # def f(x): ...; return x
 # %% id=t3-1
 # your answer (Task 3.1)
 def predict_graphs(statements: list[str]) -> int:
@@ -64,33 +60,30 @@ import contextlib, io
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("3.1")
-lists = [[r.choice(sorted(STATEMENTS)) for _ in range(r.randrange(2, 7))] for _ in range(8)]
-predicted = [nc.predict(predict_graphs, list(s)) for s in lists]           # before measuring
-measured = []
-for s in lists:
+lists = [([r.choice(sorted(STATEMENTS)) for _ in range(r.randrange(2, 7))],) for _ in range(8)]
+
+def measure(statements):
     nc.fresh()
     with contextlib.redirect_stdout(io.StringIO()):      # the functions' own prints
-        torch.compile(build(s), backend="eager")(torch.rand(r.randrange(5, 65)) + 0.1)
-    measured.append(nc.graph_stats()["graphs"])
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_graphs raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    low = sum(1 for k in wrong if predicted[k] < measured[k])
-    problems.append(f"{len(wrong)} of {len(lists)} functions wrong "
-                    f"({low} predicted too few graphs, {len(wrong) - low} too many)")
-nc.verdict("3.1", problems, f"{len(lists)} functions")
+        torch.compile(build(statements), backend="eager")(torch.rand(r.randrange(5, 65)) + 0.1)
+    return nc.graph_stats()["graphs"]
+
+nc.check_predictions("3.1", predict_graphs, lists, measure, "functions", "graphs")
 # %% [markdown] id=t3-2-md
-# ## Tasks 3.2 and 3.3 — diagnose, then fix, an unfamiliar model (difficulty 2/3 and 3/3, about 20 + 30 min)
+# ## Tasks 3.2 and 3.3 — diagnose, then fix, an unfamiliar model (difficulty 2/3 and 3/3, about 25 + 30 min)
 #
 # `Scorer` is a model you have not seen. The training code calls it once per batch, with batches of
 # different sizes. Compiled, it breaks its graph and recompiles again and again. Record it
 # (`labkit.show(labkit.explore(...))`, `torch._dynamo.explain`, or
 # `torch._logging.set_logs(graph_breaks=True, recompiles=True)`) and
 #
-# 1. (Task 3.2) name the cause of the trouble at each of the lines marked `# (A)`, `# (B)` and `# (C)`,
-#    choosing from `CAUSES` (one cause per line);
+# 1. (Task 3.2) write `diagnose(line)`: given one line of a `forward` like `Scorer`'s, return the
+#    cause of the trouble that line makes, one of `CAUSES`. In such a line `x` is the batch (its size
+#    changes from call to call), `h` a tensor computed from it, `self.calls` a Python int the model
+#    increments on every call, and `sys`, `os`, `time`, `zlib` and a `logger` are at hand. Start with
+#    the lines marked `# (A)`, `# (B)` and `# (C)`; the check also asks about other lines of these
+#    kinds (new ones when grading). It calls your function with compilation switched off: reason
+#    from the text, after experimenting with lines of your own in a model like `Scorer`.
 # 2. (Task 3.3) write `ScorerFixed`: the same parameters (a `proj` Linear layer) and the same outputs call for call
 #    (the printed line may go), that compiles to **at most two graphs with no break** over any
 #    sequence of batches (sizes 2–64).
@@ -116,23 +109,57 @@ class Scorer(torch.nn.Module):
         return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)   # (C)
 # %% id=t3-2
 # your answer (Task 3.2)
-### BEGIN SOLUTION
-DIAGNOSIS = {"A": "side effect that Dynamo cannot put in a graph",
-             "B": "tensor value read into Python",
-             "C": "guard on a Python value that changes every call"}
-### END SOLUTION
+def diagnose(line: str) -> str:
+    """The cause (one of CAUSES) of the graph break or recompiles this forward line makes (Task 3.2)."""
+    ### BEGIN SOLUTION
+    import re
+
+    code = line.split("# (")[0]
+    if re.search(r"\bprint\(|\.write\(|\blogger\.", code):
+        return CAUSES[0]          # I/O: Dynamo breaks the graph and runs it in Python
+    if re.search(r"\.item\(\)|\bfloat\(h|\bint\(h|\.tolist\(\)", code):
+        return CAUSES[1]          # a tensor's value becomes a Python number
+    if "self.calls" in code:
+        return CAUSES[2]          # an int attribute is guarded by value, and it changes every call
+    if re.search(r"\b(zlib|time|os)\.", code):
+        return CAUSES[4]          # a builtin written in C: Dynamo cannot trace into it
+    if re.search(r"\.shape\[|\.size\(", code):
+        return CAUSES[3]          # the batch size as an int: one recompile, then a dynamic size
+    return "no trouble"
+    ### END SOLUTION
 # %% id=c3-2
 # NBVAL_CHECK_OUTPUT
-import hashlib
 from labkit.grading import nbcheck as nc
 
-problems = []
-answers = globals().get("DIAGNOSIS", {})
-KEY = {"A": "378cefb3", "B": "a2663008", "C": "154b62da"}      # salted hashes: no answer here
-for line, key in KEY.items():
-    if hashlib.sha256(f"3.2{line}{answers.get(line)}".encode()).hexdigest()[:8] != key:
-        problems.append(f"line ({line}): not the cause" if line in answers else f"line ({line}): no cause given")
-nc.verdict("3.2", problems)
+def random_line(r):
+    """A (kind, line) of the sorts Scorer's forward has, with fresh names and numbers."""
+    word, red = r.choice(["batch", "step", "rows", "seen"]), r.choice(["mean", "sum", "max", "std"])
+    op, c, k = r.choice("*/+-"), r.choice([1, 2, 0.5, 1.5]), r.randrange(2, 5)
+    kinds = {
+        "p": [f'print(f"{word} {{x.shape[0]}}: {red} {{h.{red}():.3f}}")',
+              f'print("{word}", h.{red}())', f'sys.stdout.write(f"{word} {{x.shape[0]}}\\n")',
+              f'logger.warning("{word} %s", h.{red}())'],
+        "q": [f"h = h {op} x.shape[0]", f"h = h {op} x.size(0)", f"h = h[: x.shape[0] // {k} + 1]"],
+        "r": [f"h = h {op} ({c} + 0.{k} * self.calls)", "h = h.roll(self.calls, dims=-1)",
+              f"h = h * 0.9{k} ** self.calls"],
+        "s": [f'h = h * (1 + zlib.crc32(b"{word}") % {k})', f"h = h {op} time.perf_counter() % {k}",
+              f"h = h * (1 + os.getpid() % {k})"],
+        "t": [f"h = h {op} (h.{red}().item() + {c})", f"h = h {op} (float(h.{red}()) + {c})",
+              f"h = h * len(h[{k - 2}].tolist())"],
+    }
+    kind = r.choice(sorted(kinds))
+    return kind, r.choice(kinds[kind])
+
+KEY = {"p": "d7efaecf3324", "q": "70f052d9d581", "r": "d4a357d26ec5", "s": "7717348a1e52",
+       "t": "bf8ce99ce720"}                    # salted hashes of the right causes: no answer here
+r = nc.rng("3.2")
+lines = [("p", 'print(f"batch {x.shape[0]}: mean {h.mean():.3f}")'),
+         ("t", "peak = h.abs().max().item()"),
+         ("r", "return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)")]
+lines += [random_line(r) for _ in range(6)]
+kind_of = dict((line, kind) for kind, line in lines)
+nc.check_predictions("3.2", diagnose, [(line,) for _, line in lines], kind_of.get, "lines",
+                     same=lambda cause, kind: nc.salted("3.2", kind, cause) == KEY[kind])
 # %% id=t3-3
 # your answer (Task 3.3)
 ### BEGIN SOLUTION

@@ -30,10 +30,7 @@ STEPS = {"sin": "x = x.sin()", "relu": "x = x.relu()", "scale": "x = x * 2",
          "center": "x = x - x.mean(dim=-1, keepdim=True)", "matmul": "x = x @ W"}
 
 def chain(steps):
-    body = "".join(f"    {STEPS[s]}\n" for s in steps)
-    scope = {"torch": torch, "W": W}
-    exec(f"def f(x):\n{body}    return x\n", scope)
-    return scope["f"]
+    return nc.function_of([STEPS[s] for s in steps], W=W)   # def f(x): ...; return x
 # %% id=t6-1
 # your answer (Task 6.1)
 def predict_buffers(steps: list[str]) -> int:
@@ -72,22 +69,14 @@ import re
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("6.1")
-chains = [[r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))] for _ in range(4)]
-predicted = [nc.predict(predict_buffers, list(c)) for c in chains]        # before measuring
+chains = [([r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))],) for _ in range(4)]
 x = nc.randn("6.1x", 64, 32)
-measured = []
-for c in chains:
-    out, codes = nc.inductor_code(chain(c), x)
-    measured.append(sum(len(re.findall(r"^\s*buf\d+ = empty_strided", code, re.M)) for code in codes))
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_buffers raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    low = sum(1 for k in wrong if predicted[k] < measured[k])
-    problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
-                    f"({low} predicted too few buffers, {len(wrong) - low} too many)")
-nc.verdict("6.1", problems, f"{len(chains)} chains")
+
+def measure(steps):
+    out, codes = nc.inductor_code(chain(steps), x)
+    return sum(len(re.findall(r"^\s*buf\d+ = empty_strided", code, re.M)) for code in codes)
+
+nc.check_predictions("6.1", predict_buffers, chains, measure, "chains", "buffers")
 # %% [markdown] id=t6-2-md
 # ## Task 6.2 — predict the loop nests of the C++ kernels (difficulty 2/3, about 30 min)
 #
@@ -120,19 +109,11 @@ from torch._inductor import metrics
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("6.2")
-chains = [[r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))] for _ in range(4)]
-predicted = [nc.predict(predict_loop_nests, list(c)) for c in chains]    # before measuring
+chains = [([r.choice(sorted(STEPS)) for _ in range(r.randrange(1, 5))],) for _ in range(4)]
 x = nc.randn("6.2x", 64, 32)
-measured = []
-for c in chains:
-    nc.inductor_code(chain(c), x)          # resets the metrics first
-    measured.append(metrics.generated_cpp_vec_kernel_count)
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_loop_nests raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    low = sum(1 for k in wrong if predicted[k] < measured[k])
-    problems.append(f"{len(wrong)} of {len(chains)} chains wrong "
-                    f"({low} predicted too few loop nests, {len(wrong) - low} too many)")
-nc.verdict("6.2", problems, f"{len(chains)} chains")
+
+def measure(steps):
+    nc.inductor_code(chain(steps), x)          # resets the metrics first
+    return metrics.generated_cpp_vec_kernel_count
+
+nc.check_predictions("6.2", predict_loop_nests, chains, measure, "chains", "loop nests")

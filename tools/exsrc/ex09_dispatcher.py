@@ -133,23 +133,17 @@ class Record(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 r = nc.rng("9.2")
-seqs = [[r.choice(sorted(CALLS)) for _ in range(r.randrange(2, 6))] for _ in range(6)]
-predicted = [nc.predict(predict_ops, list(s)) for s in seqs]              # before measuring
-measured = []
-for s in seqs:
+seqs = [([r.choice(sorted(CALLS)) for _ in range(r.randrange(2, 6))],) for _ in range(6)]
+
+def measure(names):
     n = r.randrange(2, 9)
     x, w, b = nc.randn("9.2x", n, n), nc.randn("9.2w", n, n), nc.randn("9.2b", n)
     with torch.no_grad(), Record() as rec:
-        for name in s:
+        for name in names:
             x = CALLS[name](x, w, b)
-    measured.append(rec.ops)
-wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if p != m]
-problems = []
-if any(isinstance(p, str) for p in predicted):
-    problems.append(f"predict_ops raised: {sorted({p for p in predicted if isinstance(p, str)})}")
-elif wrong:
-    problems.append(f"{len(wrong)} of {len(seqs)} sequences wrong")
-nc.verdict("9.2", problems, f"{len(seqs)} sequences")
+    return rec.ops
+
+nc.check_predictions("9.2", predict_ops, seqs, measure, "sequences")
 # %% [markdown] id=t9-3-md
 # ## Task 9.3 — an operator that writes into its input (difficulty 2/3, about 30 min)
 #
