@@ -81,6 +81,23 @@ def test_generated_kernels_compile_for_a_gpu_target() -> None:
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
 
+def test_looped_loads_carry_l2_hints() -> None:
+    """A looped row or column keeps what a later loop reads again in L2 and lets its last read go."""
+    p = compile_fn(lambda x: torch.softmax(x, 0), torch.zeros(4096, 4096), target="triton")
+    (k,) = p.kernels.values()
+    first, last = k.source.split("for roffset")[1:]  # max+sum, then the write: x read twice
+    assert "evict_last" in first and "evict_first" not in first and "evict_first" in last
+    (wide,) = compile_fn(lambda x: x.sum(0), torch.zeros(8192, 8192), target="triton").kernels.values()
+    assert "evict_first" in wide.source and "evict_last" not in wide.source  # read once
+    w = torch.zeros(20000)
+    ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
+    (k,) = ln.kernels.values()
+    hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
+             for line in k.source.splitlines() if "tl.load" in line]
+    # x: kept in L2 until its last loop; the weight, read by every program: always kept
+    assert hints == [("in_ptr0", "evict_last")] * 2 + [("in_ptr0", "evict_first"), ("in_ptr1", "evict_last")]
+
+
 def test_triton_error_carries_source() -> None:
     p = compile_fn(lambda x: x + 1, torch.randn(3), target="triton")
     (k,) = p.kernels.values()

@@ -262,7 +262,8 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
         return False, ""
     n = math.prod(k.space.rdims)
     long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks "
-            "(2048 elements, 16 warps)" if n > 16384 else "")
+            "(2048 elements, 16 warps); a load read again in a later loop is hinted evict_last (stay "
+            "in L2), its last read evict_first" if n > 16384 else "")
     rows, rvars = loop_vars(k.space)
     members = {m.name for m in k.nodes}
     reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]
@@ -271,7 +272,8 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
         return True, ("reduced over a non-innermost dim: loop order swapped (reduction loop "
                       "outside, a block of kept elements inside) so loads stay contiguous and "
                       "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
-                      "neighbouring threads read neighbouring columns (coalesced)" + long)
+                      "neighbouring threads read neighbouring columns (coalesced); a load read again in a later "
+                      "loop down the rows is hinted evict_last (stay in L2), its last read evict_first")
     return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
 
 

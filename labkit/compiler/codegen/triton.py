@@ -4,7 +4,9 @@ Note on invariants: a pointwise kernel gives each program ``XBLOCK`` consecutive
 flattened loops (``xmask`` guards the tail). A reduction kernel gives each program exactly one
 row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
 every node of the kernel works on the same registers), otherwise every node loops over the row in
-``LOOP_RBLOCK`` chunks. Sizes and strides are baked in as constants. Generated kernels only use
+``LOOP_RBLOCK`` chunks. Looped loads carry L2 hints as Inductor's do: evict_last where a later
+loop (or another program) reads the same data again, evict_first on a row's last read. Sizes and
+strides are baked in as constants. Generated kernels only use
 Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
 the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
 under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
@@ -145,6 +147,8 @@ class TritonKernelWriter(KernelWriter):
         self.rnumel = numel(self.r_sizes)
         self.persistent = self.rnumel <= PERSISTENT_MAX and not kernel.column
         self.rblock = "BLOCK"
+        self.evict: dict[tuple[int, str, str], bool] = {}  # looped loads: (loop, buffer, index) -> own row
+        self.loops = 0
         if kernel.column:  # tiles of [COL_RBLOCK rows x BLOCK kept elements], looped down the rows
             self.block, self.rblock = COL_XBLOCK, str(COL_RBLOCK)
             self.grid, self.num_warps = -(-numel(self.row_sizes) // COL_XBLOCK), 8
@@ -176,6 +180,11 @@ class TritonKernelWriter(KernelWriter):
             # program stored in an earlier loop (the scheduler checked the positions line up).
             return self.node_value(self.members[name])
         mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
+        if not self.persistent and self.space.rdims and self.is_block(index):  # a looped row or column:
+            key = (self.loops, name, self.index(index))  # hint decided once all loops are written
+            own = bool(sympy.sympify(index.subs(self.subs)).free_symbols & set(self.rows))
+            self.evict.setdefault(key, own)
+            mask += f", eviction_policy='<EP{list(self.evict).index(key)}>'"
         value = f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})"
         if self.dtypes[name] in (torch.float16, torch.bfloat16):
             value += ".to(tl.float32)"
@@ -202,8 +211,14 @@ class TritonKernelWriter(KernelWriter):
         """The complete @triton.jit function for this kernel."""
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
         self.reduction_body() if self.space.rdims else self.pointwise_body()
-        return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
+        text = "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
                           *self.code.lines])
+        # As Inductor: a row's last read of its own data may leave L2 (evict_first); a read that
+        # a later loop or another program repeats should stay there (evict_last).
+        last = {name: loop for loop, name, _ in self.evict}
+        for i, ((loop, name, _), own) in enumerate(self.evict.items()):
+            text = text.replace(f"<EP{i}>", "evict_first" if own and loop == last[name] else "evict_last")
+        return text
 
     def pointwise_body(self) -> None:
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
@@ -247,6 +262,7 @@ class TritonKernelWriter(KernelWriter):
     @contextlib.contextmanager
     def r_loop(self) -> Iterator[None]:
         """A loop over the row in chunks of the block size (a looped, non-persistent row)."""
+        self.loops += 1
         self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
         with self.scope():
             self.r_setup("roffset + ")
