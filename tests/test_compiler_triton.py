@@ -92,6 +92,7 @@ def test_looped_loads_carry_l2_hints() -> None:
     (wide,) = compile_fn(lambda x: x.sum(0), torch.zeros(8192, 8192), target="triton").kernels.values()
     assert "evict_first" in wide.source and "evict_last" not in wide.source  # read once
     assert wide.launch == {"grid": 256, "block": 32, "num_warps": 8}  # 8192 columns: 32 wide
+    assert [tgen.column_tile(n)[0] for n in (1024, 1025, 8191, 8192)] == [32, 16, 16, 32]
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
     (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: 4096-chunks, 32 warps (2 rows per SM)

@@ -47,9 +47,11 @@ LOOP_RBLOCK, LOOP_WARPS = 4096, 32
 
 def column_tile(columns: int) -> tuple[int, int, int]:
     """(kept elements, rows, warps) of one GPU program's tile in a column kernel: 32 columns (a
-    128-byte line of float32 per row) while that still gives >= 256 programs (2 per SM of an
-    H100), else 16 columns x 32 rows, 4 warps (Inductor's tile for 1k-32k columns)."""
-    return (32, 64, 8) if -(-columns // 32) >= 256 else (16, 32, 4)
+    128-byte line of float32 per row) x 64 rows, 8 warps; between 1k and 8k columns, where that
+    gives < 256 programs (2 per SM of an H100), Inductor's 16 columns x 32 rows, 4 warps. At <= 1k
+    columns no strip fills the GPU (that needs a split reduction), so the wide tile keeps the
+    most loads in flight per program."""
+    return (16, 32, 4) if 1024 < columns < 256 * 32 else (32, 64, 8)
 
 
 class Verdict(NamedTuple):
