@@ -95,8 +95,7 @@ def test_looped_loads_carry_l2_hints() -> None:
     assert [tgen.column_tile(n)[0] for n in (1024, 1025, 8191, 8192)] == [32, 16, 16, 32]
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
-    (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: 4096-chunks, 32 warps (2 rows per SM)
-    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, 32) == (4096, 32)
+    (k,) = ln.kernels.values()
     hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
              for line in k.source.splitlines() if "tl.load" in line]
     # x: kept in L2 until its last loop; the weight, read by every program: always kept

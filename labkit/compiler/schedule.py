@@ -37,14 +37,8 @@ from labkit.compiler.ir import (
     sym,
 )
 
+
 # GPU launch shapes, chosen here so the schedule text can say why (the Triton generator uses them).
-PERSISTENT_MAX = 16384  # longest row one program keeps in registers (16 warps: 32 floats a thread)
-# A longer row is looped over in chunks by 1024 threads (4 floats each): at 32 registers two such
-# programs fit an SM, so only 2 x 132 rows are in flight and a 32000-float row's second read
-# comes from the 50 MB L2 (with 16 warps, 4 rows per SM: 67 MB, mostly re-read from memory).
-LOOP_RBLOCK, LOOP_WARPS = 4096, 32
-
-
 def column_tile(columns: int) -> tuple[int, int, int]:
     """(kept elements, rows, warps) of one GPU program's tile in a column kernel: 32 columns (a
     128-byte line of float32 per row) x 64 rows, 8 warps; between 1k and 8k columns, where that
@@ -259,7 +253,7 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
     outputs |= {o.data.name for o in graph.outputs if hasattr(o, "data") and isinstance(o.data, Buffer)}
     for k in sched.kernels:
         k.column, k.why_order = loop_order(k)
-        k.online = online_softmax(k) if k.column or math.prod(k.space.rdims) > PERSISTENT_MAX else {}
+        k.online = online_softmax(k) if k.column or math.prod(k.space.rdims) > 16384 else {}
         k.why_order += "".join(f"; {s} sums exp(x - {m}), {m} the max of x: on the GPU one pass computes both (online "
                                "softmax: a running sum, rescaled by exp(old - new max) when the max grows)" for m, s in k.online.items())
         members = {n.name for n in k.nodes}
@@ -277,10 +271,9 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
     if not k.space.rdims:
         return False, ""
     n = math.prod(k.space.rdims)
-    long = (f"; a row of {n} is longer than one block holds ({PERSISTENT_MAX}), so the GPU loops over it in "
-            f"chunks ({LOOP_RBLOCK} elements, {LOOP_WARPS} warps: few rows in flight, so a row read again "
-            "is still in L2); a load read again in a later loop is hinted evict_last, its last read "
-            "evict_first" if n > PERSISTENT_MAX else "")
+    long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks "
+            "(2048 elements, 16 warps); a load read again in a later loop is hinted evict_last (stay "
+            "in L2), its last read evict_first" if n > 16384 else "")
     rows, rvars = loop_vars(k.space)
     members = {m.name for m in k.nodes}
     reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]

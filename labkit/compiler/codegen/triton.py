@@ -5,9 +5,9 @@ flattened loops (``xmask`` guards the tail). A reduction kernel gives each progr
 row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
 every node of the kernel works on the same registers), otherwise every node loops over the row in
 ``LOOP_RBLOCK`` chunks; a column kernel gives each program a strip of ``column_tile`` kept elements.
-Looped loads carry L2 hints as Inductor's do: evict_last where a later loop (or another program)
-reads the same data again, evict_first on a row's last read. Sizes and strides are baked in as
-constants (launch shapes come from the schedule, which explains them). Generated kernels only use
+Looped loads carry L2 hints as Inductor's do: evict_last where a later
+loop (or another program) reads the same data again, evict_first on a row's last read. Sizes and
+strides are baked in as constants. Generated kernels only use
 Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
 the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
 under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
@@ -30,14 +30,7 @@ from labkit import _torch
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
-from labkit.compiler.schedule import (
-    LOOP_RBLOCK,
-    LOOP_WARPS,
-    PERSISTENT_MAX,
-    FusedKernel,
-    column_tile,
-    store_index,
-)
+from labkit.compiler.schedule import FusedKernel, column_tile, store_index
 
 TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
             torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
@@ -45,6 +38,8 @@ TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int6
             torch.bfloat16: "tl.bfloat16"}
 # The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
 VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
+PERSISTENT_MAX = 16384  # longest row kept in registers as one block
+LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
 # Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
 # in registers without spilling (GPU tuning knob; the interpreter ignores it).
@@ -159,8 +154,8 @@ class TritonKernelWriter(KernelWriter):
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
             self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
-            if not self.persistent:  # a long row streams through: 4 floats per thread per chunk
-                self.num_warps = LOOP_WARPS  # (see schedule.LOOP_RBLOCK)
+            if not self.persistent:  # a long row streams through: 4 floats per thread per chunk,
+                self.num_warps = 16  # Inductor's choice too (num_warps = RBLOCK // 128, at most 16)
         else:
             self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
