@@ -95,7 +95,9 @@ def test_looped_loads_carry_l2_hints() -> None:
     assert [tgen.column_tile(n)[0] for n in (1024, 1025, 8191, 8192)] == [32, 16, 16, 32]
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
-    (k,) = ln.kernels.values()
+    (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: Inductor's looped config, 2048 x 16 warps
+    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, 16) == (2048, 16)
+    assert "hinted evict_last" in ln.schedule.kernels[0].why_order
     hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
              for line in k.source.splitlines() if "tl.load" in line]
     # x: kept in L2 until its last loop; the weight, read by every program: always kept

@@ -5,9 +5,9 @@ flattened loops (``xmask`` guards the tail). A reduction kernel gives each progr
 row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
 every node of the kernel works on the same registers), otherwise every node loops over the row in
 ``LOOP_RBLOCK`` chunks; a column kernel gives each program a strip of ``column_tile`` kept elements.
-Looped loads carry L2 hints as Inductor's do: evict_last where a later
-loop (or another program) reads the same data again, evict_first on a row's last read. Sizes and
-strides are baked in as constants. Generated kernels only use
+Looped loads carry L2 hints as Inductor's do: evict_last where a later loop (or another program)
+reads the same data again, evict_first on a row's last read. Sizes and strides are baked in as
+constants. Generated kernels only use
 Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
 the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
 under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
