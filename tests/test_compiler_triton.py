@@ -81,6 +81,29 @@ def test_generated_kernels_compile_for_a_gpu_target() -> None:
         assert "tt.func" in asm["ttir"] and ".target sm_90" in asm["ptx"]
 
 
+def test_looped_loads_carry_l2_hints() -> None:
+    """A looped row or column keeps what a later loop reads again in L2 and lets its last read go."""
+    p = compile_fn(lambda x: torch.softmax(x, 0), torch.zeros(4096, 4096), target="triton")
+    (k,) = p.kernels.values()  # 4096 columns: 16-wide strips (32 wide would give only 128 programs)
+    assert k.launch == {"grid": 256, "block": 16, "num_warps": 4}
+    assert "[32 rows x 16 columns], 4 warps" in p.schedule.kernels[0].why_order
+    first, last = k.source.split("for roffset")[1:]  # max+sum, then the write: x read twice
+    assert "evict_last" in first and "evict_first" not in first and "evict_first" in last
+    (wide,) = compile_fn(lambda x: x.sum(0), torch.zeros(8192, 8192), target="triton").kernels.values()
+    assert "evict_first" in wide.source and "evict_last" not in wide.source  # read once
+    assert wide.launch == {"grid": 256, "block": 32, "num_warps": 8}  # 8192 columns: 32 wide
+    assert [tgen.column_tile(n)[0] for n in (1024, 1025, 8191, 8192)] == [32, 16, 16, 32]
+    w = torch.zeros(20000)
+    ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
+    (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: Inductor's looped config, 2048 x 16 warps
+    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, 16) == (2048, 16)
+    assert "hinted evict_last" in ln.schedule.kernels[0].why_order
+    hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
+             for line in k.source.splitlines() if "tl.load" in line]
+    # x: kept in L2 until its last loop; the weight, read by every program: always kept
+    assert hints == [("in_ptr0", "evict_last")] * 2 + [("in_ptr0", "evict_first"), ("in_ptr1", "evict_last")]
+
+
 def test_triton_error_carries_source() -> None:
     p = compile_fn(lambda x: x + 1, torch.randn(3), target="triton")
     (k,) = p.kernels.values()
@@ -106,7 +129,7 @@ def test_gpu_softmax_layer_norm_and_chain(shape: tuple[int, int]) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_vocabulary_rows_and_softmax_over_dim0() -> None:
-    """The online-softmax loops (a 50257-long row, [64 x 32] column tiles) on the GPU."""
+    """The online-softmax loops (a 50257-long row, [rows x columns] tiles) on the GPU."""
     x, y = torch.randn(64, 50257, device="cuda") * 4, torch.randn(4096, 1024, device="cuda")
     x[1, :30000] = float("-inf")
     assert_same_as_eager(lambda x, y: (torch.softmax(x, -1), F.log_softmax(x, -1), torch.softmax(y, 0),

@@ -38,6 +38,16 @@ from labkit.compiler.ir import (
 )
 
 
+# GPU launch shapes, chosen here so the schedule text can say why (the Triton generator uses them).
+def column_tile(columns: int) -> tuple[int, int, int]:
+    """(kept elements, rows, warps) of one GPU program's tile in a column kernel: 32 columns (a
+    128-byte line of float32 per row) x 64 rows, 8 warps; between 1k and 8k columns, where that
+    gives < 256 programs (2 per SM of an H100), Inductor's 16 columns x 32 rows, 4 warps. At <= 1k
+    columns no strip fills the GPU (that needs a split reduction), so the wide tile keeps the
+    most loads in flight per program."""
+    return (16, 32, 4) if 1024 < columns < 256 * 32 else (32, 64, 8)
+
+
 class Verdict(NamedTuple):
     """Every fusion rule's answer, ``ok, why = rule(...)``; as a condition it is ``ok`` (a tuple is not)."""
 
@@ -262,16 +272,21 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
         return False, ""
     n = math.prod(k.space.rdims)
     long = (f"; a row of {n} is longer than one block holds, so the GPU loops over it in chunks "
-            "(2048 elements, 16 warps)" if n > 16384 else "")
+            "(2048 elements, 16 warps); a load read again in a later loop is hinted evict_last (stay "
+            "in L2), its last read evict_first" if n > 16384 else "")
     rows, rvars = loop_vars(k.space)
     members = {m.name for m in k.nodes}
     reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]
     unit = {v for v in rows[-1:] + rvars[-1:] if any(i.coeff(v) == 1 for i in reads)}
     if rows and rvars[-1] not in unit and rows[-1] in unit:
+        cols = math.prod(k.space.rows)
+        (c, r, w), grid = column_tile(cols), -(-cols // column_tile(cols)[0])
         return True, ("reduced over a non-innermost dim: loop order swapped (reduction loop "
                       "outside, a block of kept elements inside) so loads stay contiguous and "
-                      "vectorize across the kept dim; on a GPU, tiles of [rows x columns] so "
-                      "neighbouring threads read neighbouring columns (coalesced)" + long)
+                      f"vectorize across the kept dim; on a GPU, tiles of [{r} rows x {c} columns], "
+                      f"{w} warps, so neighbouring threads read neighbouring columns (coalesced) and "
+                      f"{cols} columns still give {grid} programs to spread over the SMs; a load read again "
+                      "in a later loop down the rows is hinted evict_last (stay in L2), its last read evict_first")
     return False, "reduced over the innermost dim: one row at a time, vectorized along the row" + long
 
 

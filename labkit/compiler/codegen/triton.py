@@ -4,7 +4,10 @@ Note on invariants: a pointwise kernel gives each program ``XBLOCK`` consecutive
 flattened loops (``xmask`` guards the tail). A reduction kernel gives each program exactly one
 row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
 every node of the kernel works on the same registers), otherwise every node loops over the row in
-``LOOP_RBLOCK`` chunks. Sizes and strides are baked in as constants. Generated kernels only use
+``LOOP_RBLOCK`` chunks; a column kernel gives each program a strip of ``column_tile`` kept elements.
+Looped loads carry L2 hints as Inductor's do: evict_last where a later loop (or another program)
+reads the same data again, evict_first on a row's last read. Sizes and strides are baked in as
+constants. Generated kernels only use
 Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
 the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
 under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
@@ -27,7 +30,7 @@ from labkit import _torch
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
-from labkit.compiler.schedule import FusedKernel, store_index
+from labkit.compiler.schedule import FusedKernel, column_tile, store_index
 
 TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
             torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
@@ -38,9 +41,6 @@ VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.floa
 PERSISTENT_MAX = 16384  # longest row kept in registers as one block
 LOOP_RBLOCK = 2048  # chunk of a row per loop iteration otherwise
 XBLOCK_MAX = 1024
-# Column reductions: each program owns COL_XBLOCK neighbouring kept elements (one 128-byte line of
-# float32 per row, so a warp's loads coalesce) and walks down the rows COL_RBLOCK at a time.
-COL_XBLOCK, COL_RBLOCK = 32, 64
 # Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
 # in registers without spilling (GPU tuning knob; the interpreter ignores it).
 ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
@@ -145,9 +145,11 @@ class TritonKernelWriter(KernelWriter):
         self.rnumel = numel(self.r_sizes)
         self.persistent = self.rnumel <= PERSISTENT_MAX and not kernel.column
         self.rblock = "BLOCK"
-        if kernel.column:  # tiles of [COL_RBLOCK rows x BLOCK kept elements], looped down the rows
-            self.block, self.rblock = COL_XBLOCK, str(COL_RBLOCK)
-            self.grid, self.num_warps = -(-numel(self.row_sizes) // COL_XBLOCK), 8
+        self.evict: dict[tuple[int, str, str], bool] = {}  # looped loads: (loop, buffer, index) -> own row
+        self.loops = 0
+        if kernel.column:  # tiles of [rows x BLOCK kept elements], looped down the rows
+            self.block, rblock, self.num_warps = column_tile(numel(self.row_sizes))
+            self.grid, self.rblock = -(-numel(self.row_sizes) // self.block), str(rblock)
         elif self.space.rdims:
             self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
@@ -176,6 +178,11 @@ class TritonKernelWriter(KernelWriter):
             # program stored in an earlier loop (the scheduler checked the positions line up).
             return self.node_value(self.members[name])
         mask = f", {self.mask}, other=0" if self.mask and self.is_block(index) else ""
+        if not self.persistent and self.space.rdims and self.is_block(index):  # a looped row or column:
+            key = (self.loops, name, self.index(index))  # hint decided once all loops are written
+            own = bool(sympy.sympify(index.subs(self.subs)).free_symbols & set(self.rows))
+            self.evict.setdefault(key, own)
+            mask += f", eviction_policy='<EP{list(self.evict).index(key)}>'"
         value = f"tl.load({self.ptr[name]} + ({self.index(index)}){mask})"
         if self.dtypes[name] in (torch.float16, torch.bfloat16):
             value += ".to(tl.float32)"
@@ -202,8 +209,14 @@ class TritonKernelWriter(KernelWriter):
         """The complete @triton.jit function for this kernel."""
         params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
         self.reduction_body() if self.space.rdims else self.pointwise_body()
-        return "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
+        text = "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
                           *self.code.lines])
+        # As Inductor: a row's last read of its own data may leave L2 (evict_first); a read that
+        # a later loop or another program repeats should stay there (evict_last).
+        last = {name: loop for loop, name, _ in self.evict}
+        for i, ((loop, name, _), own) in enumerate(self.evict.items()):
+            text = text.replace(f"<EP{i}>", "evict_first" if own and loop == last[name] else "evict_last")
+        return text
 
     def pointwise_body(self) -> None:
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
@@ -247,6 +260,7 @@ class TritonKernelWriter(KernelWriter):
     @contextlib.contextmanager
     def r_loop(self) -> Iterator[None]:
         """A loop over the row in chunks of the block size (a looped, non-persistent row)."""
+        self.loops += 1
         self.emit(f"for roffset in range(0, {self.rnumel}, {self.rblock}):")
         with self.scope():
             self.r_setup("roffset + ")
