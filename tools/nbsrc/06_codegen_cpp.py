@@ -350,10 +350,9 @@ print("matches eager:", torch.allclose(compiled_col(xc), colsum(xc), atol=1e-5))
 
 # %% [markdown]
 # The same decision covers softmax or layer_norm over dim 0. On a GPU the Triton kernel makes the
-# same choice in its own terms: each program owns a strip of neighbouring columns and walks down
-# the rows in `[64 rows x 32 columns]` tiles (`[32 x 16]` between 1k and 8k columns, where 32-wide
-# strips would leave fewer than 256 programs to spread over the GPU), so neighbouring threads read
-# neighbouring floats (coalesced 128- or 64-byte loads) instead of floats a row apart.
+# same choice in its own terms: each program owns 32 neighbouring columns and walks down the rows
+# in `[64 rows x 32 columns]` tiles, so the 32 threads of a warp read 32 neighbouring floats (one
+# coalesced 128-byte load) instead of 32 floats a row apart.
 # <!-- END section: column reductions (issue 13) -->
 
 # %% [markdown]
