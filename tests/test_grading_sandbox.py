@@ -114,6 +114,26 @@ def test_output_is_capped_by_the_file_size_limit(tmp_path: Path) -> None:
     assert (tmp_path / "log").stat().st_size <= 1 << 20
 
 
+@needs_box
+def test_a_venv_reached_through_a_symlink_runs_inside(tmp_path: Path, monkeypatch) -> None:
+    """A git worktree whose .venv links to another checkout's venv: the sandbox binds the target."""
+    import sys
+
+    link = tmp_path / "worktree" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    monkeypatch.setattr(sys, "prefix", str(link))
+    assert not Path(S.python()).parent.parent.is_symlink()
+    assert Path(sys.prefix).resolve() in S._python_roots()
+    code = tmp_path / "code"
+    code.mkdir()
+    box = S.Sandbox(code=str(code), scratch=str(tmp_path / "s"), slot=11)
+    finished = S.run(box, [S.python(), "-c", "import nbformat, sys; print('VENV', sys.prefix)"],
+                     60, tmp_path / "log")
+    assert finished.returncode == 0, finished.output_tail
+    assert f"VENV {Path(sys.prefix).resolve()}" in finished.output_tail
+
+
 GREEDY = r'''
 import subprocess, sys
 eat = "b = bytearray(b'x') * (160 << 20); import time; time.sleep(8)"   # 160 MiB, touched
