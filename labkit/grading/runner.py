@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
 from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
 SEED_ENV = "LABKIT_GRADE_SEED"
+VERDICT_LINE = re.compile(r"Task \d+\.\d+: FAIL — [^\n]*")
 SANITIZE = Path(__file__).with_name("sanitize.cfg")
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
@@ -150,7 +152,11 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
         end(box)
     seconds = time.monotonic() - start
     outcomes = parse_junit(junit) if junit.exists() and not timed_out else parse_log(log)
-    return RunResult(outcomes, seconds, timed_out, proc.returncode, (out or "")[-3000:])
+    # The checks' own FAIL lines first (make check shows them), wherever they are in the output:
+    # a later cell's traceback must not push them out of the tail.
+    verdicts = list(dict.fromkeys(m[0][:300] for m in VERDICT_LINE.finditer(out or "")))[:50]
+    tail = "".join(f"{v}\n" for v in verdicts) + (out or "")[-3000:]
+    return RunResult(outcomes, seconds, timed_out, proc.returncode, tail)
 
 
 def parse_junit(path: Path) -> list[Outcome]:
