@@ -11,9 +11,11 @@ From these: seconds per submission and submissions per hour with JOBS=1 and 2, t
 time for a class of 40 (pass 1 once, then 40 submissions), and one full submission including
 pass 1 (the time a single student's grade takes). Every run's phases (workspace, notebooks under
 nbval, library tests) are kept, and the load average is sampled every 10 s throughout, since the
-machine is shared. Writes ``benchmarks/results/grading.json``.
+machine is shared. Besides wall time, each run's CPU seconds (this process and all it starts, from
+a cgroup v1 cpuacct group, as root) are recorded: on a shared machine the wall-time ratio swings
+with the others' load, the CPU-time ratio hardly does. Writes ``benchmarks/results/grading.json``.
 
-Environment: ``BENCH_ROUNDS`` (default 2), ``BENCH_JOBS2=0`` skips the JOBS=2 run.
+Environment: ``BENCH_ROUNDS`` (default 3), ``BENCH_JOBS2=0`` skips the JOBS=2 run.
 """
 
 from __future__ import annotations
@@ -55,6 +57,54 @@ class LoadSampler(threading.Thread):
             self.samples.append(round(os.getloadavg()[0], 2))
 
 
+class CpuMeter:
+    """CPU seconds used by this process and everything it starts (a cgroup v1 ``cpuacct`` group).
+
+    Wall time on a machine shared with other work swings with their load; the CPU time of the
+    grading processes (sandbox or not, all their descendants are in the group) hardly does. None
+    where no such group can be made (not root, no cgroup v1 cpuacct).
+    """
+
+    def __init__(self) -> None:
+        self.group: Path | None = None
+        self.home: Path | None = None
+        base = Path("/sys/fs/cgroup/cpuacct")
+        try:
+            rel = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text()
+                       .splitlines() if "cpuacct" in line.split(":", 2)[1].split(","))
+            self.home = base / rel.lstrip("/")
+            group = self.home / f"labkit-bench-{os.getpid()}"
+            group.mkdir()
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            self.group = group
+        except (OSError, StopIteration, IndexError):
+            self.group = None
+
+    def seconds(self) -> float | None:
+        """CPU seconds so far (user + system, the whole group)."""
+        if self.group is None:
+            return None
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        """Leave the group and remove it."""
+        if self.group is not None and self.home is not None:
+            try:
+                (self.home / "cgroup.procs").write_text(str(os.getpid()))
+                time.sleep(0.2)
+                self.group.rmdir()
+            except OSError:
+                pass
+
+
+CPU = CpuMeter()
+
+
+def _cpu_since(before: float | None) -> float | None:
+    now = CPU.seconds()
+    return None if now is None or before is None else round(now - before, 1)
+
+
 def honest(dest: Path) -> Path:
     """The instructor's solution laid out as a submission (notebooks + library files)."""
     rubric = load()
@@ -66,14 +116,15 @@ def honest(dest: Path) -> Path:
 
 
 def _one(setup: G.Setup, sub: Path, tmp: Path) -> dict[str, object]:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), CPU.seconds()
     report = G.grade_one(setup, sub, sub.name, tmp, slot=0)
     wall = time.monotonic() - start
     full = all(s.points == s.max_points for s in report.scores)
     if not full:
         print("NOT FULL MARKS:", [(s.task, s.feedback) for s in report.scores
                                    if s.points < s.max_points], report.problems, file=sys.stderr)
-    return {"sandboxed": setup.sandboxed, "seconds": round(wall, 1), "phases": report.phases,
+    return {"sandboxed": setup.sandboxed, "seconds": round(wall, 1), "cpu_s": _cpu_since(cpu),
+            "phases": report.phases,
             "full_marks": full, "load": round(os.getloadavg()[0], 2)}
 
 
@@ -83,16 +134,17 @@ def main() -> int:
     if why:
         print(f"no sandbox here ({why}): nothing to compare", file=sys.stderr)
         return 3
-    rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     sampler = LoadSampler()
     sampler.start()
     rubric = load()
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp_s:
         tmp = Path(tmp_s)
         sub = honest(tmp / "subs" / "student00")
-        start = time.monotonic()
+        start, cpu = time.monotonic(), CPU.seconds()
         setup = G.prepare(ROOT, rubric, G.seed_from_key(f"bench-{time.time()}"), tmp)
         pass1 = time.monotonic() - start
+        pass1_cpu = _cpu_since(cpu)
         print(f"pass 1: {pass1:.0f} s", flush=True)
         unsafe = dataclasses.replace(setup, sandboxed=False)
         runs = []
@@ -106,18 +158,23 @@ def main() -> int:
             two = tmp / "subs2"
             for k in range(2):
                 shutil.copytree(sub, two / f"student{k:02d}")
-            start = time.monotonic()
+            start, cpu = time.monotonic(), CPU.seconds()
             reports = G.grade_all(setup, two, tmp, jobs=2)
             wall = time.monotonic() - start
-            jobs2 = {"submissions": 2, "wall_s": round(wall, 1),
+            jobs2 = {"submissions": 2, "wall_s": round(wall, 1), "cpu_s": _cpu_since(cpu),
                      "per_submission_s": [r.seconds for r in reports],
                      "phases": [r.phases for r in reports],
                      "full_marks": all(s.points == s.max_points for r in reports
                                        for s in r.scores)}
             print(json.dumps(jobs2), flush=True)
     sampler.stop.set()
+    CPU.close()
     boxed = statistics.median(r["seconds"] for r in runs if r["sandboxed"])
     bare = statistics.median(r["seconds"] for r in runs if not r["sandboxed"])
+    cpu_boxed = [r["cpu_s"] for r in runs if r["sandboxed"] and r["cpu_s"] is not None]
+    cpu_bare = [r["cpu_s"] for r in runs if not r["sandboxed"] and r["cpu_s"] is not None]
+    cpu_cost = (round(statistics.median(cpu_boxed) / statistics.median(cpu_bare) - 1, 3)
+                if cpu_boxed and cpu_bare else None)
     per1 = boxed
     per2 = jobs2["wall_s"] / 2 if jobs2 else None
     result = {
@@ -127,7 +184,11 @@ def main() -> int:
         "sandboxed_s_median": boxed,
         "unsandboxed_s_median": bare,
         "sandbox_cost": round(boxed / bare - 1, 3),
+        "sandboxed_cpu_s_median": statistics.median(cpu_boxed) if cpu_boxed else None,
+        "unsandboxed_cpu_s_median": statistics.median(cpu_bare) if cpu_bare else None,
+        "sandbox_cost_cpu": cpu_cost,
         "sandbox_cost_limit": LIMIT,
+        "pass1_cpu_s": pass1_cpu,
         "one_submission_incl_pass1_s": round(pass1 + boxed, 1),
         "five_minute_target_met": pass1 + boxed <= FIVE_MIN,
         "seconds_per_submission": {"jobs1": per1, "jobs2": per2},
