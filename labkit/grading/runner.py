@@ -94,6 +94,10 @@ def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
         "JUPYTER_RUNTIME_DIR": str(scratch / ".jupyter"),
         "IPYTHONDIR": str(scratch / ".ipython"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # Inductor keeps its precompiled C++ header (~6 CPU-s to build) in
+        # $TMPDIR/torchinductor_$USER, not in its cache dir; the sandbox's /tmp is a new tmpfs for
+        # every process, so with TMPDIR=/tmp each notebook rebuilt it. One per submission.
+        "TMPDIR": str(scratch / "tmp"),
         "LABKIT_OBSERVE": str(scratch / "observe.jsonl"),
     }
 
