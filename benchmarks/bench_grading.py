@@ -169,8 +169,8 @@ def main() -> int:
             print(json.dumps(jobs2), flush=True)
     sampler.stop.set()
     CPU.close()
-    boxed = statistics.median(r["seconds"] for r in runs if r["sandboxed"])
-    bare = statistics.median(r["seconds"] for r in runs if not r["sandboxed"])
+    boxed = round(statistics.median(r["seconds"] for r in runs if r["sandboxed"]), 1)
+    bare = round(statistics.median(r["seconds"] for r in runs if not r["sandboxed"]), 1)
     cpu_boxed = [r["cpu_s"] for r in runs if r["sandboxed"] and r["cpu_s"] is not None]
     cpu_bare = [r["cpu_s"] for r in runs if not r["sandboxed"] and r["cpu_s"] is not None]
     cpu_cost = (round(statistics.median(cpu_boxed) / statistics.median(cpu_bare) - 1, 3)
@@ -184,8 +184,8 @@ def main() -> int:
         "sandboxed_s_median": boxed,
         "unsandboxed_s_median": bare,
         "sandbox_cost": round(boxed / bare - 1, 3),
-        "sandboxed_cpu_s_median": statistics.median(cpu_boxed) if cpu_boxed else None,
-        "unsandboxed_cpu_s_median": statistics.median(cpu_bare) if cpu_bare else None,
+        "sandboxed_cpu_s_median": round(statistics.median(cpu_boxed), 1) if cpu_boxed else None,
+        "unsandboxed_cpu_s_median": round(statistics.median(cpu_bare), 1) if cpu_bare else None,
         "sandbox_cost_cpu": cpu_cost,
         "sandbox_cost_limit": LIMIT,
         "pass1_cpu_s": pass1_cpu,
