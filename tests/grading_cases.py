@@ -25,6 +25,8 @@ WRONG_3_2 = '''
 DIAGNOSIS = {"A": "tensor value read into Python",                 # (A) and (B) swapped
              "B": "side effect that Dynamo cannot put in a graph",
              "C": "shape-specialised Python integer"}
+def diagnose(line):                                 # the same, as the function later versions ask
+    return "unsupported C extension call"
 '''
 
 # Look for the solution anywhere: notebooks under the cwd, /, /work, /tmp and HOME, the grader's
@@ -145,13 +147,14 @@ for name in ("conftest.py", "tests/conftest.py"):
 
 # -- forging a predict-then-verify check from inside the kernel (Task 3.1) ------------------------
 IN_KERNEL = {
-    # print the PASS line of the released self-check copy whenever the check prints FAIL
+    # print the PASS line of the released self-check copy whenever the check prints FAIL (VISIBLE
+    # is filled in by the test from the notebook's stored output)
     "replay_visible_pass": '''
 import builtins
 _print = builtins.print
 def print(*args, **kwargs):
     if args and str(args[0]).startswith("Task 3.1: FAIL"):
-        return _print("Task 3.1: PASS — 8 functions")
+        return _print(VISIBLE)
     return _print(*args, **kwargs)
 builtins.print = print
 ''' + WRONG_3_1,
@@ -159,7 +162,7 @@ builtins.print = print
     "patch_verdict": '''
 from labkit.grading import nbcheck as _nc
 _verdict = _nc.verdict
-_nc.verdict = lambda task, problems, note="": _verdict(task, [], note)
+_nc.verdict = lambda task, problems, *args, **kwargs: _verdict(task, [], *args, **kwargs)
 ''' + WRONG_3_1,
     # a prediction that compares equal to any measurement
     "always_equal": '''
@@ -185,11 +188,11 @@ def predict_graphs(statements):
     "overwrite_prediction": '''
 import sys as _sys
 def _hook(frame, event, arg):
-    if event == "c_call" and arg is zip:
-        g = frame.f_globals
-        p, m = g.get("predicted"), g.get("measured")
-        if isinstance(p, list) and isinstance(m, list) and len(p) == len(m):
-            p[:] = m
+    if event == "c_call" and arg is zip:             # in the check cell or in nbcheck
+        for names in (frame.f_locals, frame.f_globals):
+            p, m = names.get("predicted"), names.get("measured")
+            if isinstance(p, list) and isinstance(m, list) and len(p) == len(m):
+                p[:] = m
 _sys.setprofile(_hook)
 ''' + WRONG_3_1,
 }

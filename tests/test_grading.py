@@ -19,7 +19,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_cases import SOLUTION_HUNT, WRONG_3_1, WRONG_3_2
 
 from labkit.grading import grade as G
 from labkit.grading import notebooks as nbs
@@ -31,6 +30,44 @@ ROOT = Path(__file__).resolve().parents[1]
 NB = "notebooks/exercises/ex03_graph_breaks.ipynb"
 KEY = "test-key"                                   # a fixed key: a fixed secret seed
 
+WRONG_3_1 = '''
+def toy_example_fixed(a, b):
+    x = a / (torch.abs(a) + 1)
+    return x * b                                   # forgets the sign flip
+'''
+WRONG_3_2 = '''
+def toy_example_cond(a, b):
+    x = a / (torch.abs(a) + 1)
+    return x * torch.where(b.sum() < 0, -b, b)      # right values, but no torch.cond
+'''
+PEEK = '''
+import builtins, glob, json, os
+_stored = {}
+for path in glob.glob(os.path.join(os.getcwd(), "**", "*.ipynb"), recursive=True):
+    for cell in json.load(open(path))["cells"]:
+        if cell.get("id") == "c3-1" and cell.get("outputs"):
+            _stored["c3-1"] = "".join(cell["outputs"][0]["text"]).rstrip("\\n")
+_print = builtins.print
+def print(*args, **kwargs):                         # replay the answer key, if one was found
+    if _stored and str(args[0]).startswith("n="):
+        return _print(_stored["c3-1"])
+    return _print(*args, **kwargs)
+builtins.print = print
+''' + WRONG_3_1
+HARDCODE = '''
+import builtins
+_print = builtins.print
+def _fake(*args, **kwargs):                         # the visible (self-check) answer, verbatim
+    if str(args[0]).startswith("n="):
+        return _print(VISIBLE)
+    return _print(*args, **kwargs)
+builtins.print = _fake
+''' + WRONG_3_2
+EAGER = '''
+@torch._dynamo.disable
+def toy_example_fixed(a, b):                        # a no-op "compiler": eager in disguise
+    return toy_example(a, b)
+'''
 HANG = '''
 import time
 while True:                                         # an infinite loop (that spares the shared core)
@@ -67,6 +104,7 @@ def _submissions(base: Path) -> Path:
     subs = base / "subs"
     master = _master()
     cells = {c.id: c for c in master.cells}
+    visible = "".join(cells["c3-2"].outputs[0]["text"]).rstrip("\n")
     _save(subs / "reference", master)
     _save(subs / "wrong_3_1", _with(master, t3_1=WRONG_3_1))
     _save(subs / "wrong_3_2", _with(master, t3_2=WRONG_3_2))
@@ -76,8 +114,7 @@ def _submissions(base: Path) -> Path:
                c3_2="# NBVAL_IGNORE_OUTPUT\n" + cells["c3-2"].source)
     for cell in nb.cells:
         if cell.get("id") == "c3-1":
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
-                                                   text="Task 3.1: FAIL — 8 of 8 wrong\n")]
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="n=0 whatever\n")]
         if cell.get("id") == "c3-2":
             cell.execution_count = None
             cell.outputs = []
@@ -85,9 +122,10 @@ def _submissions(base: Path) -> Path:
             cell.metadata["tags"] = ["nbval-skip", "nbval-ignore-output"]
     nb.metadata["kernelspec"] = {"name": "no-such-kernel", "display_name": "x", "language": "python"}
     _save(subs / "tamper_outputs_markers", nb)
-    # looks for a solution on every path it can read (the notebook nbval runs included) and runs it
-    _save(subs / "tamper_peek", _with(master, t3_1=SOLUTION_HUNT, t3_2=WRONG_3_2))
-    _save(subs / "tamper_hang", _with(master, t3_1=WRONG_3_1, t3_2=HANG))
+    # reads the notebook nbval runs from disk; prints the visible answers verbatim
+    _save(subs / "tamper_peek", _with(master, t3_1=PEEK,
+                                      t3_2=f"VISIBLE = {visible!r}\n" + HARDCODE))
+    _save(subs / "tamper_eager_hang", _with(master, t3_1=EAGER, t3_2=HANG))
     _save(subs / "broken_json", "{ this is not json")
     _save(subs / "crash", _with(master, t3_1=CRASH))
     return subs
@@ -138,7 +176,7 @@ def test_each_wrong_answer_loses_exactly_its_task(graded, student, lost):
 
 
 @slow
-@pytest.mark.parametrize("student", ["tamper_outputs_markers", "tamper_peek", "tamper_hang"])
+@pytest.mark.parametrize("student", ["tamper_outputs_markers", "tamper_peek", "tamper_eager_hang"])
 def test_tampering_gains_nothing(graded, student):
     assert _points(graded, student) == {"3.1": 0.0, "3.2": 0.0}
 
@@ -151,7 +189,7 @@ def test_marker_in_student_code_is_rejected_and_reported(graded):
 
 @slow
 def test_hang_is_reported_as_timeout(graded):
-    feedback = graded["reports"]["tamper_hang"].scores[1].feedback
+    feedback = graded["reports"]["tamper_eager_hang"].scores[1].feedback
     assert any("timed out" in f for f in feedback), feedback
 
 
@@ -179,7 +217,7 @@ def test_graft_copies_only_sources_and_reports_missing_cells(tmp_path):
     result = nbs.graft(master, path, ["t3-1", "t3-2"])
     cells = {c.id: c for c in result.notebook.cells}
     assert cells["t3-1"].source == WRONG_3_1
-    assert "NotImplementedError" in cells["t3-2"].source and "side effect" not in cells["t3-2"].source
+    assert "NotImplementedError" in cells["t3-2"].source and "torch.cond(" not in cells["t3-2"].source
     assert "cell missing" in result.problems["t3-2"]
     assert result.notebook.metadata == master.metadata
     ours = {c.id: c for c in master.cells}
