@@ -174,15 +174,18 @@ class _Any(int):
 def predict_graphs(statements):
     return _Any(0)
 ''',
-    # keep torch.compile before the check replaces it, and measure instead of predicting
+    # keep Dynamo's entry point before the check replaces it, and measure instead of predicting
     "measure_in_predict": '''
 import contextlib as _cl, io as _io
-_compile = torch.compile
+import torch._dynamo as _dynamo
+from torch._dynamo.testing import CompileCounter as _Counter
+_optimize = _dynamo.optimize                         # kept before the check replaces it
 def predict_graphs(statements):
-    nc.fresh()
+    _dynamo.reset()
+    counter = _Counter()
     with _cl.redirect_stdout(_io.StringIO()):
-        _compile(build(statements), backend="eager")(torch.rand(8) + 0.1)
-    return nc.graph_stats()["graphs"]
+        _optimize(counter)(build(statements))(torch.rand(8) + 0.1)
+    return counter.frame_count
 ''',
     # a profile hook: once the measurement exists, copy it over the recorded predictions
     "overwrite_prediction": '''

@@ -40,8 +40,8 @@ STILL_OPEN = {
     **({} if SALTED else {"replay_visible_pass": OPEN}),
     "patch_verdict": OPEN,
     "always_equal": "nbcheck.predict keeps the student's object: its __ne__ decides the check",
-    "measure_in_predict": "no_compile() replaces torch.compile, but a reference saved earlier "
-                          "still compiles",
+    "measure_in_predict": "no_compile() replaces torch._dynamo.optimize, but a reference saved "
+                          "earlier still compiles",
     "overwrite_prediction": "the predictions stay a mutable list in the kernel's globals until "
                             "they are compared",
 }
