@@ -20,6 +20,7 @@ Environment: ``BENCH_ROUNDS`` (default 3), ``BENCH_JOBS2=0`` skips the JOBS=2 ru
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -95,9 +96,11 @@ class CpuMeter:
                 self.group.rmdir()
             except OSError:
                 pass
+            self.group = None
 
 
 CPU = CpuMeter()
+atexit.register(CPU.close)                  # the group goes even when the bench fails
 
 
 def _cpu_since(before: float | None) -> float | None:
