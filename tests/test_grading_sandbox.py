@@ -114,6 +114,51 @@ def test_output_is_capped_by_the_file_size_limit(tmp_path: Path) -> None:
     assert (tmp_path / "log").stat().st_size <= 1 << 20
 
 
+@needs_box
+def test_a_venv_reached_through_a_symlink_runs_inside(tmp_path: Path, monkeypatch) -> None:
+    """A git worktree whose .venv links to another checkout's venv: the sandbox binds the target."""
+    import sys
+
+    link = tmp_path / "worktree" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    monkeypatch.setattr(sys, "prefix", str(link))
+    assert not Path(S.python()).parent.parent.is_symlink()
+    assert Path(sys.prefix).resolve() in S._python_roots()
+    code = tmp_path / "code"
+    code.mkdir()
+    box = S.Sandbox(code=str(code), scratch=str(tmp_path / "s"), slot=11)
+    finished = S.run(box, [S.python(), "-c", "import nbformat, sys; print('VENV', sys.prefix)"],
+                     60, tmp_path / "log")
+    assert finished.returncode == 0, finished.output_tail
+    assert f"VENV {Path(sys.prefix).resolve()}" in finished.output_tail
+
+
+GREEDY = r'''
+import subprocess, sys
+eat = "b = bytearray(b'x') * (160 << 20); import time; time.sleep(8)"   # 160 MiB, touched
+kids = [subprocess.Popen([sys.executable, "-c", eat]) for _ in range(3)]
+print("RC", sorted(k.wait() for k in kids))
+'''
+
+
+@needs_box
+@pytest.mark.skipif("memory" not in S.cgroup_parents(), reason="no memory cgroup for the grader")
+def test_memory_limit_covers_all_processes_of_a_sandbox(tmp_path: Path) -> None:
+    """Three processes of 160 MiB each stay under RLIMIT_AS, but not under the group's 256 MiB."""
+    limits = S.Limits(sandbox_memory_bytes=256 << 20)
+    code = tmp_path / "code"
+    code.mkdir()
+    box = S.Sandbox(code=str(code), scratch=str(tmp_path / "s"), slot=10, limits=limits)
+    finished = S.run(box, [S.python(), "-c", GREEDY], 120, tmp_path / "log")
+    assert not finished.timed_out, finished.output_tail
+    rcs = [int(x) for x in finished.output_tail.split("RC")[-1].strip(" []\n").split(",")] \
+        if "RC" in finished.output_tail else []
+    # The group's OOM killer took at least one of them (the parent itself may go too).
+    assert (rcs and min(rcs) == -9) or finished.returncode in (-9, 137), finished.output_tail
+    assert all(not g.exists() for g in box.cgroups())          # removed at the end of the turn
+
+
 def test_time_limit_kills_the_whole_sandbox(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()

@@ -66,6 +66,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     logs: list[str] = field(default_factory=list)     # pytest output tails, instructors only
+    phases: dict[str, float] = field(default_factory=dict)   # seconds per step (benchmarks)
 
     @property
     def total(self) -> float:
@@ -246,6 +247,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
             for cid, what in result.problems.items():
                 cell_problems[(Path(nb_path).name, cid)] = what
             nbs.write(result.notebook, trusted / "nb" / Path(nb_path).name)
+        phases = {"workspace": time.monotonic() - start}
         box = _box(setup, work, slot)
         if setup.warm is not None:
             shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor")
@@ -263,6 +265,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                              trusted, env, seconds_left, trusted / "nb.jsonl", box=box)
             outcomes += run.outcomes
             logs.append(run.output_tail)
+            phases["notebooks"] = run.seconds
             seconds_left = max(30.0, seconds_left - run.seconds)
             if run.timed_out:
                 problems.append("notebooks: the time limit per submission was reached; "
@@ -273,12 +276,14 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
         if tested:
             verdicts, finished = library_run(setup, box, tested, seconds_left, trusted / "lib.log")
             logs.append(finished.output_tail)
+            phases["library"] = finished.seconds
             if finished.timed_out:
                 problems.append("library tests: the time limit per submission was reached")
             outcomes += [Outcome(nid, out, detail, {"task_marker": marks})
                          for nid, (out, detail, marks) in verdicts.items()]
         scores = [score_task(t, outcomes, cell_problems) for t in rubric.tasks]
-        return Report(name, scores, problems, round(time.monotonic() - start, 1), logs)
+        return Report(name, scores, problems, round(time.monotonic() - start, 1), logs,
+                      {k: round(v, 1) for k, v in phases.items()})
     finally:
         if setup.sandboxed and os.geteuid() == 0:
             end(Sandbox(code="", scratch="", slot=slot))   # nothing of this student outlives it

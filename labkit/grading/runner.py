@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
 from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
 SEED_ENV = "LABKIT_GRADE_SEED"
+VERDICT_LINE = re.compile(r"Task \d+\.\d+: FAIL — [^\n]*")
 SANITIZE = Path(__file__).with_name("sanitize.cfg")
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
@@ -93,6 +95,10 @@ def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
         "JUPYTER_RUNTIME_DIR": str(scratch / ".jupyter"),
         "IPYTHONDIR": str(scratch / ".ipython"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # Inductor keeps its precompiled C++ header (~6 CPU-s to build) in
+        # $TMPDIR/torchinductor_$USER, not in its cache dir; the sandbox's /tmp is a new tmpfs for
+        # every process, so with TMPDIR=/tmp each notebook rebuilt it. One per submission.
+        "TMPDIR": str(scratch / "tmp"),
         "LABKIT_OBSERVE": str(scratch / "observe.jsonl"),
     }
 
@@ -151,7 +157,11 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
     if box is not None:
         end(box)
     seconds = time.monotonic() - start
-    return RunResult(read_report_log(log), seconds, timed_out, proc.returncode, (out or "")[-3000:])
+    # The checks' own FAIL lines first (make check shows them), wherever they are in the output:
+    # a later cell's traceback must not push them out of the tail.
+    verdicts = list(dict.fromkeys(m[0][:300] for m in VERDICT_LINE.finditer(out or "")))[:50]
+    tail = "".join(f"{v}\n" for v in verdicts) + (out or "")[-3000:]
+    return RunResult(read_report_log(log), seconds, timed_out, proc.returncode, tail)
 
 
 def read_report_log(path: Path) -> list[Outcome]:
