@@ -621,13 +621,27 @@ def test_check_predictions_predicts_all_first_without_compiling_and_never_shows_
     nc.check_predictions("0.1", predict, [(1,), (2,), (3,)], measure, "cases", "things")
     assert order == [("predict", 1), ("predict", 2), ("predict", 3),
                      ("measure", 1), ("measure", 2), ("measure", 3)]
-    out = capsys.readouterr().out
-    assert out == "Task 0.1: FAIL — 1 of 3 cases wrong (#1; 1 predicted too few things; 0 too many)\n"
+    recorded, verdict_line = capsys.readouterr().out.splitlines()
+    assert recorded == f"Predictions for Task 0.1 recorded before measuring: [{nc.salted(0, '0.1', [1, 2, 3])}]"
+    assert verdict_line == "Task 0.1: FAIL — 1 of 3 cases wrong (#1; 1 predicted too few things; 0 too many)"
 
     def cheat(x: int) -> int:                    # measuring inside a prediction is refused
         return torch.compile(lambda t: t)(torch.ones(x)).numel()
 
     nc.check_predictions("0.2", cheat, [(1,)], lambda x: x, "cases")
-    assert capsys.readouterr().out == "Task 0.2: FAIL — cheat raised CompileDuringPrediction\n"
+    assert capsys.readouterr().out.endswith("\nTask 0.2: FAIL — cheat raised CompileDuringPrediction\n")
     nc.check_predictions("0.3", predict, [(4,)], lambda x: x, "cases")
-    assert capsys.readouterr().out.startswith("Task 0.3: PASS — 1 cases [")
+    assert capsys.readouterr().out.splitlines()[1].startswith("Task 0.3: PASS — 1 cases [")
+
+    class AlwaysEqual(int):                     # a prediction that says yes to every comparison
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __ne__ = __hash__ = None  # type: ignore[assignment]
+
+    nc.check_predictions("0.4", lambda x: AlwaysEqual(0), [(5,)], lambda x: x, "cases")
+    assert "FAIL" in capsys.readouterr().out
+    keep = torch.compile                         # a compile through a reference kept from before
+    nc.check_predictions("0.5", lambda x: keep(lambda t: t + 1)(torch.ones(x)).numel(), [(2,)],
+                         lambda x: x, "cases")
+    assert capsys.readouterr().out.endswith("raised CompileDuringPrediction\n")

@@ -7,11 +7,9 @@ solution's at that seed, which is what nbval compares at grading time. An attack
 when its output differs. The controls (the solution passes, a wrong answer fails) show that the
 harness can tell them apart.
 
-The attacks that still succeed are marked xfail(strict): nbval compares only the one verdict line,
-which the kernel itself computes, so whatever runs in that kernel can print it. They need the
-check to change (labkit/grading/nbcheck.py and the check cells, issue 15), not the sandbox; see
-docs/grading.md, "Residual risks". When a fix lands, the strict xfail turns into a failure here,
-so the mark must go.
+nbval compares the check's lines with the reference's at the same seed: the predictions' digest,
+printed before anything is measured, and the verdict line. An attack that still succeeded would be
+marked xfail(strict) in STILL_OPEN with its reason (docs/grading.md, "Residual risks").
 """
 
 from __future__ import annotations
@@ -26,25 +24,15 @@ import nbformat
 import pytest
 from grading_cases import IN_KERNEL, NB, WRONG_3_1
 
-from labkit.grading import nbcheck as nc
-
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow           # ~35 s: six checks, each compiling eight functions
 SEED = 424242                             # a "secret" seed: not the released seed 0
 
-OPEN = "nbval compares only the verdict line, which the kernel prints (needs an nbcheck change)"
-# A PASS line salted with the seed and the measurement (nbcheck.salted, issue 15) stops a replayed
-# line; where the check has no such token, the replay still passes.
-SALTED = hasattr(nc, "salted")
-STILL_OPEN = {
-    **({} if SALTED else {"replay_visible_pass": OPEN}),
-    "patch_verdict": OPEN,
-    "always_equal": "nbcheck.predict keeps the student's object: its __ne__ decides the check",
-    "measure_in_predict": "no_compile() replaces torch._dynamo.optimize, but a reference saved "
-                          "earlier still compiles",
-    "overwrite_prediction": "the predictions stay a mutable list in the kernel's globals until "
-                            "they are compared",
-}
+# Attacks that still gain something would be listed here, each with why (xfail strict); the fixes in
+# nbcheck closed all five: PASS lines salted by seed and answers (replay), plain-data predictions
+# (always_equal), Dynamo work during a prediction refused (measure_in_predict), and the predictions'
+# digest printed before measuring (patch_verdict, overwrite_prediction).
+STILL_OPEN: dict[str, str] = {}
 
 
 def _cells() -> dict[str, str]:

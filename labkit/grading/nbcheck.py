@@ -131,13 +131,38 @@ def no_compile() -> Iterator[None]:
             setattr(obj, name, value)
 
 
+def plain(value: Any) -> Any:
+    """``value`` rebuilt from the base types (None, bool, int, float, str, and lists, tuples, dicts
+    of them); anything else, such as an object whose ``==`` says yes to everything, is a TypeError."""
+    if value is None or type(value) is bool:
+        return value
+    for base in (int, float, str):
+        if isinstance(value, base):
+            return base(base.__repr__(value)) if base is not str else str.__str__(value)
+    for seq in (tuple, list):
+        if isinstance(value, seq):
+            return seq(plain(v) for v in seq.__iter__(value))
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in dict.items(value)}
+    raise TypeError(f"a prediction is plain data (numbers, strings, lists), not {type(value).__name__}")
+
+
+def _dynamo_work() -> int:
+    """A number that grows whenever Dynamo traces a frame or captures a graph."""
+    counters = _torch.counters()
+    return sum(counters["frames"].values()) + sum(counters["stats"].values())
+
+
 def predict(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` under :func:`no_compile`; an exception becomes the string 'error: Name'."""
+    """``fn(*args)`` under :func:`no_compile`, as plain data; an exception, or any Dynamo work while it
+    ran (a compile through a reference kept from before), becomes the string 'error: Name'."""
+    before = _dynamo_work()
     try:
         with no_compile():
-            return fn(*args)
+            value = plain(fn(*args))
     except Exception as exc:  # noqa: BLE001 - a broken prediction is a wrong prediction
         return f"error: {type(exc).__name__}"
+    return value if _dynamo_work() == before else f"error: {CompileDuringPrediction.__name__}"
 
 
 def verdict(task: str, problems: list[str], passed_note: str = "", proof: object = None) -> None:
@@ -197,12 +222,17 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
     """The predict-then-verify check: predict every case, then measure every case, then the verdict.
 
     Every prediction is recorded first, under :func:`no_compile` and on its own copy of the case, so
-    it can neither measure nor see a measurement; ``measure(*case)`` then gives the true value.
+    it can neither measure nor see a measurement, and a salted digest of them is printed at once
+    (the grader compares it with the reference's); ``measure(*case)`` then gives the true value.
     ``same`` compares a prediction with a measurement (default ``==``; a salted hash where the
     measurement must not show the answer). Prints the task's PASS/FAIL line (returns nothing, so a
     notebook cell ending with this call shows only that line).
     """
     predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
+    # Printed before anything is measured, and compared by the grader (nbval) with the reference's:
+    # what the kernel does after this line can change the verdict line, not the predictions.
+    numbers = [int(p) if isinstance(p, float) and p.is_integer() else p for p in predicted]
+    print(f"Predictions for Task {task} recorded before measuring: [{salted(seed(), task, numbers)}]")
     raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)
     measured = [None] * len(cases) if raised else [measure(*case) for case in cases]  # no need
     problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),

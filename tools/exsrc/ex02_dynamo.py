@@ -5,6 +5,11 @@
 # every cell's id. The cells that start with `# NBVAL_CHECK_OUTPUT` are the checks: each ends with a
 # line `Task N.M: PASS` or `Task N.M: FAIL — what was wrong`. When grading they run on hidden inputs
 # and variants you have not seen, so answers tuned to the visible ones fail.
+#
+# A check that grades predictions first prints `Predictions for Task N.M recorded before measuring:
+# [digest]`: a fingerprint of your predictions, taken before anything is compiled. Grading compares
+# it with the reference's, so it matches exactly when every prediction is right. Predictions are
+# plain data: numbers, strings, and lists, tuples or dicts of them.
 # %% id=setup
 import warnings
 warnings.filterwarnings("ignore")
