@@ -167,7 +167,10 @@ def test_log_made_here(here, tmp_path):
     trace = Trace.from_torch_trace(here)
     import torch
 
-    assert trace.env["torch"] == torch.__version__ and trace.env["device"].startswith("cpu")
+    # torch 2.13 and later write their version into the log; 2.11 (the GPU machine) does not, and
+    # then the trace says so: never a wrong version
+    assert trace.env["torch"] in (torch.__version__, "? (the log does not say)")
+    assert trace.env["device"].startswith("cpu")
     exp = expected(here)
     assert exp["recompiles"] and exp["graph_breaks"] and exp["backward"]
     check_against_run(trace, exp)
