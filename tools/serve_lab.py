@@ -52,6 +52,9 @@ def lab_command(
         # ...but the "official Jupyter news?" question is asked unless fetchNews says "false"
         f"--LabApp.app_settings_dir={APP_SETTINGS}",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # jupytext (which builds the notebooks) brings a server extension that serves every .py as
+        # a notebook: the library files students edit must open as the text files they are
+        "--ContentsManager.notebook_extensions=ipynb",
     ]
     if open_first:
         argv.append(f"--LabApp.default_url=/lab/tree/{open_first}")  # LabApp's wins over ServerApp's
