@@ -14,6 +14,7 @@ marked xfail(strict) in STILL_OPEN with its reason (docs/grading.md, "Residual r
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import sys
@@ -23,6 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from grading_cases import IN_KERNEL, NB, WRONG_3_1
+
+from labkit.grading import nbcheck as nc
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow           # ~35 s: six checks, each compiling eight functions
@@ -46,12 +49,15 @@ def check_output(answer: str, monkeypatch: pytest.MonkeyPatch) -> str:
     module = types.ModuleType("ex03_forgery")
     monkeypatch.setitem(sys.modules, module.__name__, module)
     out = io.StringIO()
+    saved, saved_print = dict(vars(nc)), builtins.print  # attacks patch these; later tests need them
     try:
         with contextlib.redirect_stdout(out):
             for source in (cells["setup"], cells["build-3-1"], answer, cells["c3-1"]):
                 exec(compile(source, "<ex03 cell>", "exec"), module.__dict__)
     finally:
         sys.setprofile(None)
+        vars(nc).update(saved)
+        builtins.print = saved_print
     return out.getvalue()
 
 

@@ -136,9 +136,9 @@ def plain(value: Any) -> Any:
     of them); anything else, such as an object whose ``==`` says yes to everything, is a TypeError."""
     if value is None or type(value) is bool:
         return value
-    for base in (int, float, str):
+    for base, exact in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
         if isinstance(value, base):
-            return base(base.__repr__(value)) if base is not str else str.__str__(value)
+            return exact(value)  # the base type's own conversion: a subclass's overrides don't run
     for seq in (tuple, list):
         if isinstance(value, seq):
             return seq(plain(v) for v in seq.__iter__(value))
