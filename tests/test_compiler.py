@@ -226,6 +226,18 @@ def test_softmax_over_a_non_innermost_dim_is_one_column_kernel(dim: int, shape: 
     assert not p.schedule.refused
 
 
+@pytest.mark.parametrize("rows,dtype,width", [(40, torch.float32, 256), (1000, torch.float32, 64),
+                                               (1000, torch.float64, 32), (20000, torch.float32, 0)])
+def test_column_softmax_keeps_exp_in_a_scratch_that_fits(rows: int, dtype: torch.dtype, width: int) -> None:
+    """softmax(x, 0) in C++: exp computed once into a [rows x width] scratch that fits the cache
+    budget; when not even 16 columns fit, the write loop recomputes exp instead (width 0 here)."""
+    x = torch.randn(rows, 300, dtype=dtype) * 3
+    p = assert_same_as_eager(lambda x: torch.softmax(x, 0), x, rtol=1e-4, atol=1e-6)
+    (source,) = [k.source for k in p.kernels.values()]
+    assert source.count("std::exp(") == (1 if width else 2)
+    assert (f"x0_outer += {width})" in source) if width else ("scratch_" not in source)
+
+
 def test_online_softmax_is_found_only_for_sum_of_exp_minus_that_max() -> None:
     """The schedule pairs a max with sum(exp(v - max)) of the same v; anything else stays apart."""
     x = torch.randn(3, 17000)

@@ -85,18 +85,20 @@ def test_looped_loads_carry_l2_hints() -> None:
     """A looped row or column keeps what a later loop reads again in L2 and lets its last read go."""
     p = compile_fn(lambda x: torch.softmax(x, 0), torch.zeros(4096, 4096), target="triton")
     (k,) = p.kernels.values()  # 4096 columns: 32-wide strips, 128 programs
-    assert k.launch == {"grid": 128, "block": 32, "num_warps": 8}
-    assert "[64 rows x 32 columns], 8 warps" in p.schedule.kernels[0].why_order
+    assert k.launch == {"grid": 128, "block": 32, "num_warps": 16}
+    assert "[512 rows x 32 columns], 16 warps" in p.schedule.kernels[0].why_order
     first, last = k.source.split("for roffset")[1:]  # max+sum, then the write: x read twice
     assert "evict_last" in first and "evict_first" not in first and "evict_first" in last
     (wide,) = compile_fn(lambda x: x.sum(0), torch.zeros(8192, 8192), target="triton").kernels.values()
     assert "evict_first" in wide.source and "evict_last" not in wide.source  # read once
-    assert wide.launch == {"grid": 256, "block": 32, "num_warps": 8}  # 8192 columns: 32 wide
-    assert {tgen.column_tile(n) for n in (1024, 1025, 8191, 8192)} == {(32, 64, 8)}
+    assert wide.launch == {"grid": 256, "block": 32, "num_warps": 16}  # 8192 columns: 32 wide
+    # Fewer than 128 strips of 32: 16 wide, twice the programs; never taller than the reduction
+    assert [tgen.column_tile(n, 16384) for n in (1024, 4095, 4096)] == [(16, 1024, 16)] * 2 + [(32, 512, 16)]
+    assert tgen.column_tile(8192, 40) == (32, 64, 16)
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
-    (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: Inductor's looped config, 2048 x 16 warps
-    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, 16) == (2048, 16)
+    (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: looped, 4096 x 32 warps
+    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, tgen.LOOP_WARPS) == (4096, 32)
     assert "hinted evict_last" in ln.schedule.kernels[0].why_order
     hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
              for line in k.source.splitlines() if "tl.load" in line]

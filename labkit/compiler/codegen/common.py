@@ -209,8 +209,6 @@ class KernelWriter:
     def load(self, name: str, index: sympy.Expr) -> str:
         if name in self.locals:
             return self.locals[name]
-        if name in self.scratch:
-            return self.cse(f"scratch_{name}[{self.r_flat()}]")
         return self.cse(self.load_expr(name, self.index(index)))
 
     def r_flat(self) -> str:

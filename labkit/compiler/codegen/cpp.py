@@ -125,6 +125,16 @@ class CppKernelWriter(KernelWriter):
     overrides = CppOverrides
     declaration = "auto {0} = {1};"
 
+    def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
+        super().__init__(kernel, dtypes)
+        # Column order: the scratch holds [rows x width]; the width narrows until it fits the budget
+        # (softmax(x, 0) of 1024x1024: 64, exp once instead of twice, 1.6x); under 16 (one 64-byte
+        # line a row) readers recompute the value instead.
+        size = numel(self.space.rdims) * sum(8 if self.dtypes[n] == torch.float64 else 4 for n in self.scratch)
+        fit = 1 << int(math.log2(max(SCRATCH_BYTES // max(size, 1), 1)))  # columns whose scratch fits
+        self.recompute = kernel.column and fit < 16
+        self.width = COLUMN_BLOCK if self.recompute else min(COLUMN_BLOCK, fit)  # the column block
+
     def load_expr(self, name: str, index: str) -> str:
         value = f"{self.ptr[name]}[{index}]"
         return {torch.float16: f"static_cast<float>({value})",
@@ -181,11 +191,16 @@ class CppKernelWriter(KernelWriter):
     def use_scratch(self, node: Any) -> bool:
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
 
+    def scratch_ref(self, name: str) -> str:
+        """This element's slot in the scratch: one row of it, or [rows x width] in column order."""
+        at = f"({self.r_flat()}) * {self.width} + {self.slot()}" if self.kernel.column else self.r_flat()
+        return f"scratch_{name}[{at}]"
+
     def store(self, name: str, value: str) -> None:
-        if name in self.scratch and self.kernel.column:
-            return  # column order keeps no row scratch: readers recompute the value
+        if name in self.scratch and self.recompute:
+            return  # no room for a column scratch: readers recompute the value
         if name in self.scratch:
-            self.emit(f"scratch_{name}[{self.r_flat()}] = {value};")
+            self.emit(f"{self.scratch_ref(name)} = {value};")
         elif name in self.ptr:
             where = self.index(store_index(self.members[name], self.space))
             value = {torch.float16: f"static_cast<_Float16>({value})",
@@ -200,11 +215,10 @@ class CppKernelWriter(KernelWriter):
                 loops.enter_context(self.loop(x, n, self.parallel(len(self.rows)) if d == 0 else ""))
             if column:
                 x, n = self.rows[-1], self.row_sizes[-1]
-                loops.enter_context(self.blocks(x, n, COLUMN_BLOCK, "" if outer else self.parallel(1)))
-            else:
-                for name in sorted(self.scratch):  # one row of it: stays in L1/L2 between the loops
-                    size = numel(self.space.rdims)
-                    self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
+                loops.enter_context(self.blocks(x, n, self.width, "" if outer else self.parallel(1)))
+            for name in sorted(self.scratch) if not self.recompute else ():  # stays in L1/L2 between loops
+                size = numel(self.space.rdims) * (self.width if column else 1)
+                self.emit(f"alignas(64) {VALUE_CTYPES[self.dtypes[name]]} scratch_{name}[{size}];")
             segment: list[Any] = []
             for node in self.kernel.nodes:
                 if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
@@ -228,14 +242,14 @@ class CppKernelWriter(KernelWriter):
         return self.block(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
 
     def load(self, name: str, index: Any) -> str:
-        if self.kernel.column and name in self.scratch and name not in self.locals:
-            return self.node_value(self.members[name])  # per-element, read only here: recompute
+        if name in self.scratch and name not in self.locals:  # no room for a scratch: recompute
+            return self.node_value(self.members[name]) if self.recompute else self.cse(self.scratch_ref(name))
         return super().load(name, index)
 
     def c_per_row(self, node: Any) -> None:
         """A per-row node of a column kernel: one value per kept element of the block."""
         array = f"row_{node.name}"
-        self.emit(f"{VALUE_CTYPES[node.dtype]} {array}[{COLUMN_BLOCK}];")
+        self.emit(f"{VALUE_CTYPES[node.dtype]} {array}[{self.width}];")
         with self.x_block():
             value = self.node_value(node)
             self.emit(f"{array}[{self.slot()}] = {value};")
@@ -275,7 +289,7 @@ class CppKernelWriter(KernelWriter):
                 nan = self.new_var("nan")
             ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], n.dtype)
             if column:
-                self.emit(f"{ctype} {acc}[{COLUMN_BLOCK}];" + (f" int {nan}[{COLUMN_BLOCK}];" if nan else ""))
+                self.emit(f"{ctype} {acc}[{self.width}];" + (f" int {nan}[{self.width}];" if nan else ""))
             elif block and kind == "sum" and n.dtype.is_floating_point:
                 partials.append((acc, ctype, ident))
                 self.emit(f"double {acc}_total = 0;")
