@@ -128,7 +128,7 @@ class CppKernelWriter(KernelWriter):
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         super().__init__(kernel, dtypes)
         # Column order: the scratch holds [rows x width]; the width narrows until it fits the budget
-        # (softmax(x, 0) of 1024x1024: 64, exp once instead of twice, 1.6x); under 16 (one 64-byte
+        # (softmax(x, 0) of 1024x1024: 64, exp once, not twice: 1.26 -> 0.94 ms); under 16 (one 64-byte
         # line a row) readers recompute the value instead.
         size = numel(self.space.rdims) * sum(8 if self.dtypes[n] == torch.float64 else 4 for n in self.scratch)
         fit = 1 << int(math.log2(max(SCRATCH_BYTES // max(size, 1), 1)))  # columns whose scratch fits
