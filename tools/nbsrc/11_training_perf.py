@@ -335,6 +335,20 @@ for name, v in [("naive E[x^2]-E[x]^2", naive_var(data)), ("Welford (chunks of 2
 # The recording compiles `relu(x @ w + b) * 0.5` (float16, 1024²) both ways; the autotuned one is
 # restricted to Triton templates (`max_autotune_gemm_backends="TRITON"`) so that the template always
 # wins and we can read it (left to itself, autotuning may pick cuBLAS).
+#
+# Whether the epilogue goes *into* the template is a decision too. By default
+# (`benchmark_epilogue_fusion`, printed below) Inductor compiles the template both with the epilogue
+# and without it, times both, and keeps the faster. At this size the two are close: on the H100 with
+# torch 2.11, two default compiles in fresh processes chose differently, one fused and one not, so a
+# benchmarked choice can change from one run to the next. The recording turns that option off, so
+# Inductor decides from its own estimate of the epilogue's cost, which fuses here every time.
+
+# %% id=epilogue-option
+# NBVAL_CHECK_OUTPUT
+import torch._inductor.config as inductor_config
+
+print("benchmark_epilogue_fusion by default:", inductor_config.benchmark_epilogue_fusion)
+print("the recording's options:", dict(sorted(perf.AUTOTUNE_OPTIONS.items())))
 
 # %%
 matmul = {name: gpu_trace(name) for name in ("matmul_default", "matmul_autotune")}
