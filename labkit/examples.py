@@ -173,38 +173,31 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
     instead of printing them to stderr: ``logs["graph_breaks"]`` is the list of messages."""
 
     def __init__(self, *artifacts: str) -> None:
+        from labkit.capture.logs import Kept
+
         self.artifacts = artifacts
-        self.records: dict[str, list[str]] = {a: [] for a in artifacts}
+        self.kept = Kept()
 
     def __getitem__(self, artifact: str) -> list[str]:
-        return self.records[artifact]
+        if artifact not in self.artifacts:
+            raise KeyError(f"{artifact!r} was not turned on: torch_logs{self.artifacts}")
+        return [m for name, m in zip(self.kept.names, self.kept.messages)
+                if name.rsplit(".__", 1)[-1] == artifact]
 
     def __enter__(self) -> torch_logs:
-        import logging
-
         from labkit import _torch
+        from labkit.capture.logs import routed
 
         _torch.set_logs(**{a: True for a in self.artifacts})
-        outer = self
-
-        class Keep(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                outer.records[record.name.rsplit(".__", 1)[-1]].append(record.getMessage())
-
-        self.handler = Keep(logging.DEBUG)
-        self.loggers = _torch.artifact_loggers(self.artifacts)
-        self.propagate = [lg.propagate for lg in self.loggers]
-        for lg in self.loggers:  # ours instead of stderr: no propagation up to set_logs' handler
-            lg.addHandler(self.handler)
-            lg.propagate = False
+        # ours instead of stderr: no propagation up to set_logs' handler; levels are set_logs' own
+        self.route = routed(_torch.artifact_loggers(self.artifacts), self.kept, level=None)
+        self.route.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         from labkit import _torch
 
-        for lg, propagate in zip(self.loggers, self.propagate):  # as they were, not forced on
-            lg.removeHandler(self.handler)
-            lg.propagate = propagate
+        self.route.__exit__(*exc)
         _torch.set_logs()
 
 

@@ -195,29 +195,15 @@ def launches(fn: Callable[..., Any], args: tuple[Any, ...]) -> dict[str, int]:
     return counts
 
 
-class _Messages(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 @contextlib.contextmanager
 def inductor_messages() -> Iterator[list[str]]:
     """Collect what Inductor's loggers say (e.g. "skipping cudagraphs due to ...") instead of stderr."""
     from labkit import _torch
+    from labkit.capture.logs import Kept, routed
 
-    log = logging.getLogger(_torch.INDUCTOR_LOGGER)
-    handler = _Messages()
-    saved = (log.handlers[:], log.level, log.propagate)
-    log.handlers, log.propagate = [handler], False
-    log.setLevel(logging.WARNING)
-    try:
-        yield handler.messages
-    finally:
-        log.handlers, log.level, log.propagate = saved
+    kept = Kept()
+    with routed([logging.getLogger(_torch.INDUCTOR_LOGGER)], kept, level=logging.WARNING, replace=True):
+        yield kept.messages
 
 
 def _host_input(x, w):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit import _torch
+from labkit.capture.logs import routed
 from labkit.trace import STAGE_REGISTRY
 
 # Structured trace records we keep (all others, e.g. thousands of chromium_event, are dropped at once).
@@ -173,11 +174,10 @@ class Recorder:
     def __enter__(self) -> Recorder:
         stack = self._stack
         try:
-            self._attach(logging.getLogger(_torch.TRACE_LOGGER), _TraceHandler(self))
-            log_handler = _LogHandler(self)
-            if self.inductor:
-                for lg in _torch.artifact_loggers(LOG_ARTIFACTS):
-                    self._attach(lg, log_handler, propagate=False)  # keep IR dumps off stderr
+            stack.enter_context(routed([logging.getLogger(_torch.TRACE_LOGGER)], _TraceHandler(self),
+                                       propagate=None))
+            if self.inductor:  # keep IR dumps off stderr
+                stack.enter_context(routed(_torch.artifact_loggers(LOG_ARTIFACTS), _LogHandler(self)))
             handle = _torch.register_bytecode_hook(self._bytecode_hook)
             stack.callback(handle.remove)
             post_pass = self._post_grad_pass() if self.inductor else None
@@ -192,22 +192,6 @@ class Recorder:
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
-
-    def _attach(
-        self, logger: logging.Logger, handler: logging.Handler, propagate: bool | None = None
-    ) -> None:
-        old_level, old_propagate = logger.level, logger.propagate
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        if propagate is not None:
-            logger.propagate = propagate
-
-        def restore() -> None:
-            logger.removeHandler(handler)
-            logger.setLevel(old_level)
-            logger.propagate = old_propagate
-
-        self._stack.callback(restore)
 
     def _post_grad_pass(self) -> Any:
         """A post-grad pass that copies Inductor's input graph out as FxNodes (chains any user pass)."""
