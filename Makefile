@@ -47,13 +47,13 @@ TORCH_VENV  ?= .venv-torch-$(TORCH)
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 TPY         := $(TORCH_VENV)/bin/python
 
-test-torch:  ## make test-torch TORCH=2.15.0: library tests + nbval over the chapter on that torch, in .venv-torch-2.15.0
+test-torch:  ## make test-torch TORCH=2.15.0: library tests (SLOW=1: the slow ones too) + nbval over the chapter on that torch, in .venv-torch-2.15.0
 	@test -n "$(TORCH)" || { echo "usage: make test-torch TORCH=2.15.0  (a torch version on PyPI)"; exit 2; }
 	@test -x $(TPY) || python3 -m venv $(TORCH_VENV)
 	$(TPY) -m pip install -q "torch==$(TORCH)" $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(TPY) -m pip install -q $$(python3 tools/pinned_deps.py $(EXTRAS) --except torch)
 	@$(TPY) -c 'import torch; v = torch.__version__.split("+")[0]; assert v == "$(TORCH)", f"torch {v} in $(TORCH_VENV), not $(TORCH)"'
-	PYTHONPATH="$(CURDIR)" $(TPY) -m pytest tests
+	PYTHONPATH="$(CURDIR)" $(TPY) -m pytest tests $(if $(SLOW),,-m "not slow")
 	$(if $(NOTEBOOKS),PYTHONPATH="$(CURDIR)" $(TPY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS))
 
 test-lib: setup  ## library tests only (no notebooks)
