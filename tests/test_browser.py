@@ -57,6 +57,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 SHOTS = ROOT / "figures" if os.environ.get("LABKIT_SCREENSHOTS") == "1" else None
 STEPS = ["Dynamo", "AOTAutograd", "Inductor", "Kernels", "Triton IR", "labkit", "Timing"]
 CHAPTER = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXERCISES = sorted(f"exercises/{p.name}" for p in (ROOT / "notebooks" / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 RUN_LIMIT_S = 420  # one notebook's Run All (the slowest take ~30 s under nbval on 2 cores)
 
@@ -132,7 +133,8 @@ def lab(tmp_path_factory) -> Lab:
     shutil.copytree(ROOT / "figures", root / "figures")
     shutil.copy(ROOT / "README.md", root / "README.md")
     kernel = _kernel_name()
-    for name in CHAPTER:
+    (root / "notebooks" / "exercises").mkdir()
+    for name in CHAPTER + EXERCISES:
         nb = json.loads((ROOT / "notebooks" / name).read_text())
         nb["metadata"]["kernelspec"]["name"] = kernel  # a missing kernel opens a blocking dialog
         (root / "notebooks" / name).write_text(json.dumps(nb, indent=1))
@@ -339,7 +341,7 @@ def test_lab_serves_the_repository(tmp_path):
 
 
 WALK = [pytest.param(n, marks=() if n == Path(FIRST_NOTEBOOK).name else pytest.mark.slow, id=n[:-6])
-        for n in CHAPTER]
+        for n in CHAPTER + EXERCISES]  # the exercises with the master's solutions in place
 
 
 @pytest.mark.parametrize("name", WALK)
