@@ -123,6 +123,16 @@ def variants(name: str, fn: Callable[..., Any], shape: tuple[int, ...], target: 
     return out
 
 
+def interleaved(runs: dict[str, Callable[..., Any]], *args: Any, label: str = "") -> dict[str, float]:
+    """Seconds per call of each run: the best median of ROUNDS rounds, the runs interleaved in each,
+    so that a burst of load on a shared machine hits all of them alike."""
+    times = dict.fromkeys(runs, float("inf"))
+    for _ in range(ROUNDS):
+        for name, f in runs.items():
+            times[name] = min(times[name], measure(f, *args, label=f"{label} {name}", min_run_time=0.2).median_s)
+    return times
+
+
 def copy_bandwidth(device: str) -> float:
     """Measured device-to-device copy bandwidth in GB/s (read + write), 256 MiB."""
     src = torch.randn(1 << 26, device=device)
@@ -145,13 +155,7 @@ def run(gpu: bool, only: str = "") -> dict[str, Any]:
         for b, f in compiled.items():
             if b != "eager":  # the first step of each model starts from the same weights
                 torch.testing.assert_close(f(*args), ref, rtol=1e-4, atol=1e-4)  # also warms up
-        # Rounds interleave the backends so a burst of load on a shared machine hits all three;
-        # each backend keeps its best median.
-        times = {b: float("inf") for b in compiled}
-        for _ in range(ROUNDS):
-            for backend, f in compiled.items():
-                t = measure(f, *args, label=f"{name} {backend}", min_run_time=0.2).median_s
-                times[backend] = min(times[backend], t)
+        times = interleaved(compiled, *args, label=name)
         rows.append({"case": name, "shape": list(shape), "bytes": nbytes, "seconds": times,
                      "gbps": {b: nbytes / t / 1e9 for b, t in times.items()}})
         print_row(rows[-1])

@@ -3,10 +3,10 @@
     python benchmarks/tune_reductions.py            # every case (a GPU; about a minute on an H100)
     python benchmarks/tune_reductions.py softmax0   # one case
 
-``schedule.column_tile`` (a column kernel's [rows x columns] tile and warps) and ``LOOP_RBLOCK`` /
-``LOOP_WARPS`` (a long row's chunk) were chosen from this sweep: each variant is compiled straight
-from an ATen graph (``build_program``, no Dynamo, so variants cannot share a cache entry), checked
-against eager, and timed against eager and Inductor in interleaved rounds (best median of 3).
+``schedule.column_tile`` (a column kernel's [rows x columns] tile and warps) and ``schedule.LOOP_RBLOCK``
+/ ``LOOP_WARPS`` (a long row's chunk) were chosen from this sweep: each variant is compiled straight
+from an ATen graph (``testing.compile_fn``, no Dynamo, so variants cannot share a cache entry), checked
+against eager, and timed against eager and Inductor in interleaved rounds (``bench_compiler.interleaved``).
 The first variant of each case is the compiler's current choice. docs/gpu.md has the H100 figures.
 """
 
@@ -20,23 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labkit import _torch  # noqa: E402
-from labkit.bench import measure  # noqa: E402
-from labkit.compiler import build_program, labkit_decompositions  # noqa: E402
+from bench_compiler import colsum, interleaved, log_softmax, softmax, softmax0  # noqa: E402
+
+from labkit.compiler import schedule  # noqa: E402
 from labkit.compiler.codegen import triton as tgen  # noqa: E402
+from labkit.compiler.testing import compile_fn  # noqa: E402
 
 CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[int, int]]] = {
-    "softmax0": (lambda x: torch.softmax(x, 0), (4096, 4096)),
-    "softmax0_tall": (lambda x: torch.softmax(x, 0), (16384, 1024)),
-    "colsum": (lambda x: x.sum(0), (8192, 8192)),
-    "softmax": (lambda x: torch.softmax(x, -1), (4096, 50257)),
-    "softmax_20k": (lambda x: torch.softmax(x, -1), (8192, 20000)),
-    "log_softmax": (lambda x: F.log_softmax(x, -1), (4096, 32000)),
+    "softmax0": (softmax0, (4096, 4096)),
+    "softmax0_tall": (softmax0, (16384, 1024)),
+    "colsum": (colsum, (8192, 8192)),
+    "softmax": (softmax, (4096, 50257)),
+    "softmax_20k": (softmax, (8192, 20000)),
+    "log_softmax": (log_softmax, (4096, 32000)),
 }
 COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8)]  # None: current
 ROW = [None, (2048, 16), (4096, 16), (8192, 32), (4096, 8)]  # (chunk, warps)
@@ -44,15 +44,15 @@ ROW = [None, (2048, 16), (4096, 16), (8192, 32), (4096, 8)]  # (chunk, warps)
 
 def build(fn: Callable[..., Any], x: torch.Tensor, variant: tuple[int, ...] | None) -> Callable[..., Any]:
     """labkit's Triton program for ``fn(x)`` with this tile or chunk (None: the compiler's own)."""
-    saved = tgen.column_tile, tgen.LOOP_RBLOCK, tgen.LOOP_WARPS
+    saved = tgen.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS
     if variant and len(variant) == 3:
         tgen.column_tile = lambda columns, rows: variant
     elif variant:
-        tgen.LOOP_RBLOCK, tgen.LOOP_WARPS = variant
+        schedule.LOOP_RBLOCK, schedule.LOOP_WARPS = variant
     try:
-        program = build_program(_torch.make_fx(fn, labkit_decompositions)(x), [x], "triton")
+        program = compile_fn(fn, x, target="triton")
     finally:
-        tgen.column_tile, tgen.LOOP_RBLOCK, tgen.LOOP_WARPS = saved
+        tgen.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS = saved
     return lambda x: program(x)[0]
 
 
@@ -67,10 +67,7 @@ def sweep(name: str) -> dict[str, float]:
         f = build(fn, x, v)
         torch.testing.assert_close(f(x), ref, rtol=1e-4, atol=1e-3)
         runs[f"labkit {v or 'current'}"] = f
-    times = dict.fromkeys(runs, float("inf"))
-    for _ in range(3):
-        for label, f in runs.items():
-            times[label] = min(times[label], measure(f, x, min_run_time=0.2).median_s)
+    times = interleaved(runs, x, label=name)
     best = min(times["eager"], times["inductor"])
     for label, t in times.items():
         print(f"{name:<14}{label:<26}{t * 1e3:8.3f} ms  {best / t:5.2f}x the faster of eager/Inductor")

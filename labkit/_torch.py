@@ -5,8 +5,8 @@ objects, or Triton's compiler/runtime internals (``ASTSource``, ``GPUTarget``, `
 the ``TRITON_INTERPRET`` switch). capture, compiler, explore, perf, examples and grading all come
 here; ``tests/test_layering.py`` fails on any private name elsewhere. A torch release that moves
 one of these breaks exactly one function here, and the error says which API moved and on which
-torch version, instead of an AttributeError deep inside a capture. Checked against torch 2.11
-and 2.13 (Triton 3.6 and 3.9).
+torch version, instead of an AttributeError deep inside a capture. Checked against torch 2.11,
+2.13 and 2.15 (Triton 3.6 and 3.9).
 """
 
 from __future__ import annotations
@@ -173,7 +173,12 @@ def artifact_loggers(names: tuple[str, ...]) -> list[logging.Logger]:
         qnames = log_registry.get_artifact_log_qnames()
     except (ImportError, AttributeError) as e:
         raise _moved("torch._logging._internal.log_registry.get_artifact_log_qnames", e) from e
-    return [logging.getLogger(q) for q in sorted(qnames) if q.rsplit(".__", 1)[-1] in names]
+    return [logging.getLogger(q) for q in sorted(qnames) if artifact_name(q) in names]
+
+
+def artifact_name(logger_name: str) -> str:
+    """The TORCH_LOGS artifact an artifact logger stands for: "torch._dynamo.__recompiles" -> "recompiles"."""
+    return logger_name.rsplit(".__", 1)[-1]
 
 
 def set_logs(**artifacts: Any) -> None:

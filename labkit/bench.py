@@ -9,6 +9,7 @@ inter-quartile range, never a single run or a mean that one stall can drag.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -113,9 +114,8 @@ def copy_bandwidth(device: str | None = None, nbytes: int | None = None, *, refr
     if refresh or key not in _COPY_CACHE:
         src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
-        t = measure(dst.copy_, src, label="copy", min_run_time=0.2, device=device,
-                    meta={"bytes": 2 * src.numel() * 4})
-        t.kind = "copy"
+        t = dataclasses.replace(measure(dst.copy_, src, label="copy", min_run_time=0.2, device=device,
+                                        meta={"bytes": 2 * src.numel() * 4}), kind="copy")
         del src, dst
         _COPY_CACHE[key] = t
     return _COPY_CACHE[key]
@@ -245,7 +245,7 @@ def compare(
     reset: bool = True,
     tolerance: float = 1e-4,
 ) -> CompareResult:
-    """Time ``fn(*inputs)`` under each backend, fairly, and return a table and a plot.
+    """Time ``fn(*inputs)`` under each backend, fairly (``labkit.compare`` also draws table and plot).
 
     Threads are pinned (CPU) *before* anything is compiled, every compiled function is called once
     untimed (that call compiles; its time is reported as "compile+1st call") and then timed like

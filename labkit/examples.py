@@ -181,24 +181,26 @@ class torch_logs:  # noqa: N801 (used like a function: `with torch_logs("recompi
     def __getitem__(self, artifact: str) -> list[str]:
         if artifact not in self.artifacts:
             raise KeyError(f"{artifact!r} was not turned on: torch_logs{self.artifacts}")
-        return [m for name, m in zip(self.kept.names, self.kept.messages)
-                if name.rsplit(".__", 1)[-1] == artifact]
+        from labkit import _torch
+
+        return [m for name, m in zip(self.kept.names, self.kept.messages) if _torch.artifact_name(name) == artifact]
 
     def __enter__(self) -> torch_logs:
+        import contextlib
+
         from labkit import _torch
         from labkit.capture.logs import routed
 
-        _torch.set_logs(**{a: True for a in self.artifacts})
-        # ours instead of stderr: no propagation up to set_logs' handler; levels are set_logs' own
-        self.route = routed(_torch.artifact_loggers(self.artifacts), self.kept, level=None)
-        self.route.__enter__()
+        with contextlib.ExitStack() as stack:  # undone at once if entering fails half-way
+            stack.callback(_torch.set_logs)  # last on exit: every artifact off again
+            _torch.set_logs(**{a: True for a in self.artifacts})
+            # ours instead of stderr: no propagation up to set_logs' handler; levels are set_logs' own
+            stack.enter_context(routed(_torch.artifact_loggers(self.artifacts), self.kept, level=None))
+            self.stack = stack.pop_all()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from labkit import _torch
-
-        self.route.__exit__(*exc)
-        _torch.set_logs()
+        self.stack.close()
 
 
 def canonical_reason(reason: str) -> str:

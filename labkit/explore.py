@@ -284,8 +284,8 @@ def explore(
 
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
     ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
-    such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"); None: no
-    progress (``labkit.explore``, the notebook layer's, passes a progress bar).
+    such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"). None: none
+    from ``labkit.explore.explore``; ``labkit.explore`` (the notebook layer's) draws a bar for None.
     ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
     harmless. ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.

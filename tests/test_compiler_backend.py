@@ -206,3 +206,24 @@ def test_input_with_other_strides_runs_the_aten_graph() -> None:
     with pytest.warns(UserWarning, match="strides"):
         (out,) = p(other)
     torch.testing.assert_close(out, other.exp() + 1)
+
+
+def test_recording_keeps_dynamic_sizes_symbolic() -> None:
+    """With a Trace, dynamic=True still compiles once for two sizes: the recorded graph keeps its
+    symbolic sizes as names ("s0"), instead of int() fixing them to the first call's sizes."""
+    trace, graphs = Trace("f", "labkit"), []
+    backend = lc.make_backend(trace)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return backend(gm, example_inputs)
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: torch.relu(x) * 2, backend=counting, dynamic=True)
+    for n in (4, 5):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(f(x), torch.relu(x) * 2)
+    assert len(graphs) == 1
+    (aot,) = [s for s in trace.stages if s.kind == "aot.inference"]
+    shapes = [n.shape for n in aot.nodes if n.shape]
+    assert any(isinstance(d, str) for s in shapes for d in s), shapes

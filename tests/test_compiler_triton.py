@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from labkit import _torch
+from labkit.compiler import schedule
 from labkit.compiler.codegen import triton as tgen
 from labkit.compiler.testing import assert_same_as_eager, compile_fn
 
@@ -49,8 +50,8 @@ def reductions(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
 @pytest.mark.parametrize("mode,n", [("persistent", 37), ("exact", 32), ("looped", 37)])
 def test_reductions_match_eager_in_interpreter(mode: str, n: int, monkeypatch) -> None:
     if mode == "looped":  # rows longer than PERSISTENT_MAX loop over BLOCK-sized chunks
-        monkeypatch.setattr(tgen, "PERSISTENT_MAX", 8)
-        monkeypatch.setattr(tgen, "LOOP_RBLOCK", 8)
+        monkeypatch.setattr(schedule, "PERSISTENT_MAX", 8)  # the online max+sum loop too
+        monkeypatch.setattr(schedule, "LOOP_RBLOCK", 8)
     x = torch.randn(6, n)
     p = assert_same_as_eager(reductions, x, torch.randn(n), target="triton", rtol=1e-4, atol=1e-5)
     rows = [k for k in p.schedule.kernels if k.space.rdims and not k.column]  # row reductions
@@ -98,7 +99,7 @@ def test_looped_loads_carry_l2_hints() -> None:
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
     (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: looped, 4096 x 32 warps
-    assert (k.launch["block"], k.launch["num_warps"]) == (tgen.LOOP_RBLOCK, tgen.LOOP_WARPS) == (4096, 32)
+    assert (k.launch["block"], k.launch["num_warps"]) == (schedule.LOOP_RBLOCK, schedule.LOOP_WARPS) == (4096, 32)
     assert "hinted evict_last" in ln.schedule.kernels[0].why_order
     hints = [(line.split(" + (")[0].split("(")[-1], line.split("eviction_policy='")[1].split("'")[0])
              for line in k.source.splitlines() if "tl.load" in line]

@@ -100,8 +100,7 @@ class _LogHandler(logging.Handler):
         self.rec = rec
 
     def emit(self, record: logging.LogRecord) -> None:
-        artifact = record.name.rsplit(".__", 1)[-1]
-        self.rec.add(artifact, record.getMessage(), {"logger": record.name})
+        self.rec.add(_torch.artifact_name(record.name), record.getMessage(), {"logger": record.name})
 
 
 class RecordingBackend:

@@ -51,7 +51,8 @@ def fx_nodes(gm: torch.fx.GraphModule) -> list[FxNode]:
         nodes.append(FxNode(
             name=n.name, op=n.op, inputs=[i.name for i in n.all_input_nodes],
             target="getitem" if n.target is operator.getitem else target,
-            shape=[int(d) for d in val.shape] if isinstance(val, torch.Tensor) else None,
+            # a symbolic size stays a name ("s0"): int() on it would specialize the graph to this size
+            shape=[d if type(d) is int else str(d) for d in val.shape] if isinstance(val, torch.Tensor) else None,
             dtype=str(val.dtype).removeprefix("torch.") if isinstance(val, torch.Tensor) else None,
             source=(f"{frames[-1][0]}:{frames[-1][1]}  {frames[-1][2].strip()}"
                     if frames and n.op == "call_function" else None)))

@@ -47,7 +47,6 @@ set_ops_handler = ops._set_handler
 class _V:
     """``V.ops``: the installed ops handler; ``V.graph``: the GraphLowering running."""
 
-    set_ops_handler = staticmethod(ops._set_handler)
     set_graph_handler = staticmethod(_graph._set_handler)
     ops = property(lambda self: ops._get_handler())
     graph = property(lambda self: _graph._get_handler())

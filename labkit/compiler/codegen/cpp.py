@@ -44,7 +44,7 @@ FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-
          "-fno-builtin-sin", "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"]
 CHUNK = 4096  # elements per parallel work item of a flat pointwise loop
 SCRATCH_BYTES = 256 * 1024  # largest row kept in a stack scratch array (per thread; L2-sized)
-COLUMN_BLOCK = 256  # kept elements a column-order reduction works on together (1 KiB per accumulator)
+COLUMN_BLOCK = 256  # most kept elements a column-order reduction works on together (1 KiB per accumulator)
 
 PRELUDE = """#include <algorithm>
 #include <cmath>
@@ -127,9 +127,8 @@ class CppKernelWriter(KernelWriter):
 
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         super().__init__(kernel, dtypes)
-        # Column order: the scratch holds [rows x width]; the width narrows until it fits the budget
-        # (softmax(x, 0) of 1024x1024: 64, exp once, not twice: 1.26 -> 0.94 ms); under 16 (one 64-byte
-        # line a row) readers recompute the value instead.
+        # Column order: a [rows x width] scratch, the width narrowed to fit (softmax(x, 0) of 1024x1024:
+        # 64, exp once, not twice: 1.26 -> 0.94 ms); under 16 (a 64-byte line a row) readers recompute.
         size = numel(self.space.rdims) * sum(8 if self.dtypes[n] == torch.float64 else 4 for n in self.scratch)
         fit = 1 << int(math.log2(max(SCRATCH_BYTES // max(size, 1), 1)))  # columns whose scratch fits
         self.recompute = kernel.column and fit < 16
@@ -242,7 +241,7 @@ class CppKernelWriter(KernelWriter):
         return self.block(f"for (int64_t {x} = {x}_outer; {x} < {x}_end; ++{x})", "#pragma omp simd")
 
     def load(self, name: str, index: Any) -> str:
-        if name in self.scratch and name not in self.locals:  # no room for a scratch: recompute
+        if name in self.scratch and name not in self.locals:  # its scratch slot, or recomputed if none fits
             return self.node_value(self.members[name]) if self.recompute else self.cse(self.scratch_ref(name))
         return super().load(name, index)
 

@@ -4,15 +4,15 @@ Note on invariants: a pointwise kernel gives each program ``XBLOCK`` consecutive
 flattened loops (``xmask`` guards the tail). A reduction kernel gives each program exactly one
 row: when the row fits in ``PERSISTENT_MAX`` elements it is loaded once as one block (persistent:
 every node of the kernel works on the same registers), otherwise every node loops over the row in
-``LOOP_RBLOCK`` chunks; a column kernel gives each program a strip of ``column_tile`` kept elements.
-Looped loads carry L2 hints as Inductor's do: evict_last where a later loop (or another program)
-reads the same data again, evict_first on a row's last read. Sizes and strides are baked in as
-constants. Generated kernels only use
-Triton *builtins* (``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to
-the kernel), never ``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run
-under the interpreter unless it was switched on before triton was imported. On a CPU tensor the
-module is executed with ``TRITON_INTERPRET=1`` set, which makes ``@triton.jit`` build interpreted
-kernels that run with numpy.
+``LOOP_RBLOCK`` chunks; a column kernel gives each program a strip of ``column_tile`` kept elements
+(all three chosen in schedule.py). Looped loads carry L2 hints as Inductor's do: evict_last where
+a later loop (or another program) reads the same data again, evict_first on a row's last read.
+Sizes and strides are baked in as constants. Generated kernels only use Triton *builtins*
+(``tl.load``, ``tl.exp``, ``tl.reduce`` with combine functions defined next to the kernel), never
+``tl.sum``/``tl.sigmoid``: those are themselves jitted functions and cannot run under the
+interpreter unless it was switched on before triton was imported. On a CPU tensor the module is
+executed with ``TRITON_INTERPRET=1`` set, which makes ``@triton.jit`` build interpreted kernels
+that run with numpy.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sympy
 import torch
 
 from labkit import _torch
+from labkit.compiler import schedule as sched  # launch shapes: chosen there, stated in its text
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
@@ -38,9 +39,6 @@ TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int6
             torch.bfloat16: "tl.bfloat16"}
 # The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
 VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
-PERSISTENT_MAX = 16384  # longest row kept in registers as one block
-LOOP_RBLOCK = 4096  # chunk of a row per loop iteration otherwise, with LOOP_WARPS warps: measured on an
-LOOP_WARPS = 32  # H100, softmax 4096x50257 0.97 ms (2048 x 16 warps, Inductor's choice: 1.19 ms)
 XBLOCK_MAX = 1024
 # Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
 # in registers without spilling (GPU tuning knob; the interpreter ignores it).
@@ -130,10 +128,6 @@ class TritonOverrides(InfixOverrides):
     where = spelled("tl.where({0}, {1}, {2})")
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (max(n, 1) - 1).bit_length())
-
-
 class TritonKernelWriter(KernelWriter):
     """Writes one FusedKernel as a @triton.jit function."""
 
@@ -144,7 +138,7 @@ class TritonKernelWriter(KernelWriter):
         super().__init__(kernel, dtypes)
         self.mask = "xmask"
         self.rnumel = numel(self.r_sizes)
-        self.persistent = self.rnumel <= PERSISTENT_MAX and not kernel.column
+        self.persistent = self.rnumel <= sched.PERSISTENT_MAX and not kernel.column
         self.rblock = "BLOCK"
         self.evict: dict[tuple[int, str, str], bool] = {}  # looped loads: (loop, buffer, index) -> own row
         self.loops = 0
@@ -152,13 +146,12 @@ class TritonKernelWriter(KernelWriter):
             self.block, rblock, self.num_warps = column_tile(numel(self.row_sizes), self.rnumel)
             self.grid, self.rblock = -(-numel(self.row_sizes) // self.block), str(rblock)
         elif self.space.rdims:
-            self.block = _pow2(self.rnumel) if self.persistent else LOOP_RBLOCK
+            self.block = sched.pow2(self.rnumel) if self.persistent else sched.LOOP_RBLOCK
             self.grid = numel(self.row_sizes)
-            self.num_warps = next(w for limit, w in ROW_WARPS if self.block <= limit)
-            if not self.persistent:  # a long row streams through: 4 floats per thread per chunk
-                self.num_warps = LOOP_WARPS
+            # a long row streams through: LOOP_WARPS, 4 floats per thread per chunk
+            self.num_warps = next(w for lim, w in ROW_WARPS if self.block <= lim) if self.persistent else sched.LOOP_WARPS
         else:
-            self.block = min(_pow2(numel(self.row_sizes)), XBLOCK_MAX)
+            self.block = min(sched.pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
             self.num_warps = 4
 
