@@ -178,10 +178,13 @@ def make_backend(trace: Trace | None = None, target: str = "cpp") -> Callable[..
             _record_graph(trace, "aot.backward", "backward graph", bw, frame)
             return compile_graph(bw, inputs, target, trace, "bwd", frame)
 
+        # as AOTAutograd decides: a joint (training) graph when any input needs a gradient
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
         aot = _torch.aot_module_simplified()
         return aot(gm, example_inputs, fw_compiler=_not_traced(fw_compiler),
                    bw_compiler=_not_traced(bw_compiler), partition_fn=partition,
-                   decompositions=decomposition_table())
+                   decompositions=decomposition_table(training=needs_grad))
 
     backend.__name__ = f"labkit_{target}"
     return _not_traced(backend)

@@ -11,6 +11,7 @@ AOTAutograd's checks fail.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -118,8 +119,41 @@ def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bi
     return out.to(dtype), mean, rstd
 
 
-def decomposition_table() -> dict[Any, Callable[..., Any]]:
-    """Core-ATen decompositions with labkit's own on top (labkit's win where both exist)."""
+# A multi-output op's extra outputs (statistics, logsumexp) are saved for a paired backward op, so
+# a decomposition must reproduce them exactly; torch's decomposition of CPU flash attention returns
+# the probabilities where its backward expects the logsumexp (wrong gradients, silently). In a
+# training graph labkit therefore trusts a multi-output decomposition only when the backward sweep
+# (tests/test_compiler_grads.py) checks it; any other op stays whole and runs as ATen.
+CHECKED_FOR_BACKWARD = {
+    aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
+    aten.native_batch_norm_backward.default, aten.native_group_norm_backward.default,
+    aten.var_mean.correction, aten.std_mean.correction, aten.nll_loss_forward.default,
+    aten._fused_rms_norm.default, aten._fused_rms_norm_backward.default,
+}
+UNCHECKED_REASON = "its decomposition is not checked for backward (extra outputs feed a backward op)"
+
+
+def checked_for_backward(op: Any) -> bool:
+    """True when a decomposition of ``op`` is safe in a training graph (one output, or swept)."""
+    returns = getattr(getattr(op, "_schema", None), "returns", ())
+    return len(returns) <= 1 or op in CHECKED_FOR_BACKWARD
+
+
+def withheld_in_training(op: Any) -> bool:
+    """True when a training graph keeps ``op`` whole though core ATen decomposes it."""
+    return not checked_for_backward(op) and op in _core_decomposed()
+
+
+@functools.cache
+def _core_decomposed() -> frozenset[Any]:
+    return frozenset(_torch.core_aten_decompositions())
+
+
+def decomposition_table(training: bool = False) -> dict[Any, Callable[..., Any]]:
+    """Core-ATen decompositions with labkit's own on top (labkit's win where both exist); for a
+    training graph, without the multi-output ones the backward sweep does not check."""
     table = _torch.core_aten_decompositions()
     table.update(labkit_decompositions)
+    if training:
+        table = {op: fn for op, fn in table.items() if checked_for_backward(op)}
     return table

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from labkit.compiler.decompose import UNCHECKED_REASON, withheld_in_training
 from labkit.compiler.ir import (
     Buffer,
     ComputedBuffer,
@@ -143,7 +144,8 @@ class GraphLowering:
             return item
         lowering = find_lowering(node.target)
         if lowering is None:
-            return self.extern(node, "labkit has no lowering for this op")
+            return self.extern(node, UNCHECKED_REASON if withheld_in_training(node.target)
+                               else "labkit has no lowering for this op")
         bad = _bad_dtype(node)
         if bad:
             return self.extern(node, bad)
