@@ -128,7 +128,6 @@ CHECKED_FOR_BACKWARD = {
     aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
     aten.native_batch_norm_backward.default, aten.native_group_norm_backward.default,
     aten.var_mean.correction, aten.std_mean.correction, aten.nll_loss_forward.default,
-    aten._fused_rms_norm.default, aten._fused_rms_norm_backward.default,
 }
 UNCHECKED_REASON = "its decomposition is not checked for backward (extra outputs feed a backward op)"
 

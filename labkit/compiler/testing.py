@@ -8,10 +8,11 @@ from typing import Any
 import torch
 
 from labkit import _torch
-from labkit.compiler.backend import build_program
+from labkit.compiler.backend import build_program, make_backend
 from labkit.compiler.decompose import decomposition_table
 from labkit.compiler.ir import flatten
 from labkit.compiler.wrapper import Program
+from labkit.trace import Trace
 
 
 def trace_aten(fn: Callable[..., Any], *inputs: Any) -> torch.fx.GraphModule:
@@ -35,3 +36,22 @@ def assert_same_as_eager(fn: Callable[..., Any], *inputs: Any, target: str = "cp
         torch.testing.assert_close(g, e, rtol=rtol, atol=atol, equal_nan=True,
                                    msg=lambda m, i=i: f"output {i}: {m}\n{program.code}")
     return program
+
+
+def gradients(fn: Callable[..., Any], *inputs: Any, params: Any = (), target: str | None = None,
+              trace: Trace | None = None, seed: int = 0) -> tuple[list[Any], list[Any]]:
+    """(outputs, gradients) of ``fn`` run eagerly (``target=None``) or through torch.compile with
+    labkit's backend: the gradient of every floating input, then of every one of ``params``, for
+    the same fixed random cotangent on each floating output (so no gradient cancels out)."""
+    params = list(params)
+    leaves = [x.detach().requires_grad_(x.is_floating_point()) if isinstance(x, torch.Tensor) else x
+              for x in inputs]  # detach keeps the strides: a transposed input stays transposed
+    for p in params:
+        p.grad = None
+    f = fn if target is None else torch.compile(fn, backend=make_backend(trace, target), dynamic=False)
+    outs = flatten(f(*leaves))
+    diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    g = torch.Generator().manual_seed(seed)
+    torch.autograd.backward(diff, [torch.randn(o.shape, generator=g).to(o) for o in diff])
+    wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad] + params
+    return [o.detach() if isinstance(o, torch.Tensor) else o for o in outs], [x.grad for x in wrt]
