@@ -158,6 +158,7 @@ class CompareResult:
     timings: list[Timing] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # backend -> why it did not run
     mismatched: dict[str, float] = field(default_factory=dict)  # backend -> max abs error vs eager
+    # (of outputs, and of gradients when the function runs a backward)
 
     def runs(self) -> list[Timing]:
         return [t for t in self.timings if t.kind == "run"]
@@ -225,6 +226,31 @@ def _outputs_close(a: Any, b: Any) -> float:
     return 0.0 if a == b else float("inf")
 
 
+def _grad_leaves(fn: Callable[..., Any], inputs: tuple[Any, ...]) -> list[Any]:
+    """Tensors a backward inside ``fn`` may fill ``.grad`` of: inputs that require grad, and the
+    parameters of the modules among the inputs, ``fn`` itself, its closure and the globals it names."""
+    import torch
+
+    code = getattr(fn, "__code__", None)
+    named = [getattr(fn, "__globals__", {}).get(n) for n in (code.co_names if code else ())]
+    cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or () if c.cell_contents is not c]
+    leaves: dict[int, Any] = {}
+    for obj in [*inputs, fn, getattr(fn, "__self__", None), *cells, *named]:
+        if isinstance(obj, torch.nn.Module):
+            leaves.update((id(p), p) for p in obj.parameters())
+        elif isinstance(obj, torch.Tensor) and obj.is_leaf and obj.requires_grad:
+            leaves[id(obj)] = obj
+    return list(leaves.values())
+
+
+def _grads_after(f: Callable[..., Any], inputs: tuple[Any, ...], leaves: list[Any]) -> tuple[Any, list[Any]]:
+    """``f(*inputs)`` from cleared gradients: its output and the gradient each leaf got."""
+    for leaf in leaves:
+        leaf.grad = None
+    out = f(*inputs)
+    return out, [None if leaf.grad is None else leaf.grad.clone() for leaf in leaves]
+
+
 def _compiled(fn: Callable[..., Any], backend: str) -> Callable[..., Any]:
     """``fn`` for one backend name: eager as is, any other compiled with the backend of that name."""
     import torch
@@ -249,7 +275,8 @@ def compare(
 
     Threads are pinned (CPU) *before* anything is compiled, every compiled function is called once
     untimed (that call compiles; its time is reported as "compile+1st call") and then timed like
-    eager: median and IQR. Outputs are checked against eager. A backend that cannot run here
+    eager: median and IQR. Outputs are checked against eager, and so are gradients when ``fn``
+    runs a backward (of its inputs and of the parameters of modules it uses). A backend that cannot run here
     (an unknown name, a compile error) is reported as unavailable, not raised.
 
     Args:
@@ -271,17 +298,21 @@ def compare(
     with pin:
         if reset:
             torch.compiler.reset()
-        expected = fn(*inputs)
+        leaves = _grad_leaves(fn, inputs)
+        expected, expected_grads = _grads_after(fn, inputs, leaves)
+        # fn runs a backward: its gradients are outputs too (a wrong gradient is a mismatch)
+        backward = any(g is not None for g in expected_grads)
         nbytes = bytes if bytes is not None else io_bytes(inputs, expected)
         for b in backends:
             try:
                 f = _compiled(fn, b)
                 start = time.perf_counter()
-                out = f(*inputs)
+                out, grads = _grads_after(f, inputs, leaves)
                 if cuda:
                     torch.cuda.synchronize()
                 first = time.perf_counter() - start
-                err = _outputs_close(out, expected)
+                err = _outputs_close([out, grads] if backward else out,
+                                     [expected, expected_grads] if backward else expected)
                 if err > tolerance:
                     result.mismatched[b] = err
                 run = measure(f, *inputs, label=b, min_run_time=min_run_time, device=device,
@@ -296,4 +327,6 @@ def compare(
                                              {"stage": "compile+1st call", "backend": b}, kind="compile"))
         if bandwidth:
             result.timings.append(copy_bandwidth(device))
+        for leaf, g in zip(leaves, expected_grads):  # leave eager's gradients of one call behind
+            leaf.grad = g
     return result
