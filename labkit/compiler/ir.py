@@ -105,6 +105,9 @@ class PrintHandler:
 
         return op
 
+    def indirect_indexing(self, value: str, size: int) -> Expr:
+        return sym(self.__getattr__("indirect_indexing")(value, size))
+
 
 def _fmt(arg: Any) -> str:
     """Buffer names quoted, everything else (tmp variables, indices, dtypes) as it prints."""
@@ -123,6 +126,12 @@ class CountHandler:
             return name
 
         return op
+
+    def indirect_indexing(self, value: str, size: int) -> Expr:
+        """An index read from memory: one symbol stands for every such index (where it points is
+        unknown until the kernel runs, so no position through it lines up with another)."""
+        self.counts["indirect_indexing"] += 1
+        return sym("indirect")
 
 
 class ReadsHandler(CountHandler):

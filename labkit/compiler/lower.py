@@ -471,6 +471,32 @@ def select(x: Any, dim: int, index: int) -> Any:
     return squeeze(slice_(x, dim, index, index + 1), [dim])
 
 
+# -- indirect loads: the position comes from memory -------------------------------------------------
+@register_lowering(aten.gather.default)
+def gather(x: Any, dim: int, index: Any, *, sparse_grad: bool = False) -> Pointwise:
+    """out[i] = x[i with dim d replaced by index[i]] (each index checked 0 <= v < x.size(d))."""
+    d = dim % max(len(x.get_size()), 1)
+    load_x, load_i, n = x.make_loader(), index.make_loader(), (x.get_size() or [1])[d]
+
+    def inner_fn(i: Index) -> Any:
+        return load_x([*i[:d], ops.indirect_indexing(load_i(i), n), *i[d + 1:]] if x.get_size() else [])
+
+    return Pointwise(x.dtype, index.get_size(), inner_fn, origins_of(x, index))
+
+
+@register_lowering(aten.embedding.default)
+def embedding(weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Pointwise:
+    """out[i..., j] = weight[indices[i...], j]: a table lookup (rows checked as gather's)."""
+    load_w, load_i, k = weight.make_loader(), indices.make_loader(), len(indices.get_size())
+
+    def inner_fn(i: Index) -> Any:
+        return load_w([ops.indirect_indexing(load_i(i[:k]), weight.get_size()[0]), i[k]])
+
+    return Pointwise(weight.dtype, [*indices.get_size(), weight.get_size()[1]], inner_fn,
+                     origins_of(weight, indices))
+
+
 def view_strides(size: list[int], stride: list[int], new: list[int]) -> list[int] | None:
     """Strides that let memory of (size, stride) be seen as ``new`` without a copy, or None."""
     if numel(size) == 0 or numel(new) == 0:

@@ -320,6 +320,9 @@ class Spell:
     def __getattr__(self, op: str) -> Any:
         return lambda *args: f"{op}({', '.join(map(str, args))})"
 
+    def indirect_indexing(self, value: str, size: int) -> sympy.Expr:
+        return sym(f"indirect({value})")
+
 
 def online_softmax(k: FusedKernel) -> dict[str, str]:
     """Pairs (max M, sum S) of float reductions in ``k`` with S = sum(exp(v - M)) and M = max(v)."""

@@ -132,6 +132,9 @@ class CodeHandler:
     def load(self, name: str, index: sympy.Expr) -> str:
         return self.writer.load(name, index)
 
+    def indirect_indexing(self, value: str, size: int) -> sympy.Expr:
+        return sym(self.writer.indirect(value, size))
+
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.writer.overrides, name, None)
         if method is None:
@@ -150,6 +153,7 @@ class KernelWriter:
     overrides: Any = None
     div = "/"
     declaration = "{0} = {1}"  # a new variable holding an expression
+    check_index: tuple[str, ...] = ()  # lines checking an index read from memory (see indirect)
 
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         self.kernel, self.space, self.dtypes = kernel, kernel.space, dtypes
@@ -175,6 +179,7 @@ class KernelWriter:
         self.scopes: list[dict[str, str]] = [{}]  # CSE: expression -> variable, one dict per block
         self.locals: dict[str, str] = {}  # buffer name -> variable holding its current value
         self.counter = itertools.count()
+        self.checks_indices = False  # the kernel reads through an index: it takes an ``err`` argument
 
     # -- helpers the backends use ----------------------------------------------------------------
     def index(self, expr: sympy.Expr) -> str:
@@ -210,6 +215,16 @@ class KernelWriter:
         if name in self.locals:
             return self.locals[name]
         return self.cse(self.load_expr(name, self.index(index)))
+
+    def indirect(self, value: str, size: int) -> str:
+        """A variable holding an index read from memory, checked ``0 <= i < size`` as Inductor's
+        device_assert does: out of range, the kernel writes (1, i, size) to ``err`` (the caller
+        raises IndexError) and reads element 0 instead, never memory outside the tensor."""
+        self.checks_indices = True
+        var = self.new_var("idx")
+        for line in self.check_index:
+            self.emit(line.format(var=var, value=value, size=size))
+        return var
 
     def r_flat(self) -> str:
         """Position within the row (0 .. rnumel-1) at the current reduction loop position."""

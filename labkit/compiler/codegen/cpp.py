@@ -124,6 +124,10 @@ class CppKernelWriter(KernelWriter):
 
     overrides = CppOverrides
     declaration = "auto {0} = {1};"
+    check_index = ("const int64_t {var}_raw = {value};",
+                   "const bool {var}_ok = 0 <= {var}_raw && {var}_raw < {size};",
+                   "if (!{var}_ok) {{ err[0] = 1; err[1] = {var}_raw; err[2] = {size}; }}",
+                   "const int64_t {var} = {var}_ok ? {var}_raw : 0;")
 
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         super().__init__(kernel, dtypes)
@@ -168,8 +172,9 @@ class CppKernelWriter(KernelWriter):
         """The complete C++ function for this kernel."""
         params = [f"const {CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.reads]
         params += [f"{CTYPES[self.dtypes[n]]}* __restrict__ {self.ptr[n]}" for n in self.writes]
-        params.append("int nthreads")
         self.reduction_body() if self.space.rdims else self.pointwise_body()
+        params += [ERR_PARAM] if self.checks_indices else []
+        params.append("int nthreads")
         head = f'extern "C" void {self.kernel.name}({", ".join(params)})'
         return "\n".join([head, "{", *self.code.lines, "}"])
 
@@ -379,17 +384,33 @@ def compile_library(source: str) -> ctypes.CDLL:
     return _libraries[key]
 
 
+ERR_PARAM = "int64_t* __restrict__ err"  # where a kernel reading through an index reports a bad one
+
+
+def raise_bad_index(err: torch.Tensor, kernel: str) -> None:
+    """IndexError when a kernel wrote (1, index, size) to ``err``: an index out of range."""
+    flag, index, size = err.tolist()
+    if flag:
+        raise IndexError(f"{kernel}: index {index} is out of bounds for a dimension of size {size} "
+                         f"(a gather or embedding index must be in 0 <= i < {size})")
+
+
 class CppKernel:
     """A compiled kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
     def __init__(self, name: str, source: str, nargs: int, library: ctypes.CDLL) -> None:
         self.name, self.source = name, source
+        self.checks_indices = ERR_PARAM in source
         self.fn = getattr(library, name)
         self.fn.restype = None
-        self.fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int]
+        self.fn.argtypes = [ctypes.c_void_p] * (nargs + self.checks_indices) + [ctypes.c_int]
 
     def __call__(self, *tensors: torch.Tensor) -> None:
-        self.fn(*[t.data_ptr() for t in tensors], torch.get_num_threads())
+        if not self.checks_indices:
+            return self.fn(*[t.data_ptr() for t in tensors], torch.get_num_threads())
+        err = torch.zeros(3, dtype=torch.int64)
+        self.fn(*[t.data_ptr() for t in tensors], err.data_ptr(), torch.get_num_threads())
+        raise_bad_index(err, self.name)
 
 
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> tuple[str, list[str]]:

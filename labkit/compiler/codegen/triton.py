@@ -30,6 +30,7 @@ from labkit import _torch
 from labkit.compiler import schedule as sched  # launch shapes: chosen there, stated in its text
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
+from labkit.compiler.codegen.cpp import raise_bad_index
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
 from labkit.compiler.schedule import FusedKernel, column_tile, store_index
 
@@ -133,6 +134,11 @@ class TritonKernelWriter(KernelWriter):
 
     overrides = TritonOverrides
     div = "//"
+    check_index = ("{var} = {value}.to(tl.int64)", "{var}_ok = (0 <= {var}) & ({var} < {size})",
+                   "tl.store(err_ptr + 0 * {var}, 1 + 0 * {var}, ~{var}_ok)",  # err = (1, index, size)
+                   "tl.store(err_ptr + 1 + 0 * {var}, {var}, ~{var}_ok)",
+                   "tl.store(err_ptr + 2 + 0 * {var}, {size} + 0 * {var}, ~{var}_ok)",
+                   "{var} = tl.where({var}_ok, {var}, 0)")
 
     def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
         super().__init__(kernel, dtypes)
@@ -201,8 +207,10 @@ class TritonKernelWriter(KernelWriter):
 
     def source(self) -> str:
         """The complete @triton.jit function for this kernel."""
-        params = [self.ptr[n] for n in self.reads + self.writes] + ["BLOCK: tl.constexpr"]
+        params = [self.ptr[n] for n in self.reads + self.writes]
         self.reduction_body() if self.space.rdims else self.pointwise_body()
+        params += ["err_ptr"] if self.checks_indices else []
+        params.append("BLOCK: tl.constexpr")
         text = "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
                           *self.code.lines])
         # As Inductor: a row's last read of its own data may leave L2 (evict_first); a read that
@@ -332,15 +340,19 @@ class TritonKernel:
         except Exception as e:  # syntax errors and the like: show the code with the message
             raise TritonKernelError(f"could not load Triton kernel {name}: {e}", source) from e
         self.fn = getattr(module, name)
+        self.checks_indices = "err_ptr" in source
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         grid, block, warps = self.launch["grid"], self.launch["block"], self.launch["num_warps"]
         if grid == 0:
             return
+        err = torch.zeros(3, dtype=torch.int64, device=tensors[0].device) if self.checks_indices else None
         try:
-            self.fn[(grid,)](*tensors, BLOCK=block, num_warps=warps)
+            self.fn[(grid,)](*tensors, *[err] if self.checks_indices else [], BLOCK=block, num_warps=warps)
         except Exception as e:  # show the generated code with the message
             raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
+        if err is not None:  # on a GPU this waits for the kernel: the price of a checked gather
+            raise_bad_index(err, self.name)
 
 
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
