@@ -108,3 +108,31 @@ def test_long_sum_is_as_accurate_as_eager() -> None:
     got = compile_fn(lambda v: v.sum(), x)(x)[0]
     ref = x.double().sum()
     assert abs(got.double() - ref) <= max(4 * abs(x.sum().double() - ref), 1.0)
+
+
+def gathers(x: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Indirect loads: gather along each dim (of a computed value too), an embedding lookup."""
+    return (torch.gather(x, 1, i), torch.gather(x, 0, j), torch.gather(x * 2, 1, i) if x.dtype != torch.bool
+            else torch.gather(~x, 1, i), F.embedding(j[0, :5], x), torch.gather(x.t(), 0, i.t()))
+
+
+@pytest.mark.parametrize("dtype, target", [
+    (dtype, target) if (dtype, target) in ((torch.float32, "cpp"), (torch.bfloat16, "triton"))
+    else pytest.param(dtype, target, marks=pytest.mark.slow)
+    for dtype in (torch.bool, torch.uint8, torch.int64, torch.bfloat16, torch.float32)
+    for target in ("cpp", "triton")], ids=str)
+def test_gathers_every_layout_and_out_of_range_indices(dtype: torch.dtype, target: str) -> None:
+    """gather/embedding match eager on contiguous and transposed inputs; an index out of range
+    (too big, negative) raises IndexError naming it, never a read outside the tensor."""
+    g = torch.Generator().manual_seed(0)
+    x, i, j = sample(dtype, (6, 37), 0), torch.randint(0, 37, (6, 5), generator=g), torch.randint(0, 6, (4, 37), generator=g)
+    assert_same_as_eager(gathers, x, i, j, target=target, rtol=0, atol=0)
+    assert_same_as_eager(gathers, sample(dtype, (37, 6), 1).t(), i, j, target=target, rtol=0, atol=0)
+    from labkit.compiler.testing import compile_fn
+
+    program = compile_fn(gathers, x, i, j, target=target)
+    for bad in (37, -1):
+        b = i.clone()
+        b[3, 2] = bad
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+            program(x, b, j)
