@@ -47,6 +47,38 @@ def pow2(n: int) -> int:  # the smallest power of two >= n (1 for n <= 1)
     return 1 << max(0, (max(n, 1) - 1).bit_length())
 
 
+TILE, CPP_TILE = 64, 32  # a 2-D pointwise tile: TILE x TILE elements a GPU program, CPP_TILE a C++ block
+
+
+def tile_2d(sizes: list[int], loop: list[sympy.Symbol],
+            accesses: list[tuple[str, sympy.Expr]]) -> tuple[int, str] | None:
+    """(position of the loop to tile against the last one, why) for a pointwise kernel whose
+    accesses disagree on the fastest-moving loop, as Inductor's tiling: an access that steps
+    through memory with stride 1 along loop d but with a larger stride along the last loop (a
+    transposed read) is read in 2-D tiles, contiguous along d on one side, the last loop on the
+    other. None when a flat loop is already contiguous (or a side is too short to matter)."""
+    for name, expr in accesses:
+        expr = sympy.expand(expr)
+        last = expr.coeff(loop[-1]) if len(loop) > 1 else 0
+        fast = [d for d, v in enumerate(loop[:-1]) if expr.coeff(v) == 1 and sizes[d] >= 16]
+        if fast and last not in (0, 1) and sizes[-1] >= 16:
+            return fast[-1], (f"tiled 2-D over ({loop[fast[-1]]}, {loop[-1]}): {name} moves with "
+                              f"stride 1 along {loop[fast[-1]]} but {last} along {loop[-1]}, so each "
+                              f"tile reads it along {loop[fast[-1]]} and the rest along {loop[-1]}")
+    return None
+
+
+def pointwise_tiling(k: FusedKernel) -> tuple[int, str] | None:
+    """The 2-D tile of a pointwise kernel (``tile_2d`` over its loads and stores), or None."""
+    if k.space.rdims:
+        return None
+    rows = loop_vars(k.space)[0]
+    members = {n.name for n in k.nodes}
+    accesses = [(b, i) for n in k.nodes for b, i in reads_of(n, k.space) if b not in members]
+    accesses += [(n.name, store_index(n, k.space)) for n in k.nodes if n.name not in k.internal]
+    return tile_2d(list(k.space.rows), rows, accesses)
+
+
 def column_tile(columns: int, rows: int) -> tuple[int, int, int]:
     """(kept elements, rows, warps) of one GPU program's tile in a column kernel: 16384 elements,
     16 warps (32 per thread), 32 columns wide (a 128-byte line of float32 per row) while that gives
@@ -363,6 +395,9 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
             lines.append(f"    ATen ops fused: {', '.join(step.origins)}")
             if step.why_order:
                 lines.append(f"    loop order: {step.why_order}")
+            if tiling := pointwise_tiling(step):
+                lines.append(f"    {tiling[1]} ({TILE}x{TILE} a GPU program, {CPP_TILE}x{CPP_TILE} "
+                             "blocks in C++)")
             if step.internal:
                 lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
             if step.row_local:

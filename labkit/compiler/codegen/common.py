@@ -23,7 +23,7 @@ import torch
 from sympy.printing.str import StrPrinter
 
 from labkit.compiler.ir import ComputedBuffer, ModularIndexing, set_ops_handler, squeeze, sym
-from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index
+from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index, tile_2d
 
 
 class IndexPrinter(StrPrinter):
@@ -163,10 +163,12 @@ class KernelWriter:
                         if n.name in kernel.row_local and self.use_scratch(n)}
         hidden = kernel.internal | self.scratch  # never in memory: registers or a row scratch
         loads = [(b, i) for n in kernel.nodes for b, i in reads_of(n, self.space)]
+        names = [b for b, i in loads if b not in hidden] + [n.name for n in kernel.nodes if n.name not in hidden]
         exprs = [i for b, i in loads if b not in hidden]
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
         self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, orig_rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
+        self.tile = None if self.space.rdims else tile_2d(self.row_sizes, self.rows, list(zip(names, exprs)))
         self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, orig_rvars, exprs, "r")
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}

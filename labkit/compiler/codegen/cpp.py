@@ -26,7 +26,7 @@ import torch
 
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
-from labkit.compiler.schedule import FusedKernel, reads_of, store_index
+from labkit.compiler.schedule import CPP_TILE, FusedKernel, reads_of, store_index
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
@@ -183,6 +183,16 @@ class CppKernelWriter(KernelWriter):
         with ExitStack() as loops:
             if len(rows) == 1:  # one flat loop: parallel over chunks, SIMD within a chunk
                 loops.enter_context(self.blocks(rows[0], sizes[0], CHUNK, self.parallel(1)))
+                loops.enter_context(self.x_block())
+            elif self.tile and numel(sizes) >= 1 << 16:  # blocked transpose: both reads stay in cache
+                d, t = self.tile[0], CPP_TILE
+                outer = [i for i in range(len(rows) - 1) if i != d]  # the first loop runs in parallel
+                for i in outer:
+                    loops.enter_context(self.loop(rows[i], sizes[i], self.parallel(1) if i == outer[0] else ""))
+                loops.enter_context(self.blocks(rows[d], sizes[d], t, "" if outer else self.parallel(1)))
+                loops.enter_context(self.blocks(rows[-1], sizes[-1], t))
+                loops.enter_context(self.block(f"for (int64_t {rows[d]} = {rows[d]}_outer; "
+                                               f"{rows[d]} < {rows[d]}_end; ++{rows[d]})"))
                 loops.enter_context(self.x_block())
             else:
                 for d, (x, n) in enumerate(zip(rows, sizes)):

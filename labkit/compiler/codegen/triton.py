@@ -156,7 +156,12 @@ class TritonKernelWriter(KernelWriter):
             self.grid = numel(self.row_sizes)
             # a long row streams through: LOOP_WARPS, 4 floats per thread per chunk
             self.num_warps = next(w for lim, w in ROW_WARPS if self.block <= lim) if self.persistent else sched.LOOP_WARPS
+        elif self.tile and -(-self.row_sizes[-1] // sched.TILE) < 65536:  # grid axis 1's limit
+            self.block, self.num_warps = sched.TILE, 8  # TILE x TILE: 16 elements a thread
+            ynumel = numel(self.row_sizes) // self.row_sizes[-1]
+            self.grid = (-(-ynumel // sched.TILE), -(-self.row_sizes[-1] // sched.TILE))
         else:
+            self.tile = None
             self.block = min(sched.pow2(numel(self.row_sizes)), XBLOCK_MAX)
             self.grid = -(-numel(self.row_sizes) // self.block)
             self.num_warps = 4
@@ -221,6 +226,17 @@ class TritonKernelWriter(KernelWriter):
         return text
 
     def pointwise_body(self) -> None:
+        if self.tile:  # a [TILE x BLOCK] tile: y walks the other loops, the tiled one fastest
+            d, rows, sizes = self.tile[0], self.rows[:-1], self.row_sizes[:-1]
+            ys, ysizes = [*rows[:d], *rows[d + 1:], rows[d]], [*sizes[:d], *sizes[d + 1:], sizes[d]]
+            self.emit(f"yindex = tl.program_id(0) * {sched.TILE} + tl.arange(0, {sched.TILE})[:, None]")
+            self.emit("xindex = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)[None, :]")
+            self.emit(f"xmask = (yindex < {numel(ysizes)}) & (xindex < {self.row_sizes[-1]})")
+            self.unravel("yindex", ys, ysizes)
+            self.emit(f"{self.rows[-1]} = xindex")
+            for node in self.kernel.nodes:
+                self.compute(node)
+            return
         self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
         self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
         self.unravel("xindex", self.rows, self.row_sizes)
@@ -332,7 +348,7 @@ class TritonKernel:
     """A generated Triton kernel you call with tensors: ``kernel(*inputs, *outputs)``."""
 
     def __init__(self, name: str, source: str, kernel: FusedKernel, device: torch.device,
-                 launch: dict[str, int], arg_dtypes: list[torch.dtype] | None = None) -> None:
+                 launch: dict[str, Any], arg_dtypes: list[torch.dtype] | None = None) -> None:
         self.name, self.source, self.origins, self.launch = name, source, kernel.origins, launch
         self.arg_dtypes = arg_dtypes or []  # of the pointer arguments (compiling it ahead of time)
         try:
@@ -344,11 +360,12 @@ class TritonKernel:
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         grid, block, warps = self.launch["grid"], self.launch["block"], self.launch["num_warps"]
-        if grid == 0:
+        grid = tuple(grid) if isinstance(grid, tuple | list) else (grid,)  # 2-D for a tiled kernel
+        if 0 in grid:
             return
         err = torch.zeros(3, dtype=torch.int64, device=tensors[0].device) if self.checks_indices else None
         try:
-            self.fn[(grid,)](*tensors, *[err] if self.checks_indices else [], BLOCK=block, num_warps=warps)
+            self.fn[grid](*tensors, *[err] if self.checks_indices else [], BLOCK=block, num_warps=warps)
         except Exception as e:  # show the generated code with the message
             raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
         if err is not None:  # on a GPU this waits for the kernel: the price of a checked gather
@@ -356,7 +373,7 @@ class TritonKernel:
 
 
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
-             device: torch.device) -> tuple[str, list[str], dict[str, int]]:
+             device: torch.device) -> tuple[str, list[str], dict[str, Any]]:
     """Triton source of one kernel, its pointer arguments, and its launch parameters."""
     writer = TritonKernelWriter(kernel, dtypes)
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
