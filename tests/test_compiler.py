@@ -246,3 +246,29 @@ def test_online_softmax_is_found_only_for_sum_of_exp_minus_that_max() -> None:
            "short row": lambda x: torch.softmax(x[:, :100], -1)}
     online = {name: compile_fn(f, x).schedule.kernels[0].online for name, f in fns.items()}
     assert online == {"softmax": {"buf0": "buf2"}, "other max": {}, "short row": {}}
+
+
+TILED = {  # pointwise kernels whose inputs disagree on the fastest-moving dim, and where the tile goes
+    "transposed add": (lambda x, y: x.t() + y, ((300, 517), (517, 300)), "(x0, x1)"),
+    "transposed operand second": (lambda x, y: (x + y.t()).sigmoid(), ((333, 300), (300, 333)), "(x0, x1)"),
+    "permuted 3-D": (lambda a, b: a + b.permute(1, 2, 0), ((3, 40, 700), (700, 3, 40)), "(x1, x2)"),
+    "batched transpose": (lambda a, b: a * b.transpose(1, 2), ((3, 64, 500), (3, 500, 64)), "(x1, x2)"),
+}
+
+
+@pytest.mark.parametrize("case, target", [
+    (c, t) if c in ("transposed add", "permuted 3-D") else pytest.param(c, t, marks=pytest.mark.slow)
+    for c in TILED for t in ("cpp", "triton")])
+def test_transposed_pointwise_is_tiled_in_2d_and_says_why(case: str, target: str) -> None:
+    """A transposed or permuted operand gets a 2-D tile (Triton: a [TILE x TILE] program on a 2-D
+    grid; C++: blocked loops), the schedule text names the tiled loops and the access that asked."""
+    from labkit.compiler.schedule import format_schedule
+
+    fn, shapes, loops = TILED[case]
+    p = assert_same_as_eager(fn, *(torch.randn(s) for s in shapes), target=target)
+    text = format_schedule(p.schedule, p.graph)
+    assert f"tiled 2-D over {loops}" in text, text
+    assert ("yindex" if target == "triton" else "_outer += 32") in p.code
+    if case == "transposed add":  # every access contiguous along the last loop: flat, not tiled
+        flat = assert_same_as_eager(lambda x, y: x * 2 + y, *(torch.randn(300, 517) for _ in "xy"), target=target)
+        assert "tiled" not in format_schedule(flat.schedule, flat.graph) and "yindex" not in flat.code
