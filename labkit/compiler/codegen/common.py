@@ -168,7 +168,8 @@ class KernelWriter:
         exprs += [store_index(n, self.space) for n in kernel.nodes if n.name not in hidden]
         self.row_sizes, self.rows, s1 = merge_loops(self.space.rows, orig_rows, exprs, "x")
         exprs = [e.subs(s1) for e in exprs]
-        self.tile = None if self.space.rdims else tile_2d(self.row_sizes, self.rows, list(zip(names, exprs)))
+        self.accesses = list(zip(names, exprs))  # (buffer, flat position) of each load and store
+        self.tile = None if self.space.rdims else tile_2d(self.row_sizes, self.rows, self.accesses)
         self.r_sizes, self.rvars, s2 = merge_loops(self.space.rdims, orig_rvars, exprs, "r")
         self.subs = {**s1, **s2}
         self.members = {n.name: n for n in kernel.nodes}

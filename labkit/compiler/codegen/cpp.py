@@ -22,6 +22,7 @@ from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
+import sympy
 import torch
 
 from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled
@@ -191,9 +192,11 @@ class CppKernelWriter(KernelWriter):
                     loops.enter_context(self.loop(rows[i], sizes[i], self.parallel(1) if i == outer[0] else ""))
                 loops.enter_context(self.blocks(rows[d], sizes[d], t, "" if outer else self.parallel(1)))
                 loops.enter_context(self.blocks(rows[-1], sizes[-1], t))
-                loops.enter_context(self.block(f"for (int64_t {rows[d]} = {rows[d]}_outer; "
-                                               f"{rows[d]} < {rows[d]}_end; ++{rows[d]})"))
-                loops.enter_context(self.x_block())
+                # SIMD along the side more accesses walk with stride 1 (x.t() + y: 2 of 3 along x0)
+                along = [sum(sympy.expand(e).coeff(v) == 1 for _, e in self.accesses) for v in (rows[d], rows[-1])]
+                inner, other = (rows[d], rows[-1]) if along[0] > along[1] else (rows[-1], rows[d])
+                for v, pragma in ((other, ""), (inner, "#pragma omp simd")):
+                    loops.enter_context(self.block(f"for (int64_t {v} = {v}_outer; {v} < {v}_end; ++{v})", pragma))
             else:
                 for d, (x, n) in enumerate(zip(rows, sizes)):
                     last = d == len(rows) - 1
