@@ -326,11 +326,23 @@ def _dims(x: Any, dims: Any) -> list[int]:
     return sorted({d % max(rank, 1) for d in dims}) if rank else []
 
 
+SPLIT_MIN = 1 << 16  # a reduction of everything longer than this runs in two stages
+
+
 def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
-                   dtype: torch.dtype | None = None) -> Reduction:
+                   dtype: torch.dtype | None = None) -> Any:
     """Reduce ``x`` over ``dims`` with ``kind`` (sum/max/min); output size as eager's."""
     size, dtype = x.get_size(), dtype or out_dtype()
     rdims = _dims(x, dims)
+    n = numel(size)
+    parts = next((p for p in (1024, 256, 64) if n % p == 0), 0)
+    if len(rdims) == len(size) and n >= SPLIT_MIN and parts and dtype.is_floating_point:
+        # Split, as Inductor's split reduction: one row of n would be one GPU program (one core);
+        # ``parts`` rows of n / parts reduce in parallel, then one short row of the partials.
+        partial = make_reduction(view(x, [parts, n // parts]), [1], False, kind, computation_dtype(dtype))
+        partial = V.graph.realize(partial, "the first stage of a split reduction")
+        total = V.graph.realize(make_reduction(partial, [0], False, kind, dtype), "a reduction is always stored")
+        return view(total, [1] * len(size)) if keepdim else total
     load = broadcast_loader(x, size, dtype if dtype == torch.bool else computation_dtype(dtype))
     kept = [d for d in range(len(size)) if d not in rdims]
     out_size = [1 if d in rdims else s for d, s in enumerate(size)] if keepdim else [size[d] for d in kept]

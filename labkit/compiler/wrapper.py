@@ -52,14 +52,16 @@ class Program:
                         for i, n in enumerate(self.placeholders) if n in by_name]
 
     def __call__(self, *args: Any) -> list[Any]:
+        args = list(args)
         for i, size, stride in self._expect:
             if not _same_layout(args[i], size, stride):  # kernels bake strides in: never guess
+                # A saved activation can reach a backward graph in other strides than AOTAutograd
+                # promised: one copy costs far less than running the whole graph in ATen.
                 warnings.warn(f"labkit: input {i} has size {tuple(args[i].shape)} and strides "
-                              f"{tuple(args[i].stride())}, compiled for {size}, {stride}; running "
-                              "the ATen graph instead", stacklevel=2)
-                out = self.graph.gm(*args)
-                return list(out) if isinstance(out, list | tuple) else [out]
-        return self._call(list(args))
+                              f"{tuple(args[i].stride())}, compiled for {size}, {stride}; copied "
+                              "into the compiled layout", stacklevel=2)
+                args[i] = ensure_layout(args[i], size, stride)
+        return self._call(args)
 
     @property
     def code(self) -> str:
