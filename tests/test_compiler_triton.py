@@ -192,3 +192,16 @@ def test_long_rows_and_columns_read_once_for_max_and_sum(fn, dtype: torch.dtype)
     src = p.kernels[k.name].source
     assert len(k.online) == 1 and "online softmax" in k.why_order and k.column is (fn is _softmax0)
     assert src.count("for roffset") == 2 and "_lk_max(_acc0, " in src  # one loop for both, one to write
+
+
+def test_split_reduction_of_everything_in_interpreter(monkeypatch) -> None:
+    """A loss-style reduction of a whole tensor runs in two stages (parts of it, then the partials),
+    so a GPU gets many programs instead of one (split on CPU here, as on CUDA)."""
+    from labkit.compiler import lower
+
+    monkeypatch.setattr(lower, "SPLIT_DEVICES", ("cpu", "cuda"))
+    x = torch.randn(16, 64, 96)
+    p = assert_same_as_eager(lambda x: ((x * 2 - 1).pow(2).mean(), x.amax(), x.sum(dim=(0, 1, 2), keepdim=True)),
+                             x, target="triton", rtol=1e-4, atol=1e-3)
+    spaces = [k.space for k in p.schedule.kernels]
+    assert spaces.count(schedule.Space((1024,), (96,))) == 3 and spaces.count(schedule.Space((), (1024,))) == 3

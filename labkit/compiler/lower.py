@@ -326,7 +326,8 @@ def _dims(x: Any, dims: Any) -> list[int]:
     return sorted({d % max(rank, 1) for d in dims}) if rank else []
 
 
-SPLIT_MIN = 1 << 16  # a reduction of everything longer than this runs in two stages
+SPLIT_MIN = 1 << 16  # a reduction of everything longer than this runs in two stages...
+SPLIT_DEVICES = ("cuda",)  # ...on a GPU (a CPU core walks one long row fine, and sums it blocked)
 
 
 def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
@@ -336,7 +337,8 @@ def make_reduction(x: Any, dims: Any, keepdim: bool, kind: str,
     rdims = _dims(x, dims)
     n = numel(size)
     parts = next((p for p in (1024, 256, 64) if n % p == 0), 0)
-    if len(rdims) == len(size) and n >= SPLIT_MIN and parts and dtype.is_floating_point:
+    if (len(rdims) == len(size) and n >= SPLIT_MIN and parts and dtype.is_floating_point
+            and out_val().device.type in SPLIT_DEVICES):
         # Split, as Inductor's split reduction: one row of n would be one GPU program (one core);
         # ``parts`` rows of n / parts reduce in parallel, then one short row of the partials.
         partial = make_reduction(view(x, [parts, n // parts]), [1], False, kind, computation_dtype(dtype))
