@@ -57,10 +57,14 @@ def tile_2d(sizes: list[int], loop: list[sympy.Symbol],
     through memory with stride 1 along loop d but with a larger stride along the last loop (a
     transposed read) is read in 2-D tiles, contiguous along d on one side, the last loop on the
     other. None when a flat loop is already contiguous (or a side is too short to matter)."""
+    origin = {v: 0 for v in loop}
+
+    def stride(expr: sympy.Expr, v: sympy.Symbol) -> Any:  # one step along v from the origin
+        return expr.subs({**origin, v: 1}) - expr.subs(origin)  # (a view's // and % included)
+
     for name, expr in accesses:
-        expr = sympy.expand(expr)
-        last = expr.coeff(loop[-1]) if len(loop) > 1 else 0
-        fast = [d for d, v in enumerate(loop[:-1]) if expr.coeff(v) == 1 and sizes[d] >= 16]
+        last = stride(expr, loop[-1]) if len(loop) > 1 else 0
+        fast = [d for d, v in enumerate(loop[:-1]) if stride(expr, v) == 1 and sizes[d] >= 16]
         if fast and last not in (0, 1) and sizes[-1] >= 16:
             return fast[-1], (f"tiled 2-D over ({loop[fast[-1]]}, {loop[-1]}): {name} moves with "
                               f"stride 1 along {loop[fast[-1]]} but {last} along {loop[-1]}, so each "
