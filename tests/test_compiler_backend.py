@@ -199,11 +199,13 @@ def test_aot_stages_carry_their_nodes_as_data() -> None:
     assert mm.shape == [4, 8] and mm.dtype == "float32" and len(mm.inputs) == 3
 
 
-def test_input_with_other_strides_runs_the_aten_graph() -> None:
+def test_input_with_other_strides_is_copied_into_the_compiled_layout() -> None:
+    """Kernels bake strides in: an input in other strides (a saved activation reaching a backward
+    graph) is copied into the compiled layout, with a warning, and the answer stays right."""
     x = torch.randn(6, 4)
     p = compile_fn(lambda x: x.exp() + 1, x)
     other = torch.randn(4, 6).t()
-    with pytest.warns(UserWarning, match="strides"):
+    with pytest.warns(UserWarning, match="copied into the compiled layout"):
         (out,) = p(other)
     torch.testing.assert_close(out, other.exp() + 1)
 
