@@ -8,7 +8,10 @@ CPU: chain >= 2x eager and >= 0.8x Inductor; softmax / layer_norm >= 0.7x Induct
 GPU: chain >= 90% of copy bandwidth; softmax / layer_norm >= 0.9x the faster of eager and Inductor.
 Issue 13 adds column sums, softmax over dim 0, vocabulary-size rows and a training step (MLP
 forward + backward + SGD step inside the compiled function): >= 0.9x the faster of eager and
-Inductor on both devices. Backends are timed in interleaved rounds; each keeps its best median.
+Inductor on both devices. Issue 27 adds a transposed add, a permuted 3-D add (GPU: also >= 90% of
+copy bandwidth), cross-entropy over a vocabulary, residual+RMSNorm in bf16 and a transformer block's
+training step (CPU: the transposed add and cross-entropy), each >= 0.9x the faster of the two.
+Backends are timed in interleaved rounds; each keeps its best median, and every round's is kept.
 """
 
 from __future__ import annotations
