@@ -256,4 +256,11 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
         triton.build(trace, on_gpu, rec.say)
 
 
-__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build"]
+def from_torch_trace(path: Any, rank: int | None = None, *, triton_ir: bool = False) -> Any:
+    """A Trace of any job's TORCH_TRACE log (a directory, or one rank's .log): the reader's home."""
+    from labkit.capture.torch_trace import read  # it builds on this module: import it on first use
+
+    return read(path, rank, triton_ir=triton_ir)
+
+
+__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build", "from_torch_trace"]
