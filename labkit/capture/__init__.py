@@ -34,6 +34,11 @@ TRACE_KINDS = frozenset(
         "inductor_output_code",
         "compilation_metrics",
         "bwd_compilation_metrics",
+        # symbolic shapes: specializations and guards with their stacks (capture/compiles.py)
+        "symbolic_shape_specialization",
+        "guard_added",
+        "guard_added_fast",
+        "create_symbol",
     }
 )
 TRACE_ARTIFACTS = frozenset(
@@ -237,11 +242,12 @@ class Recorder:
 
 def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
     """Turn the recorded events into Stages, kernels and graph breaks, in pipeline order."""
-    from labkit.capture import aot, bytecode, dynamo, inductor, triton
+    from labkit.capture import aot, bytecode, compiles, dynamo, inductor, triton
 
     labels = rec.frame_labels()
     bytecode.build(trace, rec, labels)
     dynamo.build(trace, rec, labels)
+    compiles.build(trace, rec.events, labels, _torch.interned_files())
     if backend != "labkit":  # the labkit backend records its own aot.* stages
         aot.build(trace, rec, labels, backend)
     else:  # it labels frames "graph <n>" in call order: use the same labels as every other stage

@@ -100,6 +100,15 @@ def _section(text: str, head: str) -> str:
     return rest if end < 0 else rest[:end]
 
 
+_UNRESUMABLE = (" (Dynamo could not resume after this break: it compiled up to the last point it "
+                "could resume from and ran the rest of this function eagerly)")
+
+
+def break_key(gb: GraphBreak) -> tuple[str, int, str]:
+    """Where and why: one break met again (nested frames, restarts, recompiles) has one key."""
+    return gb.filename, gb.lineno, gb.reason.removesuffix(_UNRESUMABLE)
+
+
 def specific_reason(text: str) -> str:
     """The reason Dynamo gives for a break, with the inner one when its headline is generic.
 
@@ -108,13 +117,18 @@ def specific_reason(text: str) -> str:
     """
     m = _REASON.search(text)
     head = (m["reason"] if m else text.strip().splitlines()[0] if text.strip() else "").strip()
-    if head.startswith("Encountered graph break when attempting to trace") and m:
-        # newer torch: this line only names the bytecode; the next line names the break (gb_type)
+    if head.startswith("Encountered graph break") and m:
+        # newer torch: this line is a preamble ("... when attempting to trace CALL", "... that we
+        # cannot resume from. ... Graph break encountered:"); the next line names the break
+        unresumable = "cannot resume" in head
         after = [ln.strip() for ln in text[m.end():].splitlines() if ln.strip()]
         head = after[0] if after else head
         ex = _EXPLANATION.search(text)
+        tail = _UNRESUMABLE if unresumable else ""
         if ex and not head.startswith(_GENERIC):  # the same words the generic path gives below
-            return f"{head}: {ex['text'].strip()}"
+            return f"{head}: {ex['text'].strip()}{tail}"
+        if not head.startswith(_GENERIC):
+            return head + tail
     if not head.startswith(_GENERIC):
         return head
     got = _GOT.search(text)
@@ -291,7 +305,7 @@ def _graph_breaks(trace: Any, rec: Any, labels: dict[str, str]) -> None:
     seen: set[tuple[str, int, str]] = set()
     for ev in rec.of_kind("dynamo_graph_break_reason"):
         gb = parse_graph_break(str(ev.payload or ""), labels.get(ev.compile_id or "", ""))
-        key = (gb.filename, gb.lineno, gb.reason)
+        key = break_key(gb)
         if key in seen:  # Dynamo re-traces a frame after a break ("restart"): same break twice
             continue
         seen.add(key)

@@ -32,6 +32,7 @@ from labkit.capture import (
     Event,
     Recorder,
     aot,
+    compiles,
     dynamo,
     inductor,
     triton,
@@ -272,11 +273,12 @@ def events(path: str | Path, rank: int | None = None) -> tuple[list[Event], dict
                 pass
             continue
         meta = dict(md.get(kind) or {}) if kind in KEEP_KINDS else {}
-        if "stack" in meta:  # interned file names -> text
-            meta["stack"] = [
-                {**fr, "filename": strings.get(fr.get("filename"), fr.get("filename"))}
-                for fr in meta["stack"]
-            ]
+        for key in ("stack", "user_stack"):  # interned file names -> text
+            if isinstance(meta.get(key), list):
+                meta[key] = [
+                    {**fr, "filename": strings.get(fr.get("filename"), fr.get("filename"))}
+                    for fr in meta[key]
+                ]
         meta["attempt"] = md.get("attempt", 0)
         if not rec.payload_ok:
             meta["payload_cut"] = True
@@ -364,7 +366,7 @@ def _graph_breaks(trace: Trace, rec: Recorder, labels: dict[str, str]) -> None:
         for m in dynamo._FILE_LINE.finditer(text):
             if m["file"] == gb.filename and int(m["line"]) == gb.lineno:
                 gb.code = m["code"].strip()
-        key = (gb.filename, gb.lineno, gb.reason)
+        key = dynamo.break_key(gb)
         if key not in seen:  # the same break is logged again at every recompile and restart
             seen.add(key)
             trace.graph_breaks.append(gb)
@@ -512,6 +514,7 @@ def read(path: str | Path, rank: int | None = None, *, triton_ir: bool = False) 
                    "bad_payloads": stats.bad_payloads},
     )
     trace.meta.setdefault("recompiles", [])
+    compiles.build(trace, rec.events, labels)
     return trace
 
 

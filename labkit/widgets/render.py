@@ -23,7 +23,7 @@ from labkit.trace import (
     Trace,
     kinds_of,
 )
-from labkit.widgets import graph, plots
+from labkit.widgets import compiles, graph, plots
 from labkit.widgets.code import code_html, normalize, style_block, truncate
 from labkit.widgets.diff import side_by_side_html
 
@@ -252,15 +252,14 @@ def header_html(trace: Trace) -> str:
         f" — recorded on {html.escape(str(env.get('device', '?')))}, torch "
         f"{html.escape(str(env.get('torch', '?')))}: {ok} stages captured, "
         f"{len(trace.stages) - ok} not, {len(trace.frames())} frame(s), "
-        f"{len(trace.graph_breaks)} graph break(s), {len(trace.kernels)} kernel(s)</div>"
+        f"{html.escape(compiles.break_summary(trace))}, {len(trace.meta.get('recompiles') or [])} "
+        f"recompile(s), {len(trace.kernels)} kernel(s)</div>"
     )
     if trace.error:
         at = error_where(trace)
         head += (f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}'
                  + (f" — at {html.escape(at)}" if at else "") + "</div>")
-    for gb in trace.graph_breaks:
-        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where(trace, gb.filename, gb.lineno))} '
-                 f"<code>{html.escape(gb.code.strip())}</code> — {html.escape(normalize(gb.reason))}</div>")
+    head += compiles.findings_html(trace) + compiles.compiles_html(trace)
     for key, label in (("timing_skipped", "not timed"), ("timing_note", "timing"),
                        ("dynamo_reset", "note")):
         if trace.meta.get(key):
@@ -436,6 +435,7 @@ def trace_text(trace: Trace) -> str:
     for gb in trace.graph_breaks:
         lines.append(f"  graph break at {where(trace, gb.filename, gb.lineno)}: "
                      f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
+    lines += compiles.findings_text(trace)
     if trace.meta.get("timing_skipped"):
         why = str(trace.meta["timing_skipped"]).split(", and timing")[0].split(". ")[0]
         lines.append(f"  not timed: {why}")
