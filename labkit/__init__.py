@@ -36,6 +36,7 @@ _LAZY = {
     "recording": "labkit.notebook",
     "trace_label": "labkit.notebook",
     "from_torch_trace": "labkit.capture",  # the reader's home: labkit.capture.torch_trace
+    "from_torch_trace_ranks": "labkit.capture",  # every rank of a job, with divergence warnings
 }
 
 __all__ = [

@@ -110,3 +110,30 @@ def test_live_explore_lists_skipped_frames_and_grad_mode(tmp_path, monkeypatch):
     assert "compiled nothing" in header_html(trace)
     joint = next(s for s in trace.stage("aot.joint"))
     assert not joint.ok and "grad mode was off" in joint.text, joint.text
+
+
+def _without_frame(src: Path, dst: Path, frame: int) -> None:
+    """A copy of a log without one frame's records (and their payload lines): a rank that diverged."""
+    out, drop = [], False
+    with gzip.open(src, "rt", encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("\t"):
+                drop = f'"frame_id": {frame},' in line
+            if not drop:
+                out.append(line)
+    with gzip.open(dst, "wt", encoding="utf-8") as f:
+        f.writelines(out)
+
+
+def test_ranks_of_a_job_with_divergence_warnings(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    log, _ = torch_trace.find_log(LOG)
+    shutil.copy(log, job / f"{torch_trace.LOG_PREFIX}rank_0_x0.log.gz")
+    _without_frame(log, job / f"{torch_trace.LOG_PREFIX}rank_1_x1.log.gz", frame=1)
+    shutil.copy(log, job / f"{torch_trace.LOG_PREFIX}rank_2_x2.log.gz")
+    by_rank = labkit.from_torch_trace_ranks(job)
+    assert sorted(by_rank) == [0, 1, 2]
+    warnings = by_rank[0].meta["rank_divergence"]
+    assert len(warnings) == 1 and "rank 1" in warnings[0] and "lacks 1/0" in warnings[0], warnings
+    assert "ranks diverge" in header_html(by_rank[2])

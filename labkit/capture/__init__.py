@@ -269,4 +269,12 @@ def from_torch_trace(path: Any, rank: int | None = None, *, triton_ir: bool = Fa
     return read(path, rank, triton_ir=triton_ir)
 
 
-__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build", "from_torch_trace"]
+def from_torch_trace_ranks(path: Any) -> dict[int, Any]:
+    """Every rank's Trace of a distributed job's TORCH_TRACE directory, with divergence warnings."""
+    from labkit.capture.torch_trace import read_ranks
+
+    return read_ranks(path)
+
+
+__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build", "from_torch_trace",
+           "from_torch_trace_ranks"]

@@ -520,5 +520,18 @@ def read(path: str | Path, rank: int | None = None, *, triton_ir: bool = False) 
 
 from_torch_trace = read  # labkit.from_torch_trace(path) == labkit.Trace.from_torch_trace(path)
 
+
+def read_ranks(path: str | Path) -> dict[int, Trace]:
+    """Every rank's Trace of a job's TORCH_TRACE directory, each told where the ranks diverge."""
+    logs = [*Path(path).glob(f"{LOG_PREFIX}*.log"), *Path(path).glob(f"{LOG_PREFIX}*.log.gz")]
+    ranks = sorted({r for r in map(_rank_of, logs) if r is not None})
+    if not ranks:
+        return {0: read(path)}  # a single-process job: one "rank"
+    by_rank = {r: read(path, r) for r in ranks}
+    warnings = compiles.divergence(by_rank)
+    for t in by_rank.values():
+        t.meta["rank_divergence"] = warnings
+    return by_rank
+
 __all__ = ["LOG_PREFIX", "Record", "compile_id", "events", "find_log", "from_torch_trace", "read",
-           "records"]
+           "read_ranks", "records"]
