@@ -101,6 +101,8 @@ class FxNode:
     shape: list[Any] | None = None  # ints, or strings for symbolic sizes ("s0")
     dtype: str | None = None
     source: str | None = None  # "file.py:12  code line" of the user code that made it
+    module: str = ""  # the nn.Module it ran in, as a dotted path ("model.h.0.attn"); "" at top
+    module_type: str = ""  # that module's class name ("GPT2Attention")
 
 
 @dataclass

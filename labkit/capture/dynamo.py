@@ -228,6 +228,28 @@ def source_of(stack_trace: str | None) -> str | None:
     return f"{where(last['file'], int(last['line']))}  {last['code'].strip()}"
 
 
+_ROOT = re.compile(r"^(?:L|G)\['(?P<name>[^']+)'\]")
+
+
+def module_path(path: str) -> str:
+    """Dynamo's module path ("L['self'].h[0].attn", "G['m'].h.0") as users write it ("h.0.attn")."""
+    m = _ROOT.match(path)
+    if m:
+        path = ("" if m["name"] == "self" else m["name"]) + path[m.end():]
+    path = re.sub(r"\._modules\['([^']+)'\]|\['([^']+)'\]|\[(\d+)\]",
+                  lambda g: "." + (g[1] or g[2] or g[3]), path)
+    return path.strip(".")
+
+
+def _module_of(meta: dict[str, Any]) -> tuple[str, str]:
+    """(dotted path, class name) of the innermost module a node ran in, from nn_module_stack."""
+    stack = meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, cls = list(stack.values())[-1]
+    return module_path(str(path)), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+
+
 def fx_nodes(graph: Any) -> list[FxNode]:
     """Copy an fx.Graph (or a GraphModule's graph) out as FxNode data."""
     graph = getattr(graph, "graph", graph)
@@ -235,6 +257,7 @@ def fx_nodes(graph: Any) -> list[FxNode]:
     for n in graph.nodes:
         value = n.meta.get("example_value", n.meta.get("val"))
         shape, dtype = _value_info(value)
+        module, module_type = _module_of(n.meta)
         nodes.append(
             FxNode(
                 name=n.name,
@@ -244,6 +267,8 @@ def fx_nodes(graph: Any) -> list[FxNode]:
                 shape=shape,
                 dtype=dtype,
                 source=source_of(n.meta.get("stack_trace")),
+                module=module,
+                module_type=module_type,
             )
         )
     return nodes

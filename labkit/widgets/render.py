@@ -23,7 +23,7 @@ from labkit.trace import (
     Trace,
     kinds_of,
 )
-from labkit.widgets import compiles, graph, plots
+from labkit.widgets import compiles, fold, graph, plots
 from labkit.widgets.code import code_html, normalize, style_block, truncate
 from labkit.widgets.diff import side_by_side_html
 
@@ -149,7 +149,12 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [self.code(_excerpt(stage, self.max_chars), stage.language, plain=plain)]
+        folded = fold.folded_html(stage, self.max_chars) if stage.nodes else None
+        if folded is not None:  # a model's graph: folded by module, the signature collapsed
+            parts = [folded]
+        else:
+            text, params = fold.collapse_signature(_excerpt(stage, self.max_chars))
+            parts = [fold.signature_html(params), self.code(text, stage.language, plain=plain)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
             parts.append(self.code(decompiled, "python", plain=plain, title="decompiled source"))
