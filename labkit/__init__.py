@@ -9,6 +9,7 @@ Public API (names are loaded on first use, so ``import labkit`` stays fast)::
     labkit.from_torch_trace("torch_trace_dir")   # any job's TORCH_TRACE log, as a Trace (the
                                                  # reader: labkit.capture; Trace.from_torch_trace too)
     labkit.triton_stages(kernel_fn, signature, constexprs)
+    with labkit.debug() as s: torch.compile(fn)(x)   # pdb stops in Dynamo's rewritten frames
     labkit.setup_notebook()      # top of every chapter notebook: one thread, quiet warnings, seeds
     labkit.recording("sincos")   # a committed GPU recording; labkit.trace_label(t) says where from
 """
@@ -33,6 +34,7 @@ _LAZY = {
     "bench": "labkit.bench",
     "widgets": "labkit.widgets",
     "setup_notebook": "labkit.notebook",
+    "debug": "labkit.debugger",  # step through Dynamo's rewritten frames in pdb / JupyterLab
     "recording": "labkit.notebook",
     "trace_label": "labkit.notebook",
     "from_torch_trace": "labkit.capture",  # the reader's home: labkit.capture.torch_trace

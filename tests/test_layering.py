@@ -132,6 +132,7 @@ FORBIDDEN = {
                         "labkit.backends", "labkit.notebook"},
     "labkit.widgets": {"labkit.capture", "labkit.compiler", "labkit.orchestrate", "labkit.bench",
                        "labkit.backends", "labkit.perf", "labkit._torch", "labkit.notebook"},
+    "labkit.debugger": {"labkit.widgets", "labkit.compiler", "labkit.notebook", "labkit.orchestrate"},
     # backends resolves "labkit"; the notebook layer sits above it (it hands in the progress bar)
     "labkit.orchestrate": {"labkit.widgets", "labkit.compiler", "labkit.notebook"},
     "labkit.bench": {"labkit.widgets", "labkit.compiler", "labkit.capture", "labkit.orchestrate",

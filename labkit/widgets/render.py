@@ -88,6 +88,7 @@ class Renderer:
         self.collapsed: set[int] = set()  # id(stage): drawn with chains collapsed, to fit the page
         self._svg: dict[tuple[int, int | None, bool], str | None] = {}
         self._timing: str | None = None
+        self._code: dict[tuple[object, ...], str] = {}
 
     # -- selections ----------------------------------------------------------------------------
     def stages(self, kinds: Iterable[str], frame: str | None = None) -> list[Stage]:
@@ -125,6 +126,14 @@ class Renderer:
 
     def code(self, text: str, language: str, plain: bool = False, title: str = "") -> str:
         """A code block at this renderer's size limits (lines, and characters on the static page)."""
+        # The static page tries several sizes; each text is highlighted once per size, not per try.
+        key = (hash(text), len(text), language, plain, title, self.max_chars, self.max_lines,
+               self.colour)
+        if key not in self._code:
+            self._code[key] = self._code_block(text, language, plain, title)
+        return self._code[key]
+
+    def _code_block(self, text: str, language: str, plain: bool, title: str) -> str:
         note = ""
         if self.max_chars is not None:
             text, note = truncate(normalize(text), max_lines=self.max_lines, max_chars=self.max_chars)
@@ -136,6 +145,14 @@ class Renderer:
         if id(stage) in self.not_drawn:
             return f'<div class="lk-note">{html.escape(self.not_drawn[id(stage)])}</div>'
         svg = self.svg(stage, highlight)
+        if svg is None and len(stage.nodes) > graph.MAX_NODES:
+            key = (id(stage), -1, True)  # drawn once: dot is the slow part
+            if key not in self._svg:
+                self._svg[key] = graph.module_svg(stage)
+            if self._svg[key]:
+                return (f'<div class="lk-note">{len(stage.nodes)} nodes are too many to draw one by '
+                        "one: drawn by module (one box per module, its class and node count)</div>"
+                        f'<div class="lk-svg">{self._svg[key]}</div>')
         if svg is None:
             return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
         legend = graph.legend_html(stage, self.trace.kernels, self.graphs())
@@ -294,6 +311,7 @@ def error_where(trace: Trace) -> str:
 PAGE_BUDGET = 250_000
 DIAGRAM_SHARE = 0.35
 MIN_DIAGRAMS = 45_000  # room for the Dynamo graph and an Inductor graph of a small model
+KERNEL_SHARE = 0.3  # of the page, for kernels' sources; past it the rest are listed by name
 # (characters per text, syntax colours, side-by-side comparisons), tried in order until it fits.
 _LEVELS = ((None, True, True), (24_000, True, True), (12_000, True, False), (12_000, False, False),
            (8_000, False, False), (6_000, False, False), (4_000, False, False), (3_000, False, False),
@@ -399,15 +417,35 @@ def _fit_note(r: Renderer, comparisons: bool) -> str:
             "The live widget and <code>trace.stages[i].text</code> have everything.</div>")
 
 
+def _kernel_parts(trace: Trace, r: Renderer) -> list[str]:
+    """One <details> per kernel; on the static page, past KERNEL_SHARE of it, names only."""
+    parts, used, rest = [], 0, []
+    room = None if r.max_chars is None else int(PAGE_BUDGET * KERNEL_SHARE)
+    for kern in trace.kernels:
+        part = (f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
+                f"{r.kernel_html(kern)}</details>")
+        if room is not None and (rest or used + len(part) > room):
+            rest.append(kern)
+            continue
+        used += len(part)
+        parts.append(part)
+    if rest:
+        names = html.escape("\n".join(normalize(k.name + frame_suffix(k.frame, k.name))
+                                       for k in rest))
+        parts.append(f"<details><summary>{len(rest)} more kernel(s), names only on this page"
+                     f'</summary><div class="lk-note">their sources: labkit.show(trace) in a running '
+                     f"notebook, or trace.kernels[i].source</div><pre class=\"lk-plain\">{names}"
+                     "</pre></details>")
+    return parts
+
+
 def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str:
     comps = r.comparisons() if comparisons else []
     out = [f'<div class="lk-root">{style_block()}', header_html(trace), note]
     for step, kinds in STEPS:
         parts: list[str] = []
         if step == "Kernels":
-            for kern in trace.kernels:
-                parts.append(f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
-                             f"{r.kernel_html(kern)}</details>")
+            parts += _kernel_parts(trace, r)
         elif step == "Timing":
             if trace.timings:
                 parts.append(r.timing_html())
