@@ -89,6 +89,7 @@ class Renderer:
         self._svg: dict[tuple[int, int | None, bool], str | None] = {}
         self._timing: str | None = None
         self._code: dict[tuple[object, ...], str] = {}
+        self.static = False  # rendering the static page (its budgets apply), not the live widget
 
     # -- selections ----------------------------------------------------------------------------
     def stages(self, kinds: Iterable[str], frame: str | None = None) -> list[Stage]:
@@ -134,12 +135,13 @@ class Renderer:
         return self._code[key]
 
     def _code_block(self, text: str, language: str, plain: bool, title: str) -> str:
-        note = ""
-        if self.max_chars is not None:
-            text, note = truncate(normalize(text), max_lines=self.max_lines, max_chars=self.max_chars)
-        out = code_html(text, language, plain=plain, title=title, max_lines=self.max_lines,
-                        colour=self.colour)
-        return out + (f'<div class="lk-note">{html.escape(note)}</div>' if note else "")
+        # Only the lines a view can show are normalized and lexed (a model's text can be megabytes),
+        # once: code_html cuts the lexed lines to each size the static page tries.
+        total = text.count("\n") + 1
+        head = text if total <= self.max_lines else "\n".join(text.split("\n", self.max_lines)[:-1])
+        return code_html(normalize(head), language, plain=plain, title=title,
+                         max_lines=self.max_lines, colour=self.colour, normalized=True,
+                         max_chars=self.max_chars, total_lines=total)
 
     def diagram_html(self, stage: Stage, highlight: int | None = None) -> str:
         if id(stage) in self.not_drawn:
@@ -166,7 +168,9 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        folded = fold.folded_html(stage, self.max_chars) if stage.nodes else None
+        chars = self.max_chars if self.max_chars is not None or not self.static else \
+            self.max_lines * 100
+        folded = fold.folded_html(stage, chars) if stage.nodes else None
         if folded is not None:  # a model's graph: folded by module, the signature collapsed
             parts = [folded]
         else:
@@ -203,6 +207,13 @@ class Renderer:
 
     def kernel_html(self, kernel: Kernel, plain: bool = False, diagram: bool = False) -> str:
         """A kernel: provenance first (nodes, user source lines), then its source."""
+        key = ("kernel", id(kernel), plain, diagram, self.max_chars, self.max_lines, self.colour,
+               tuple(sorted(self.not_drawn.items())) if diagram else ())
+        if key not in self._code:
+            self._code[key] = self._kernel_html(kernel, plain, diagram)
+        return self._code[key]
+
+    def _kernel_html(self, kernel: Kernel, plain: bool, diagram: bool) -> str:
         k = self.trace.kernels.index(kernel)
         g = self.graph_for(kernel)
         lines = graph.source_lines(kernel, self.stages(GRAPH_KINDS))
@@ -373,22 +384,39 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
     """
     r = renderer or Renderer(trace)
     full = r.max_lines
+    r.static = True
+
+    def attempt(level: int) -> str | None:
+        """The page at one level of _LEVELS, or None when it does not fit."""
+        chars, colour, comparisons = _LEVELS[level]
+        r.max_chars, r.colour, r.collapsed = chars, colour, set()
+        # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
+        # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
+        r.not_drawn = {id(s): "" for s in r.graphs()}
+        texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
+        room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
+        if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
+            return None
+        r.not_drawn = plan_diagrams(trace, r, max(room, 0))
+        page = _page(trace, r, _fit_note(r, comparisons), comparisons)
+        return page if len(page) <= budget else None
+
     try:
-        page = ""
-        for level, (chars, colour, comparisons) in enumerate(_LEVELS):
-            r.max_chars, r.colour, r.collapsed = chars, colour, set()
-            # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
-            # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
-            r.not_drawn = {id(s): "" for s in r.graphs()}
-            texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
-            room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
-            if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
-                continue
-            r.not_drawn = plan_diagrams(trace, r, max(room, 0))
-            page = _page(trace, r, _fit_note(r, comparisons), comparisons)
-            if len(page) <= budget:
+        # The first level that fits, by bisection: pages shrink level by level, and each try
+        # renders the whole page twice (a model's page took minutes level by level).
+        lo, hi, found = 0, len(_LEVELS) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if attempt(mid) is not None:
+                found, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        if found is not None:
+            page = attempt(found)
+            if page is not None:
                 return page
         r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
+        page = ""
         for lines in _LAST_RESORT:
             r.max_lines, r.max_chars = min(lines, full), None
             page = _page(trace, r, _fit_note(r, False), False)
@@ -397,6 +425,7 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
         return page
     finally:
         r.max_lines, r.colour, r.max_chars, r.not_drawn, r.collapsed = full, True, None, {}, set()
+        r.static = False
 
 
 def _fit_note(r: Renderer, comparisons: bool) -> str:
@@ -420,7 +449,7 @@ def _fit_note(r: Renderer, comparisons: bool) -> str:
 def _kernel_parts(trace: Trace, r: Renderer) -> list[str]:
     """One <details> per kernel; on the static page, past KERNEL_SHARE of it, names only."""
     parts, used, rest = [], 0, []
-    room = None if r.max_chars is None else int(PAGE_BUDGET * KERNEL_SHARE)
+    room = int(PAGE_BUDGET * KERNEL_SHARE) if r.static else None
     for kern in trace.kernels:
         part = (f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
                 f"{r.kernel_html(kern)}</details>")
