@@ -56,11 +56,23 @@ def collapse_signature(text: str) -> tuple[str, list[str]]:
     return "\n".join(lines), params
 
 
-def signature_html(params: Sequence[str]) -> str:
+def _capped(lines: Sequence[str], max_chars: int | None) -> str:
+    """Lines joined, cut at ``max_chars`` with a count of the rest."""
+    out, used = [], 0
+    for i, line in enumerate(lines):
+        if max_chars is not None and used + len(line) > max_chars:
+            out.append(f"… and {len(lines) - i} more (the live widget lists them all)")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
+
+
+def signature_html(params: Sequence[str], max_chars: int | None = None) -> str:
     """The collapsed signature: a closed <details> listing one parameter per line."""
     if not params:
         return ""
-    body = html.escape("\n".join(normalize(p) for p in params))
+    body = html.escape(_capped([normalize(p) for p in params], max_chars))
     return (f"<details><summary>signature: {len(params)} parameters (inputs, then the model's "
             f"parameters and buffers)</summary><pre class=\"lk-plain\">{body}</pre></details>")
 
@@ -68,6 +80,30 @@ def signature_html(params: Sequence[str]) -> str:
 def has_modules(nodes: Sequence[FxNode]) -> bool:
     """True when the graph's nodes say which module they ran in (live captures of a model)."""
     return sum(bool(n.module) for n in nodes) >= 2
+
+
+MAX_STATIC_MODULES = 80  # module sections a static page opens at most (deeper levels fold up)
+
+
+def _cut(path: str, depth: int | None) -> str:
+    return path if depth is None else ".".join(path.split(".")[:depth])
+
+
+def _depth_that_fits(nodes: Sequence[FxNode]) -> int | None:
+    """The deepest module level whose sections (counted as the fold opens them) stay few."""
+    deepest = max((n.module.count(".") + 1 for n in nodes if n.module), default=0)
+    for depth in range(deepest, 0, -1):
+        runs, last = 0, None
+        for n in nodes:
+            if n.op in ("placeholder", "get_attr"):
+                continue
+            cut = _cut(n.module, depth)
+            if cut != last:
+                runs += 1
+                last = cut
+        if runs <= MAX_STATIC_MODULES:
+            return depth
+    return None  # modules interleave (a backward graph): no outline would stay small
 
 
 def _levels(path: str) -> list[str]:
@@ -80,7 +116,11 @@ def folded_html(stage: Stage, max_chars: int | None = None) -> str | None:
     if not has_modules(stage.nodes):
         return None
     text, params = collapse_signature(stage.text)
-    where = {n.name: n.module for n in stage.nodes if n.op not in ("placeholder", "get_attr")}
+    depth = _depth_that_fits(stage.nodes) if max_chars is not None else None
+    if max_chars is not None and depth is None:
+        return None  # the plain text, cut to the page's budget, reads better than 500 sections
+    where = {n.name: _cut(n.module, depth) for n in stage.nodes
+             if n.op not in ("placeholder", "get_attr")}
     renamed = {n.name for n in stage.nodes if n.op in ("placeholder", "get_attr")}
     aliases: list[str] = []  # "l_x_ = L_x_": the inputs under their local names
     kind_of: dict[str, str] = {}
@@ -90,9 +130,9 @@ def folded_html(stage: Stage, max_chars: int | None = None) -> str | None:
             continue  # counts say how much each module computes
         if n.module and n.module_type:
             kind_of.setdefault(n.module, n.module_type)
-        for level in _levels(n.module):
+        for level in _levels(_cut(n.module, depth)):
             count[level] = count.get(level, 0) + 1
-    out: list[str] = [signature_html(params)]
+    out: list[str] = [signature_html(params, max_chars)]
     open_levels: list[str] = []
     buf: list[str] = []
     used, left, total = 0, 0, 0
@@ -139,7 +179,7 @@ def folded_html(stage: Stage, max_chars: int | None = None) -> str | None:
     flush()
     out += ["</details>"] * len(open_levels)
     if aliases:  # after the signature: what the body calls each input
-        shown = html.escape("\n".join(aliases[:400]))
+        shown = html.escape(_capped(aliases, max_chars))
         out.insert(1, f"<details><summary>{len(aliases)} inputs under their local names</summary>"
                       f'<pre class="lk-plain">{shown}</pre></details>')
     if left:

@@ -310,7 +310,7 @@ def module_dot(stage: Stage) -> str:
            '  node [shape=box, style="filled", fillcolor="#eef3fb", fontname="Helvetica", '
            'fontsize=10, margin="0.08,0.03", height=0.3];', '  edge [color="#666666", arrowsize=0.6];']
     for g, i in ids.items():
-        name = g or "(top level: inputs, outputs, glue)"
+        name = ".".join(g.split(".")[-3:]) if g else "(top level: inputs, outputs, glue)"
         cls = f" ({types[g]})" if types.get(g) else ""
         label = dot_quote(f"{name}{cls}\n{size.get(g, 0)} nodes")
         out.append(f"  m{i} [label={label}];")

@@ -147,7 +147,10 @@ class Renderer:
         if id(stage) in self.not_drawn:
             return f'<div class="lk-note">{html.escape(self.not_drawn[id(stage)])}</div>'
         svg = self.svg(stage, highlight)
-        if svg is None and len(stage.nodes) > graph.MAX_NODES:
+        # a big model's structure: the user's graph by module (on the static page only that one:
+        # the AOT and Inductor graphs are the same modules again, and the page has a budget)
+        if svg is None and len(stage.nodes) > graph.MAX_NODES and \
+                (not self.static or stage.kind == "dynamo.graph"):
             key = (id(stage), -1, True)  # drawn once: dot is the slow part
             if key not in self._svg:
                 self._svg[key] = graph.module_svg(stage)
