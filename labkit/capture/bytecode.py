@@ -229,6 +229,10 @@ class _Reader:
                 stack.append(val if self.exact else _name(val))
                 if null and sys.version_info >= (3, 13):
                     stack.append(_NULL)
+            elif op == "LOAD_CLOSURE" and self.exact:
+                # the cell itself, not its value (a resume function's closure is built of cells):
+                # a lambda over the same name holds the very same cell
+                stack.append(f"(lambda: {val}).__closure__[0]")
             elif op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_BORROW"):
                 stack.append(self.temps.get(val, val))
             elif op == "IS_OP":
