@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="labkit-models-"))
 
+import real_models  # noqa: E402
 import torch  # noqa: E402
 
 import labkit  # noqa: E402
-import real_models  # noqa: E402
 
 
 def plain(fn, inputs, backend: str) -> float:

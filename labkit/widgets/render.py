@@ -24,7 +24,7 @@ from labkit.trace import (
     kinds_of,
 )
 from labkit.widgets import compiles, fold, graph, plots
-from labkit.widgets.code import code_html, normalize, style_block, truncate
+from labkit.widgets.code import code_html, normalize, style_block
 from labkit.widgets.diff import side_by_side_html
 
 # Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
