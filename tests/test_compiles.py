@@ -103,8 +103,13 @@ def test_live_explore_lists_skipped_frames_and_grad_mode(tmp_path, monkeypatch):
         print("break")  # the resume function after it holds no tensor op: Dynamo skips it
         return y
 
-    trace = labkit.explore(f, torch.randn(2, 4), backend="aot_eager", timing=False, progress=None)
+    trace = labkit.explore(f, torch.randn(2, 4), backend="aot_eager", timing=False, progress=None,
+                           extra_inputs=[(torch.randn(3, 4),)])  # a new size: a recompile
     rows = trace.meta["compiles"]
+    first = trace.meta["recompiles"][0]
+    assert "size mismatch" in first["reasons"][0] and "first guard" in first["note"]
+    # the user's line that called the frame: this file, not labkit's or torch's machinery
+    assert first["user_line"]["file"].endswith("test_compiles.py"), first["user_line"]
     assert len(rows) == len(trace.meta["frames"]) >= 2
     assert any(r["status"] == "empty" and "resume" in r["frame"] for r in rows), rows
     assert "compiled nothing" in header_html(trace)

@@ -41,9 +41,12 @@ def _frames(stack: Any, files: dict[int, str]) -> list[dict[str, Any]]:
 
 
 def _is_framework(path: str) -> bool:
-    """True for torch's own files and Python's: the frames a user did not write."""
+    """True for torch's files, Python's and labkit's machinery: the frames a user did not write."""
+    from labkit.capture.dynamo import is_user_file
+
     p = path.replace("\\", "/")
-    return "/torch/" in p or "/site-packages/torch" in p or p.startswith("<frozen")
+    return ("/torch/" in p or "/site-packages/torch" in p or p.startswith("<frozen")
+            or not is_user_file(path))
 
 
 def user_line(stack: list[dict[str, Any]]) -> dict[str, Any] | None:
