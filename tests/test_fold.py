@@ -68,3 +68,21 @@ def test_long_signature_collapses_without_modules():
 def test_find_lines_numbers_matches():
     out = find_lines(["a = relu(x)", "b = sin(a)", "c = relu(b)"], "RELU")
     assert "2 line(s)" in out and "     1  a = relu(x)" in out and "sin" not in out
+
+
+def test_live_widget_finds_and_expands_long_texts(deep_trace):
+    import ipywidgets as w
+
+    root = labkit.show(deep_trace).widget()
+
+    def walk(x):
+        yield x
+        for c in getattr(x, "children", ()):
+            yield from walk(c)
+
+    boxes = [x for x in walk(root) if isinstance(x, w.Text) and "find in" in x.placeholder]
+    assert boxes
+    box = boxes[0]
+    box.value = "layer_norm"
+    hits = next(x for x in walk(root) if isinstance(x, w.HTML) and "line(s) contain" in x.value)
+    assert "layer_norm" in hits.value
