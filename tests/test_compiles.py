@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,9 +50,12 @@ def tlparse_counts(log_dir: Path, tmp_path: Path) -> dict[str, int] | None:
     directory = json.loads((out / "compile_directory.json").read_text())
     names = [a["name"] for v in directory.values() for a in v.get("artifacts", [])]
     ids = {k.strip("[]").split("_")[0] for k in directory if k != "[-/-]"}
+    # the stack trie's links: <a href='#[0/1]' class='status-break'>
+    found = re.findall(r"<a href='#\[([^\]]+)\]' class='status-(\w+)'>", (out / "index.html").read_text())
+    status = {cid: {"break": "restart"}.get(s, s) for cid, s in found}
     return {"breaks": sum(n.startswith("dynamo_graph_break_reason") for n in names),
             "recompiles": sum(n.startswith("recompile_reasons") for n in names),
-            "compile_ids": len(ids)}
+            "compile_ids": len(ids), "status": status}
 
 
 def test_log_counts_breaks_and_recompiles_as_tlparse(tmp_path):
@@ -70,7 +74,8 @@ def test_log_counts_breaks_and_recompiles_as_tlparse(tmp_path):
     tl = tlparse_counts(LOG, tmp_path)
     if tl is None:
         pytest.skip("tlparse is not installed: counted against the log's records only")
-    assert tl == {"breaks": total, "recompiles": len(recompiles), "compile_ids": len(rows)}
+    assert tl == {"breaks": total, "recompiles": len(recompiles), "compile_ids": len(rows),
+                  "status": {r["compile_id"]: r["status"] for r in rows}}
 
 
 def test_header_says_recompiles_and_compile_tree():

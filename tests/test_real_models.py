@@ -73,7 +73,8 @@ def test_gpt2_log_counts_match_tlparse(tmp_path):
         pytest.skip("tlparse is not installed")
     total, _ = break_count(trace)
     assert tl == {"breaks": total, "recompiles": len(trace.meta["recompiles"]),
-                  "compile_ids": len(trace.meta["compiles"])}
+                  "compile_ids": len(trace.meta["compiles"]),
+                  "status": {r["compile_id"]: r["status"] for r in trace.meta["compiles"]}}
 
 
 def test_debugger_stops_in_gpt2_resume_functions(monkeypatch):

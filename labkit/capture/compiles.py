@@ -67,10 +67,10 @@ def _status(metrics: dict[str, Any] | None, graphs: int) -> str:
         return "missing"
     if metrics.get("fail_type"):
         return "error"
+    if not graphs or not metrics.get("graph_op_count"):  # tlparse: no graph, whatever restarted
+        return "empty"
     if metrics.get("restart_reasons"):
         return "restart"
-    if not graphs or metrics.get("graph_op_count") == 0:
-        return "empty"
     return "ok"
 
 
