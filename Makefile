@@ -10,7 +10,7 @@ EXTRAS  := $(if $(shell command -v nvidia-smi 2>/dev/null),dev,dev,cpu)
 NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-compiler \
+.PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
         bench-course bench-grading record-gpu gpu-check notebooks student check grade clean
 
 help:  ## list the targets
@@ -73,6 +73,9 @@ figures: setup  ## regenerate figures/ from code (pipeline map, timing plots fro
 
 bench-capture: setup  ## explore() wall time vs plain torch.compile, caches off for both
 	$(PY) benchmarks/bench_capture.py
+
+bench-models: setup  ## real models (transformers, small configs): explore vs compile, page size
+	$(PY) benchmarks/bench_models.py
 
 bench-compiler: setup  ## labkit's compiler vs eager and Inductor (CPU here, GPU where present)
 	$(PY) benchmarks/bench_compiler.py

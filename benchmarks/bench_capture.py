@@ -28,7 +28,7 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_RUN, "triton"))
 import torch  # noqa: E402
 
 from labkit.examples import EXAMPLES  # noqa: E402
-from labkit.explore import _needs_backward, _run_backward, explore  # noqa: E402
+from labkit.orchestrate import _needs_backward, _run_backward, explore  # noqa: E402
 
 
 def plain_compile(fn, inputs) -> float:

@@ -30,7 +30,7 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(_RUN, "triton"))
 import torch  # noqa: E402
 
 from labkit.examples import EXAMPLES  # noqa: E402
-from labkit.explore import explore  # noqa: E402
+from labkit.orchestrate import explore  # noqa: E402
 from labkit.perf import RECORDERS  # noqa: E402
 
 ALL = [*EXAMPLES, *RECORDERS]

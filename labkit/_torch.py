@@ -77,6 +77,15 @@ def current_compile_id() -> str | None:
     return None if cid is None else str(cid)
 
 
+def interned_files() -> dict[int, str]:
+    """The structured log's file-name table (its stacks say ``"filename": 3``), number -> name."""
+    try:
+        from torch._logging.structured import INTERN_TABLE
+    except ImportError:
+        return {}  # stacks then show the numbers: still ordered, only less readable
+    return {n: name for name, n in INTERN_TABLE.items()}
+
+
 def compiled_codes() -> list[types.CodeType]:
     """Code objects Dynamo has compiled that still hold compiled entries (what a reset discards)."""
     try:

@@ -12,7 +12,6 @@ The recordings are the committed ``figures/recordings/<name>.json`` files of thi
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 import random
@@ -21,13 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit import bench
+from labkit import bench, orchestrate
 from labkit.bench import CompareResult
 from labkit.trace import Trace
-
-# labkit.explore the module (importlib: "from labkit import explore" would ask the package for the
-# public name, which is the function below)
-_explore = importlib.import_module("labkit.explore")
 
 # The repository root is the parent of the labkit package directory.
 RECORDINGS = Path(__file__).resolve().parent.parent / "figures" / "recordings"
@@ -61,13 +56,13 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> None:
     torch.set_num_threads(threads)
 
 
-# labkit.explore: labkit.explore.explore (its signature and docstring) with a progress bar under the
-# cell by default.
-@functools.wraps(_explore.explore)
+# labkit.explore: labkit.orchestrate.explore (its signature and docstring) with a progress bar under
+# the cell by default.
+@functools.wraps(orchestrate.explore)
 def explore(fn: Callable[..., Any], *inputs: Any,
             progress: Callable[[str], None] | None = None, **kwargs: Any) -> Trace:
-    return _explore.explore(fn, *inputs, progress=progress if progress is not None else
-                            _progress_bar(), **kwargs)
+    return orchestrate.explore(fn, *inputs, progress=progress if progress is not None else
+                               _progress_bar(), **kwargs)
 
 
 def _progress_bar() -> Callable[[str], None] | None:

@@ -76,7 +76,7 @@ def reductions(device: str = "cuda") -> Trace:
     """Explore the five reductions on ``device``; the Trace's meta says which case is which."""
     import torch
 
-    from labkit.explore import explore
+    from labkit.orchestrate import explore
 
     trace = explore(_reductions_fn, *reduction_inputs(device), timing=False, progress=None)
     trace.fn_name = "reductions"
@@ -118,14 +118,14 @@ AUTOTUNE_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"
 
 def matmul_default(device: str = "cuda") -> Trace:
     """linear_relu compiled with Inductor's defaults: an extern GEMM plus a pointwise epilogue kernel."""
-    from labkit.explore import explore
+    from labkit.orchestrate import explore
 
     return explore(linear_relu, *matmul_inputs(device), progress=None)
 
 
 def matmul_autotune(device: str = "cuda") -> Trace:
     """linear_relu with max-autotune (Triton templates only): one template kernel, epilogue fused."""
-    from labkit.explore import explore
+    from labkit.orchestrate import explore
 
     trace = explore(linear_relu, *matmul_inputs(device), options=dict(AUTOTUNE_OPTIONS), progress=None)
     trace.meta["options"] = dict(AUTOTUNE_OPTIONS)

@@ -16,7 +16,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,11 @@ def kinds_of(step: str) -> tuple[str, ...]:
     return tuple(k.kind for k in STAGE_REGISTRY if k.step == step)
 
 
+# Readers of other tools' logs, keyed by format. The package that owns one registers it
+# (labkit/__init__.py: "torch_trace" -> labkit.capture.from_torch_trace), so that this ground floor
+# imports nothing of labkit and Trace.from_torch_trace still works.
+READERS: dict[str, Callable[..., Trace]] = {}
+
 STATUSES = ("ok", "unavailable", "error")
 TIMING_KINDS = ("run", "compile", "copy")
 
@@ -96,6 +101,8 @@ class FxNode:
     shape: list[Any] | None = None  # ints, or strings for symbolic sizes ("s0")
     dtype: str | None = None
     source: str | None = None  # "file.py:12  code line" of the user code that made it
+    module: str = ""  # the nn.Module it ran in, as a dotted path ("model.h.0.attn"); "" at top
+    module_type: str = ""  # that module's class name ("GPT2Attention")
 
 
 @dataclass
@@ -292,10 +299,11 @@ class Trace:
     def from_torch_trace(
         cls, path: str | os.PathLike[str], rank: int | None = None, *, triton_ir: bool = False
     ) -> Trace:
-        """A Trace of what any job's TORCH_TRACE log holds (its directory, or one rank's .log file)."""
-        from labkit.capture.torch_trace import read  # lazy: the ground floor imports no capture
-
-        return read(path, rank, triton_ir=triton_ir)
+        """A Trace of any job's TORCH_TRACE log: the same as ``labkit.capture.from_torch_trace``."""
+        reader = READERS.get("torch_trace")
+        if reader is None:  # only when labkit.trace was loaded without its package
+            raise RuntimeError("no TORCH_TRACE reader registered: import labkit first")
+        return reader(path, rank, triton_ir=triton_ir)
 
     def summary(self) -> str:
         """A short, deterministic text summary (counts only, no addresses or timings)."""

@@ -461,7 +461,7 @@ t2 = labkit.explore(toy_example, a, b, progress=p, timing=False)
 print(p.messages[-1], len(p.messages) > 5)
 """
 EXPLORE = all(importlib.util.find_spec(m) is not None
-              for m in ("labkit.explore", "labkit.examples"))
+              for m in ("labkit.orchestrate", "labkit.examples"))
 
 
 def _write_notebook(path: Path) -> None:

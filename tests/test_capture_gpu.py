@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from labkit import examples
-from labkit.explore import explore
+from labkit.orchestrate import explore
 from labkit.trace import Trace
 
 pytestmark = [

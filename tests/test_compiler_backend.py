@@ -108,7 +108,7 @@ def test_training_step_inside_the_compiled_function(target: str) -> None:
         opt.step()
         return loss
 
-    from labkit.explore import explore
+    from labkit.orchestrate import explore
 
     compiled = _compile(step, target=target)
     for _ in range(3):

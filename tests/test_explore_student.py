@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import labkit
-from labkit.explore import explore
+from labkit.orchestrate import explore
 from labkit.trace import Trace
 from labkit.widgets import render
 

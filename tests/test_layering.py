@@ -124,19 +124,20 @@ def test_labkit_torch_is_where_they_are() -> None:
 PACKAGE = ROOT / "labkit"
 # part of labkit -> parts it must never import, at module level or inside a function
 FORBIDDEN = {
-    "labkit.trace": {"labkit._torch", "labkit.widgets", "labkit.compiler", "labkit.explore",
-                     "labkit.bench"},
+    "labkit.trace": {"labkit"},  # the ground floor: plain data, nothing of labkit above it
     "labkit._torch": {"labkit"},  # anything of labkit: the private-API home depends on nothing
-    "labkit.capture": {"labkit.widgets", "labkit.compiler", "labkit.explore", "labkit.bench",
+    "labkit.capture": {"labkit.widgets", "labkit.compiler", "labkit.orchestrate", "labkit.bench",
                        "labkit.backends", "labkit.notebook"},
-    "labkit.compiler": {"labkit.capture", "labkit.widgets", "labkit.explore", "labkit.bench",
+    "labkit.compiler": {"labkit.capture", "labkit.widgets", "labkit.orchestrate", "labkit.bench",
                         "labkit.backends", "labkit.notebook"},
-    "labkit.widgets": {"labkit.capture", "labkit.compiler", "labkit.explore", "labkit.bench",
+    "labkit.widgets": {"labkit.capture", "labkit.compiler", "labkit.orchestrate", "labkit.bench",
                        "labkit.backends", "labkit.perf", "labkit._torch", "labkit.notebook"},
-    "labkit.explore": {"labkit.widgets", "labkit.compiler"},  # backends resolves "labkit"
-    "labkit.bench": {"labkit.widgets", "labkit.compiler", "labkit.capture", "labkit.explore",
+    "labkit.debugger": {"labkit.widgets", "labkit.compiler", "labkit.notebook", "labkit.orchestrate"},
+    # backends resolves "labkit"; the notebook layer sits above it (it hands in the progress bar)
+    "labkit.orchestrate": {"labkit.widgets", "labkit.compiler", "labkit.notebook"},
+    "labkit.bench": {"labkit.widgets", "labkit.compiler", "labkit.capture", "labkit.orchestrate",
                      "labkit.notebook"},
-    "labkit.backends": {"labkit.widgets", "labkit.capture", "labkit.explore", "labkit.notebook"},
+    "labkit.backends": {"labkit.widgets", "labkit.capture", "labkit.orchestrate", "labkit.notebook"},
 }
 
 
@@ -175,7 +176,7 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
         for target in sorted(imported):
             banned = FORBIDDEN[part]
             if any(target == b or target.startswith(b + ".") for b in banned) and \
-                    _part(target, {part: set()}) != part:  # a part may import itself
+                    _part(target, {part: set()}) != part and target != module:  # itself: fine
                 out.append(f"{module} imports {target}")
     return out
 
@@ -192,10 +193,10 @@ def test_the_import_check_finds_a_view_imported_by_capture() -> None:
 def test_data_flows_one_way() -> None:
     graph = {module_name(p): labkit_imports(p.read_text(encoding="utf-8"))
              for p in PACKAGE.rglob("*.py")}
-    assert {"labkit.capture.aot", "labkit.widgets.view", "labkit.explore", "labkit.bench"} <= set(graph)
+    assert {"labkit.capture.aot", "labkit.widgets.view", "labkit.orchestrate", "labkit.bench"} <= set(graph)
     assert not layering_violations(graph), "\n".join(layering_violations(graph))
     # explore and compare reach labkit's compiler and torch's backends in one place
-    assert "labkit.backends" in graph["labkit.explore"] and "labkit.backends" in graph["labkit.bench"]
+    assert "labkit.backends" in graph["labkit.orchestrate"] and "labkit.backends" in graph["labkit.bench"]
 
 
 def test_a_moved_private_api_says_which_and_on_which_torch() -> None:
@@ -207,3 +208,23 @@ def test_a_moved_private_api_says_which_and_on_which_torch() -> None:
                        re.escape(torch.__version__)):
         _torch._api("torch._dynamo", "no_such_api")
     assert _torch._api("torch._dynamo", "reset") is torch._dynamo.reset
+
+
+def test_the_ground_floor_imports_nothing_of_labkit() -> None:
+    """trace.py reads logs through a registered reader, never by importing capture."""
+    assert labkit_imports((PACKAGE / "trace.py").read_text(encoding="utf-8")) == set()
+    assert layering_violations({"labkit.trace": {"labkit.capture.torch_trace"}}) == \
+        ["labkit.trace imports labkit.capture.torch_trace"]
+
+
+def test_no_module_shadows_a_public_function() -> None:
+    """A submodule named like a function of the labkit namespace would rebind that name on import."""
+    import labkit
+
+    modules = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if p.is_dir()}
+    functions = {n for n in labkit.__all__ if labkit._LAZY.get(n) != f"labkit.{n}"} - {"versions"}
+    assert "explore" in functions and "orchestrate" in modules
+    assert not modules & functions, modules & functions
+    import labkit.orchestrate  # noqa: F401  (binds labkit.orchestrate, not labkit.explore)
+
+    assert callable(labkit.explore) and type(labkit.explore).__name__ == "function"

@@ -141,7 +141,7 @@ def test_a_recording_reads_true_here(name):
 
 def test_labkit_explore_hands_explore_a_progress_bar(monkeypatch):
     """The notebook layer passes the bar in; labkit.explore.explore itself reports to no view."""
-    from labkit.explore import explore
+    from labkit.orchestrate import explore
     from labkit.widgets import progress
 
     heard: list[str] = []

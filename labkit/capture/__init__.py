@@ -34,6 +34,11 @@ TRACE_KINDS = frozenset(
         "inductor_output_code",
         "compilation_metrics",
         "bwd_compilation_metrics",
+        # symbolic shapes: specializations and guards with their stacks (capture/compiles.py)
+        "symbolic_shape_specialization",
+        "guard_added",
+        "guard_added_fast",
+        "create_symbol",
     }
 )
 TRACE_ARTIFACTS = frozenset(
@@ -237,11 +242,12 @@ class Recorder:
 
 def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
     """Turn the recorded events into Stages, kernels and graph breaks, in pipeline order."""
-    from labkit.capture import aot, bytecode, dynamo, inductor, triton
+    from labkit.capture import aot, bytecode, compiles, dynamo, inductor, triton
 
     labels = rec.frame_labels()
     bytecode.build(trace, rec, labels)
     dynamo.build(trace, rec, labels)
+    compiles.build(trace, rec.events, labels, _torch.interned_files())
     if backend != "labkit":  # the labkit backend records its own aot.* stages
         aot.build(trace, rec, labels, backend)
     else:  # it labels frames "graph <n>" in call order: use the same labels as every other stage
@@ -256,4 +262,19 @@ def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
         triton.build(trace, on_gpu, rec.say)
 
 
-__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build"]
+def from_torch_trace(path: Any, rank: int | None = None, *, triton_ir: bool = False) -> Any:
+    """A Trace of any job's TORCH_TRACE log (a directory, or one rank's .log): the reader's home."""
+    from labkit.capture.torch_trace import read  # it builds on this module: import it on first use
+
+    return read(path, rank, triton_ir=triton_ir)
+
+
+def from_torch_trace_ranks(path: Any) -> dict[int, Any]:
+    """Every rank's Trace of a distributed job's TORCH_TRACE directory, with divergence warnings."""
+    from labkit.capture.torch_trace import read_ranks
+
+    return read_ranks(path)
+
+
+__all__ = ["PROGRESS_STEPS", "Event", "Recorder", "RecordingBackend", "build", "from_torch_trace",
+           "from_torch_trace_ranks"]

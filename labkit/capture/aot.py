@@ -133,6 +133,13 @@ def ops_of(nodes: list[FxNode]) -> list[str]:
     return [n.target for n in nodes if n.op == "call_function"]
 
 
+def grad_off(trace: Any) -> bool:
+    """True when Dynamo saw grad mode off: in its guards' global state, or set inside the graph."""
+    guards = " ".join(s.text for s in trace.stage("dynamo.guards") if s.ok)
+    graphs = " ".join(s.text for s in trace.stage("dynamo.graph") if s.ok)
+    return '"grad_mode":false' in guards.replace(" ", "") or "_set_grad_enabled(False)" in graphs
+
+
 def build(trace: Any, rec: Any, labels: dict[str, str], backend: str = "inductor") -> None:
     """Add aot.* stages from AOTAutograd's records; saved activations go in the forward's meta."""
     events = rec.of_kind(*AOT_KINDS)
@@ -164,6 +171,13 @@ def build(trace: Any, rec: Any, labels: dict[str, str], backend: str = "inductor
             reason = (
                 "an input requires grad, so AOTAutograd made a joint graph and split it "
                 "(see aot.joint/forward/backward)"
+            )
+        elif kind != "aot.inference" and "aot.inference" in present and grad_off(trace):
+            reason = (
+                "grad mode was off (torch.no_grad() or torch.inference_mode() around the code), so "
+                "AOTAutograd made one inference graph (see aot.inference) even for parameters "
+                "that require grad; run it with grad mode on to see the joint/forward/backward "
+                "graphs"
             )
         elif kind != "aot.inference" and "aot.inference" in present:
             reason = (

@@ -177,7 +177,8 @@ def _comment(line: str) -> str:
 class _Reader:
     """Symbolic execution of a rewritten frame: stack of names/expressions, lines of Python out."""
 
-    def __init__(self, code: types.CodeType) -> None:
+    def __init__(self, code: types.CodeType, exact: bool = False) -> None:
+        self.exact = exact  # real global names and temporaries kept: the text must run
         self.ins = list(dis.get_instructions(code))
         self.at = {ins.offset: i for i, ins in enumerate(self.ins)}
         self.kwnames: tuple[str, ...] = ()
@@ -225,9 +226,13 @@ class _Reader:
                 null = sys.version_info >= (3, 11) and bool(arg & 1)
                 if null and sys.version_info < (3, 13):
                     stack.append(_NULL)
-                stack.append(_name(val))
+                stack.append(val if self.exact else _name(val))
                 if null and sys.version_info >= (3, 13):
                     stack.append(_NULL)
+            elif op == "LOAD_CLOSURE" and self.exact:
+                # the cell itself, not its value (a resume function's closure is built of cells):
+                # a lambda over the same name holds the very same cell
+                stack.append(f"(lambda: {val}).__closure__[0]")
             elif op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_BORROW"):
                 stack.append(self.temps.get(val, val))
             elif op == "IS_OP":
@@ -243,7 +248,10 @@ class _Reader:
                 stack.extend([_NULL, attr] if method else [attr])
             elif op == "STORE_FAST":
                 v = stack.pop()
-                if _TEMP.match(val):  # Dynamo's own temporaries hold its bookkeeping: read through them
+                if _TEMP.match(val) and self.exact and isinstance(v, _Call) and \
+                        not _BOOKKEEPING.search(v.text):
+                    emit(f"{val} = {_show(v)}")  # a call's result used later: run it once
+                elif _TEMP.match(val):  # Dynamo's own temporaries hold its bookkeeping: read through them
                     self.temps[val] = v
                     self.bookkeeping = True
                 else:
@@ -393,9 +401,13 @@ def _call(stack: list[Any], args: list[Any], kwnames: tuple[str, ...]) -> str:
     return f"{_show(fn)}({', '.join(parts)})"
 
 
-def readable(code: types.CodeType) -> tuple[str | None, str]:
-    """(source, note): Dynamo's rewritten frame as Python, or None with why it was not recognised."""
-    reader = _Reader(code)
+def readable(code: types.CodeType, exact: bool = False) -> tuple[str | None, str]:
+    """(source, note): Dynamo's rewritten frame as Python, or None with why it was not recognised.
+
+    ``exact``: the names as the frame's globals hold them (``__compiled_fn_1_<uuid>``), so that the
+    text runs in place of the bytecode (labkit.debug), not only reads well.
+    """
+    reader = _Reader(code, exact)
     try:
         body = reader.run(0, [], 1)
     except Unrecognised as e:

@@ -100,6 +100,15 @@ def _section(text: str, head: str) -> str:
     return rest if end < 0 else rest[:end]
 
 
+_UNRESUMABLE = (" (Dynamo could not resume after this break: it compiled up to the last point it "
+                "could resume from and ran the rest of this function eagerly)")
+
+
+def break_key(gb: GraphBreak) -> tuple[str, int, str]:
+    """Where and why: one break met again (nested frames, restarts, recompiles) has one key."""
+    return gb.filename, gb.lineno, gb.reason.removesuffix(_UNRESUMABLE)
+
+
 def specific_reason(text: str) -> str:
     """The reason Dynamo gives for a break, with the inner one when its headline is generic.
 
@@ -108,13 +117,18 @@ def specific_reason(text: str) -> str:
     """
     m = _REASON.search(text)
     head = (m["reason"] if m else text.strip().splitlines()[0] if text.strip() else "").strip()
-    if head.startswith("Encountered graph break when attempting to trace") and m:
-        # newer torch: this line only names the bytecode; the next line names the break (gb_type)
+    if head.startswith("Encountered graph break") and m:
+        # newer torch: this line is a preamble ("... when attempting to trace CALL", "... that we
+        # cannot resume from. ... Graph break encountered:"); the next line names the break
+        unresumable = "cannot resume" in head
         after = [ln.strip() for ln in text[m.end():].splitlines() if ln.strip()]
         head = after[0] if after else head
         ex = _EXPLANATION.search(text)
+        tail = _UNRESUMABLE if unresumable else ""
         if ex and not head.startswith(_GENERIC):  # the same words the generic path gives below
-            return f"{head}: {ex['text'].strip()}"
+            return f"{head}: {ex['text'].strip()}{tail}"
+        if not head.startswith(_GENERIC):
+            return head + tail
     if not head.startswith(_GENERIC):
         return head
     got = _GOT.search(text)
@@ -214,6 +228,28 @@ def source_of(stack_trace: str | None) -> str | None:
     return f"{where(last['file'], int(last['line']))}  {last['code'].strip()}"
 
 
+_ROOT = re.compile(r"^(?:L|G)\['(?P<name>[^']+)'\]")
+
+
+def module_path(path: str) -> str:
+    """Dynamo's module path ("L['self'].h[0].attn", "G['m'].h.0") as users write it ("h.0.attn")."""
+    m = _ROOT.match(path)
+    if m:
+        path = ("" if m["name"] == "self" else m["name"]) + path[m.end():]
+    path = re.sub(r"\._modules\['([^']+)'\]|\['([^']+)'\]|\[(\d+)\]",
+                  lambda g: "." + (g[1] or g[2] or g[3]), path)
+    return path.strip(".")
+
+
+def _module_of(meta: dict[str, Any]) -> tuple[str, str]:
+    """(dotted path, class name) of the innermost module a node ran in, from nn_module_stack."""
+    stack = meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, cls = list(stack.values())[-1]
+    return module_path(str(path)), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+
+
 def fx_nodes(graph: Any) -> list[FxNode]:
     """Copy an fx.Graph (or a GraphModule's graph) out as FxNode data."""
     graph = getattr(graph, "graph", graph)
@@ -221,6 +257,7 @@ def fx_nodes(graph: Any) -> list[FxNode]:
     for n in graph.nodes:
         value = n.meta.get("example_value", n.meta.get("val"))
         shape, dtype = _value_info(value)
+        module, module_type = _module_of(n.meta)
         nodes.append(
             FxNode(
                 name=n.name,
@@ -230,6 +267,8 @@ def fx_nodes(graph: Any) -> list[FxNode]:
                 shape=shape,
                 dtype=dtype,
                 source=source_of(n.meta.get("stack_trace")),
+                module=module,
+                module_type=module_type,
             )
         )
     return nodes
@@ -291,7 +330,7 @@ def _graph_breaks(trace: Any, rec: Any, labels: dict[str, str]) -> None:
     seen: set[tuple[str, int, str]] = set()
     for ev in rec.of_kind("dynamo_graph_break_reason"):
         gb = parse_graph_break(str(ev.payload or ""), labels.get(ev.compile_id or "", ""))
-        key = (gb.filename, gb.lineno, gb.reason)
+        key = break_key(gb)
         if key in seen:  # Dynamo re-traces a frame after a break ("restart"): same break twice
             continue
         seen.add(key)

@@ -32,6 +32,7 @@ from labkit.capture import (
     Event,
     Recorder,
     aot,
+    compiles,
     dynamo,
     inductor,
     triton,
@@ -272,11 +273,12 @@ def events(path: str | Path, rank: int | None = None) -> tuple[list[Event], dict
                 pass
             continue
         meta = dict(md.get(kind) or {}) if kind in KEEP_KINDS else {}
-        if "stack" in meta:  # interned file names -> text
-            meta["stack"] = [
-                {**fr, "filename": strings.get(fr.get("filename"), fr.get("filename"))}
-                for fr in meta["stack"]
-            ]
+        for key in ("stack", "user_stack"):  # interned file names -> text
+            if isinstance(meta.get(key), list):
+                meta[key] = [
+                    {**fr, "filename": strings.get(fr.get("filename"), fr.get("filename"))}
+                    for fr in meta[key]
+                ]
         meta["attempt"] = md.get("attempt", 0)
         if not rec.payload_ok:
             meta["payload_cut"] = True
@@ -364,7 +366,7 @@ def _graph_breaks(trace: Trace, rec: Recorder, labels: dict[str, str]) -> None:
         for m in dynamo._FILE_LINE.finditer(text):
             if m["file"] == gb.filename and int(m["line"]) == gb.lineno:
                 gb.code = m["code"].strip()
-        key = (gb.filename, gb.lineno, gb.reason)
+        key = dynamo.break_key(gb)
         if key not in seen:  # the same break is logged again at every recompile and restart
             seen.add(key)
             trace.graph_breaks.append(gb)
@@ -512,10 +514,24 @@ def read(path: str | Path, rank: int | None = None, *, triton_ir: bool = False) 
                    "bad_payloads": stats.bad_payloads},
     )
     trace.meta.setdefault("recompiles", [])
+    compiles.build(trace, rec.events, labels)
     return trace
 
 
 from_torch_trace = read  # labkit.from_torch_trace(path) == labkit.Trace.from_torch_trace(path)
 
+
+def read_ranks(path: str | Path) -> dict[int, Trace]:
+    """Every rank's Trace of a job's TORCH_TRACE directory, each told where the ranks diverge."""
+    logs = [*Path(path).glob(f"{LOG_PREFIX}*.log"), *Path(path).glob(f"{LOG_PREFIX}*.log.gz")]
+    ranks = sorted({r for r in map(_rank_of, logs) if r is not None})
+    if not ranks:
+        return {0: read(path)}  # a single-process job: one "rank"
+    by_rank = {r: read(path, r) for r in ranks}
+    warnings = compiles.divergence(by_rank)
+    for t in by_rank.values():
+        t.meta["rank_divergence"] = warnings
+    return by_rank
+
 __all__ = ["LOG_PREFIX", "Record", "compile_id", "events", "find_log", "from_torch_trace", "read",
-           "records"]
+           "read_ranks", "records"]

@@ -146,6 +146,7 @@ _NORMALIZE = [
 ]
 
 
+@functools.lru_cache(maxsize=1024)  # a page asks for the same texts at every size it tries
 def normalize(text: str) -> str:
     """Replace run-dependent names (Dynamo UUID suffixes, addresses, temp dirs) by stable ones."""
     for pattern, repl in _NORMALIZE:
@@ -217,26 +218,34 @@ def plain_lines(text: str) -> list[str]:
     return [html.escape(line, quote=False) for line in text.splitlines()]
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=1024)
 def _highlighted(text: str, language: str) -> tuple[str, ...]:
     # a static page may be rendered a few times, cut shorter each time: lex each text once
     return tuple(highlight_lines(text, language))
 
 
 def code_html(text: str, language: str, *, plain: bool = False, title: str = "",
-              max_lines: int = MAX_LINES, colour: bool = True) -> str:
+              max_lines: int = MAX_LINES, colour: bool = True, normalized: bool = False,
+              max_chars: int | None = None, total_lines: int | None = None) -> str:
     """A code block: highlighted with line numbers, or ``plain`` (no numbers, easy to copy).
 
     ``colour=False`` keeps the line numbers but leaves the tokens uncoloured (a smaller page).
+    ``normalized``: the caller already ran ``normalize`` on ``text``. ``max_chars``: cut there too.
+    ``total_lines``: the length of the whole text when ``text`` is only its head.
     """
-    full = normalize(text)
-    text, note = truncate(full, max_lines=max_lines)
+    full = text if normalized else normalize(text)
+    text, note = truncate(full, max_lines=max_lines, max_chars=max_chars)
+    kept_lines = text.count("\n") + 1
+    if total_lines is not None and total_lines > kept_lines:  # ``text`` was already a head
+        note = f"… {total_lines - kept_lines} more lines not shown ({total_lines} in all)"
     head = f'<div class="lk-title">{html.escape(title)}</div>' if title else ""
     tail = f'<div class="lk-note">{html.escape(note)}</div>' if note else ""
     if plain:
         return f'{head}<pre class="lk-plain">{html.escape(text)}</pre>{tail}'
     kept = len(text.splitlines())
-    rows = list(_highlighted(full, language)[:kept]) if colour else plain_lines(text)
+    # lex only what a view can show (max_lines): a model's text can be megabytes
+    shown = full if full.count("\n") < max_lines else "\n".join(full.splitlines()[:max_lines])
+    rows = list(_highlighted(shown, language)[:kept]) if colour else plain_lines(text)
     nums = "\n".join(str(i) for i in range(1, len(rows) + 1))
     # line numbers live in their own cell, so selecting the code never copies them
     return (

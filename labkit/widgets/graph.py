@@ -282,6 +282,56 @@ def fx_svg(stage: Stage, kernels: Sequence[Kernel] = (), highlight: int | None =
     return dot_to_svg(fx_dot(stage, kernels, highlight, context, collapse))
 
 
+MAX_MODULE_BOXES = 60  # a module-level diagram picks the deepest level that stays this small
+
+
+def module_groups(stage: Stage) -> tuple[list[str], dict[str, str]]:
+    """(group of each node, class of each group): modules cut at the deepest level that fits."""
+    paths = [n.module for n in stage.nodes]
+    types = {n.module: n.module_type for n in stage.nodes if n.module}
+    deepest = max((p.count(".") + 1 for p in paths if p), default=0)
+    for depth in range(deepest, 0, -1):
+        groups = [".".join(p.split(".")[:depth]) for p in paths]
+        if len(set(groups)) <= MAX_MODULE_BOXES:
+            return groups, types
+    return ["" for _ in paths], types
+
+
+def module_dot(stage: Stage) -> str:
+    """DOT of a big graph drawn by module: one box per module (its class, node count), data edges."""
+    groups, types = module_groups(stage)
+    ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    size: dict[str, int] = {}
+    for g, n in zip(groups, stage.nodes, strict=True):
+        if n.op not in ("placeholder", "get_attr", "output"):
+            size[g] = size.get(g, 0) + 1
+    group_of = {n.name: g for g, n in zip(groups, stage.nodes, strict=True)}
+    out = ["digraph G {", '  graph [rankdir=TB, nodesep=0.25, ranksep=0.3, bgcolor="transparent"];',
+           '  node [shape=box, style="filled", fillcolor="#eef3fb", fontname="Helvetica", '
+           'fontsize=10, margin="0.08,0.03", height=0.3];', '  edge [color="#666666", arrowsize=0.6];']
+    for g, i in ids.items():
+        name = ".".join(g.split(".")[-3:]) if g else "(top level: inputs, outputs, glue)"
+        cls = f" ({types[g]})" if types.get(g) else ""
+        label = dot_quote(f"{name}{cls}\n{size.get(g, 0)} nodes")
+        out.append(f"  m{i} [label={label}];")
+    edges: dict[tuple[int, int], None] = {}
+    for n in stage.nodes:
+        for src in n.inputs:
+            a, b = group_of.get(src), group_of[n.name]
+            if a is not None and a != b:
+                edges[(ids[a], ids[b])] = None
+    out += [f"  m{a} -> m{b};" for a, b in edges]
+    out.append("}")
+    return "\n".join(out)
+
+
+def module_svg(stage: Stage) -> str | None:
+    """The module-level diagram of a graph too big to draw node by node (None without modules)."""
+    if sum(bool(n.module) for n in stage.nodes) < 2 or not dot_available():
+        return None
+    return dot_to_svg(module_dot(stage))
+
+
 def why_no_diagram(stage: Stage) -> str:
     """The sentence a view shows in place of a diagram that ``fx_svg`` did not draw."""
     if not stage.nodes:

@@ -23,8 +23,8 @@ from labkit.trace import (
     Trace,
     kinds_of,
 )
-from labkit.widgets import graph, plots
-from labkit.widgets.code import code_html, normalize, style_block, truncate
+from labkit.widgets import compiles, fold, graph, plots
+from labkit.widgets.code import code_html, normalize, style_block
 from labkit.widgets.diff import side_by_side_html
 
 # Pipeline steps -> the stage kinds they show ("Kernels" and "Timing" read trace.kernels/timings).
@@ -88,6 +88,8 @@ class Renderer:
         self.collapsed: set[int] = set()  # id(stage): drawn with chains collapsed, to fit the page
         self._svg: dict[tuple[int, int | None, bool], str | None] = {}
         self._timing: str | None = None
+        self._code: dict[tuple[object, ...], str] = {}
+        self.static = False  # rendering the static page (its budgets apply), not the live widget
 
     # -- selections ----------------------------------------------------------------------------
     def stages(self, kinds: Iterable[str], frame: str | None = None) -> list[Stage]:
@@ -125,17 +127,37 @@ class Renderer:
 
     def code(self, text: str, language: str, plain: bool = False, title: str = "") -> str:
         """A code block at this renderer's size limits (lines, and characters on the static page)."""
-        note = ""
-        if self.max_chars is not None:
-            text, note = truncate(normalize(text), max_lines=self.max_lines, max_chars=self.max_chars)
-        out = code_html(text, language, plain=plain, title=title, max_lines=self.max_lines,
-                        colour=self.colour)
-        return out + (f'<div class="lk-note">{html.escape(note)}</div>' if note else "")
+        # The static page tries several sizes; each text is highlighted once per size, not per try.
+        key = (hash(text), len(text), language, plain, title, self.max_chars, self.max_lines,
+               self.colour)
+        if key not in self._code:
+            self._code[key] = self._code_block(text, language, plain, title)
+        return self._code[key]
+
+    def _code_block(self, text: str, language: str, plain: bool, title: str) -> str:
+        # Only the lines a view can show are normalized and lexed (a model's text can be megabytes),
+        # once: code_html cuts the lexed lines to each size the static page tries.
+        total = text.count("\n") + 1
+        head = text if total <= self.max_lines else "\n".join(text.split("\n", self.max_lines)[:-1])
+        return code_html(normalize(head), language, plain=plain, title=title,
+                         max_lines=self.max_lines, colour=self.colour, normalized=True,
+                         max_chars=self.max_chars, total_lines=total)
 
     def diagram_html(self, stage: Stage, highlight: int | None = None) -> str:
         if id(stage) in self.not_drawn:
             return f'<div class="lk-note">{html.escape(self.not_drawn[id(stage)])}</div>'
         svg = self.svg(stage, highlight)
+        # a big model's structure: the user's graph by module (on the static page only that one:
+        # the AOT and Inductor graphs are the same modules again, and the page has a budget)
+        if svg is None and len(stage.nodes) > graph.MAX_NODES and \
+                (not self.static or stage.kind == "dynamo.graph"):
+            key = (id(stage), -1, True)  # drawn once: dot is the slow part
+            if key not in self._svg:
+                self._svg[key] = graph.module_svg(stage)
+            if self._svg[key]:
+                return (f'<div class="lk-note">{len(stage.nodes)} nodes are too many to draw one by '
+                        "one: drawn by module (one box per module, its class and node count)</div>"
+                        f'<div class="lk-svg">{self._svg[key]}</div>')
         if svg is None:
             return f'<div class="lk-note">no diagram: {html.escape(graph.why_no_diagram(stage))}</div>'
         legend = graph.legend_html(stage, self.trace.kernels, self.graphs())
@@ -149,7 +171,14 @@ class Renderer:
         """One stage: its code (or why it is missing), then its FX diagram when it has nodes."""
         if not stage.ok:
             return missing_html(stage)
-        parts = [self.code(_excerpt(stage, self.max_chars), stage.language, plain=plain)]
+        chars = self.max_chars if self.max_chars is not None or not self.static else \
+            self.max_lines * 100
+        folded = fold.folded_html(stage, chars) if stage.nodes else None
+        if folded is not None:  # a model's graph: folded by module, the signature collapsed
+            parts = [folded]
+        else:
+            text, params = fold.collapse_signature(_excerpt(stage, self.max_chars))
+            parts = [fold.signature_html(params), self.code(text, stage.language, plain=plain)]
         decompiled = stage.meta.get("decompiled")
         if isinstance(decompiled, str) and decompiled and decompiled.strip() not in stage.text:
             parts.append(self.code(decompiled, "python", plain=plain, title="decompiled source"))
@@ -181,6 +210,13 @@ class Renderer:
 
     def kernel_html(self, kernel: Kernel, plain: bool = False, diagram: bool = False) -> str:
         """A kernel: provenance first (nodes, user source lines), then its source."""
+        key = ("kernel", id(kernel), plain, diagram, self.max_chars, self.max_lines, self.colour,
+               tuple(sorted(self.not_drawn.items())) if diagram else ())
+        if key not in self._code:
+            self._code[key] = self._kernel_html(kernel, plain, diagram)
+        return self._code[key]
+
+    def _kernel_html(self, kernel: Kernel, plain: bool, diagram: bool) -> str:
         k = self.trace.kernels.index(kernel)
         g = self.graph_for(kernel)
         lines = graph.source_lines(kernel, self.stages(GRAPH_KINDS))
@@ -252,15 +288,14 @@ def header_html(trace: Trace) -> str:
         f" — recorded on {html.escape(str(env.get('device', '?')))}, torch "
         f"{html.escape(str(env.get('torch', '?')))}: {ok} stages captured, "
         f"{len(trace.stages) - ok} not, {len(trace.frames())} frame(s), "
-        f"{len(trace.graph_breaks)} graph break(s), {len(trace.kernels)} kernel(s)</div>"
+        f"{html.escape(compiles.break_summary(trace))}, {len(trace.meta.get('recompiles') or [])} "
+        f"recompile(s), {len(trace.kernels)} kernel(s)</div>"
     )
     if trace.error:
         at = error_where(trace)
         head += (f'<div class="lk-missing"><b>error:</b> {html.escape(normalize(trace.error))}'
                  + (f" — at {html.escape(at)}" if at else "") + "</div>")
-    for gb in trace.graph_breaks:
-        head += (f'<div class="lk-missing"><b>graph break</b> at {html.escape(where(trace, gb.filename, gb.lineno))} '
-                 f"<code>{html.escape(gb.code.strip())}</code> — {html.escape(normalize(gb.reason))}</div>")
+    head += compiles.findings_html(trace) + compiles.compiles_html(trace)
     for key, label in (("timing_skipped", "not timed"), ("timing_note", "timing"),
                        ("dynamo_reset", "note")):
         if trace.meta.get(key):
@@ -290,6 +325,7 @@ def error_where(trace: Trace) -> str:
 PAGE_BUDGET = 250_000
 DIAGRAM_SHARE = 0.35
 MIN_DIAGRAMS = 45_000  # room for the Dynamo graph and an Inductor graph of a small model
+KERNEL_SHARE = 0.3  # of the page, for kernels' sources; past it the rest are listed by name
 # (characters per text, syntax colours, side-by-side comparisons), tried in order until it fits.
 _LEVELS = ((None, True, True), (24_000, True, True), (12_000, True, False), (12_000, False, False),
            (8_000, False, False), (6_000, False, False), (4_000, False, False), (3_000, False, False),
@@ -351,22 +387,39 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
     """
     r = renderer or Renderer(trace)
     full = r.max_lines
+    r.static = True
+
+    def attempt(level: int) -> str | None:
+        """The page at one level of _LEVELS, or None when it does not fit."""
+        chars, colour, comparisons = _LEVELS[level]
+        r.max_chars, r.colour, r.collapsed = chars, colour, set()
+        # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
+        # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
+        r.not_drawn = {id(s): "" for s in r.graphs()}
+        texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
+        room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
+        if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
+            return None
+        r.not_drawn = plan_diagrams(trace, r, max(room, 0))
+        page = _page(trace, r, _fit_note(r, comparisons), comparisons)
+        return page if len(page) <= budget else None
+
     try:
-        page = ""
-        for level, (chars, colour, comparisons) in enumerate(_LEVELS):
-            r.max_chars, r.colour, r.collapsed = chars, colour, set()
-            # Texts first: what is left (at most DIAGRAM_SHARE) is the diagrams' room. A level
-            # that leaves less than MIN_DIAGRAMS is passed over while a tighter one remains.
-            r.not_drawn = {id(s): "" for s in r.graphs()}
-            texts = len(_page(trace, r, _fit_note(r, comparisons), comparisons))
-            room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)  # 2 KB: the notes
-            if room < MIN_DIAGRAMS and level < len(_LEVELS) - 1:
-                continue
-            r.not_drawn = plan_diagrams(trace, r, max(room, 0))
-            page = _page(trace, r, _fit_note(r, comparisons), comparisons)
-            if len(page) <= budget:
+        # The first level that fits, by bisection: pages shrink level by level, and each try
+        # renders the whole page twice (a model's page took minutes level by level).
+        lo, hi, found = 0, len(_LEVELS) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if attempt(mid) is not None:
+                found, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        if found is not None:
+            page = attempt(found)
+            if page is not None:
                 return page
         r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
+        page = ""
         for lines in _LAST_RESORT:
             r.max_lines, r.max_chars = min(lines, full), None
             page = _page(trace, r, _fit_note(r, False), False)
@@ -375,6 +428,7 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
         return page
     finally:
         r.max_lines, r.colour, r.max_chars, r.not_drawn, r.collapsed = full, True, None, {}, set()
+        r.static = False
 
 
 def _fit_note(r: Renderer, comparisons: bool) -> str:
@@ -395,15 +449,35 @@ def _fit_note(r: Renderer, comparisons: bool) -> str:
             "The live widget and <code>trace.stages[i].text</code> have everything.</div>")
 
 
+def _kernel_parts(trace: Trace, r: Renderer) -> list[str]:
+    """One <details> per kernel; on the static page, past KERNEL_SHARE of it, names only."""
+    parts, used, rest = [], 0, []
+    room = int(PAGE_BUDGET * KERNEL_SHARE) if r.static else None
+    for kern in trace.kernels:
+        part = (f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
+                f"{r.kernel_html(kern)}</details>")
+        if room is not None and (rest or used + len(part) > room):
+            rest.append(kern)
+            continue
+        used += len(part)
+        parts.append(part)
+    if rest:
+        names = html.escape("\n".join(normalize(k.name + frame_suffix(k.frame, k.name))
+                                       for k in rest))
+        parts.append(f"<details><summary>{len(rest)} more kernel(s), names only on this page"
+                     f'</summary><div class="lk-note">their sources: labkit.show(trace) in a running '
+                     f"notebook, or trace.kernels[i].source</div><pre class=\"lk-plain\">{names}"
+                     "</pre></details>")
+    return parts
+
+
 def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str:
     comps = r.comparisons() if comparisons else []
     out = [f'<div class="lk-root">{style_block()}', header_html(trace), note]
     for step, kinds in STEPS:
         parts: list[str] = []
         if step == "Kernels":
-            for kern in trace.kernels:
-                parts.append(f"<details><summary>{titled(kern.name, kern.frame)}</summary>"
-                             f"{r.kernel_html(kern)}</details>")
+            parts += _kernel_parts(trace, r)
         elif step == "Timing":
             if trace.timings:
                 parts.append(r.timing_html())
@@ -436,6 +510,7 @@ def trace_text(trace: Trace) -> str:
     for gb in trace.graph_breaks:
         lines.append(f"  graph break at {where(trace, gb.filename, gb.lineno)}: "
                      f"{normalize(gb.reason).splitlines()[0] if gb.reason else ''}")
+    lines += compiles.findings_text(trace)
     if trace.meta.get("timing_skipped"):
         why = str(trace.meta["timing_skipped"]).split(", and timing")[0].split(". ")[0]
         lines.append(f"  not timed: {why}")

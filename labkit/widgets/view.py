@@ -100,6 +100,18 @@ def show(trace: Trace, *, max_lines: int = 400, live: bool | None = None) -> Tra
     return TraceView(trace, max_lines=max_lines, live=live)
 
 
+def find_lines(lines: list[str], needle: str, limit: int = 200) -> str:
+    """The lines that contain ``needle`` (case-insensitive), numbered, as an HTML block."""
+    needle = needle.strip().lower()
+    if not needle:
+        return ""
+    hits = [(i + 1, ln) for i, ln in enumerate(lines) if needle in ln.lower()]
+    shown = "\n".join(f"{i:>6}  {normalize(ln)}" for i, ln in hits[:limit])
+    more = f" (first {limit} shown)" if len(hits) > limit else ""
+    return (f'<div class="lk-note">{len(hits)} line(s) contain {html.escape(needle)!r}{more}</div>'
+            f'<pre class="lk-plain">{html.escape(shown)}</pre>')
+
+
 class _TraceWidget:
     """The live view. Holds the ipywidgets and the callbacks that keep them in step."""
 
@@ -181,12 +193,12 @@ class _TraceWidget:
                    if kernel is None or st.meta.get("kernel") in (None, kernel)]
             if not sts:
                 continue
-            body = "".join(
-                (f'<div class="lk-title">{titled(st.title, st.frame)}</div>'
-                 if len(sts) > 1 else "") + r.stage_html(st, plain=self.plain)
-                for st in sts
-            )
-            pages.append(self._html(body))
+            items = []
+            for st in sts:
+                head = f'<div class="lk-title">{titled(st.title, st.frame)}</div>' if len(sts) > 1 else ""
+                view = self._html(head + r.stage_html(st, plain=self.plain))
+                items.append(self._searchable(st, view) if st.ok else view)
+            pages.append(items[0] if len(items) == 1 else w.VBox(items))
             titles.append(KIND_LABEL[kind] + ("" if any(s.ok for s in sts) else " ✗"))
         for c in r.comparisons(self.frame):
             if c.step == step:
@@ -197,6 +209,33 @@ class _TraceWidget:
         inner = w.Tab(children=pages)
         inner.titles = tuple(titles)
         return inner
+
+    def _searchable(self, st: Stage, view: Any) -> Any:
+        """A long text with a search box (matching lines, numbered) and a button to show it all."""
+        w = self.w
+        lines = st.text.splitlines()
+        if len(lines) <= 40:
+            return view
+        find = w.Text(placeholder=f"find in {len(lines)} lines", layout=w.Layout(width="320px"))
+        whole = w.Button(description=f"show all {len(lines)} lines", layout=w.Layout(width="200px"))
+        whole.layout.display = "" if len(lines) > self.r.max_lines else "none"
+        hits = w.HTML()
+        box = w.VBox([w.HBox([find, whole]), hits, view])
+
+        def on_find(change: dict[str, Any]) -> None:
+            hits.value = _wrap(find_lines(lines, change["new"]))
+
+        def on_whole(_: Any) -> None:
+            limit, self.r.max_lines = self.r.max_lines, max(len(lines), self.r.max_lines)
+            try:  # the same view, without the line limit (the plain one: colours cost the most)
+                view.value = _wrap(self.r.code(st.text, st.language, plain=True))
+            finally:
+                self.r.max_lines = limit
+            whole.layout.display = "none"
+
+        find.observe(on_find, "value")
+        whole.on_click(on_whole)
+        return box
 
     def _timing_page(self) -> Any:
         return self._html(self.r.timing_html())

@@ -1,6 +1,6 @@
-"""``labkit.explore``: compile a function once, for real, and return a Trace of every stage.
+"""The orchestrator behind ``labkit.explore``: compile a function once, for real, return a Trace.
 
-The orchestrator: it checks the inputs before anything compiles, starts Dynamo from a clean state,
+It checks the inputs before anything compiles, starts Dynamo from a clean state,
 installs the capture Recorder (or the labkit compiler's backend), calls the compiled function (and
 its backward when an input requires grad, since AOTAutograd compiles the backward lazily), builds
 the stages, and times eager against compiled. capture/ and compiler/ never import each other;
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 import time
 import traceback
 import types
@@ -285,7 +284,7 @@ def explore(
     ``extra_inputs``: further input tuples, each one more call (e.g. a new shape, to see a recompile).
     ``progress``: called with the step being worked on (labkit.capture.PROGRESS_STEPS: stage kinds
     such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"). None: none
-    from ``labkit.explore.explore``; ``labkit.explore`` (the notebook layer's) draws a bar for None.
+    from ``labkit.orchestrate.explore``; ``labkit.explore`` (the notebook layer's) draws a bar for None.
     ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
     harmless. ``target``: labkit backend only.
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
@@ -467,21 +466,3 @@ def _reset_dynamo(trace: Trace) -> None:
         )
         trace.meta["dynamo_reset"] = msg
         warnings.warn(msg, UserWarning, stacklevel=3)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as ``explore``: ``labkit.explore(fn, x)`` works however it was imported.
-
-    Importing the submodule ``labkit.explore`` binds the *module* to the package attribute
-    ``labkit.explore`` (Python does that for every submodule), which would shadow the function the
-    package's lazy loader hands out: ``labkit.notebook.explore``, this module's ``explore`` with a
-    progress bar under the cell. Calling the module forwards to that public function instead.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Trace:
-        from labkit.notebook import explore as public  # the name students call: labkit.explore
-
-        return public(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
