@@ -85,6 +85,7 @@ ISSUE_23: dict[str, list[tuple[list[str], list[str]]]] = {
         ([], [r"How to read it \(one recording"]),  # section 8's memory table, interpreted
         ([], [r"\*\*static buffers\*\*", r"\*\*CUDA-graph trees\*\*", r"cudagraph_mark_step_begin\(\)` says so"]),
         ([], [r"compare a compiled time only with the eager time on its own row"]),
+        ([r"so the partition is Inductor's"], [r"It is close to Inductor's partition, not the same"]),
     ],
     "12": [
         ([r"its guard checks the float's \*value\*\. A new peak every step"],
