@@ -136,9 +136,11 @@ print("Inductor's kernel:", sorted({line.strip() for line in inductor_src.splitl
 
 # %% [markdown]
 # The names are the x86 vector ABI's: `_ZGVeN16v_sinf` is libmvec's 16-lane AVX-512 `sinf`,
-# `_ZGVdN8v_sinf` the 8-lane AVX2 one (`e`/`d` name the instruction set, `N16`/`N8` the lane count),
-# and plain `sinf` is glibc's scalar one. On an AVX-512 machine g++ uses more than one of them in the
-# loop (the wide one for the bulk, narrower or scalar calls for what is left over). Different code
+# `_ZGVdN8v_sinf` the 8-lane AVX2 one, `_ZGVbN4v_sinf` the 4-lane SSE one (`e`/`d`/`b` name the
+# instruction set, `N16`/`N8`/`N4` the lane count), and plain `sinf` is glibc's scalar one. g++ uses
+# more than one of them in the loop: the widest it chooses for the bulk, narrower or scalar calls
+# for what is left over. Which widths appear depends on the CPU and on g++'s tuning for it (on some
+# AVX-512 CPUs it prefers 256-bit vectors, so the bulk is the 8-lane call). Different code
 # from SLEEF's, written for a different accuracy target. To see whether a gap is the math library or
 # the loops around it, race a function with no transcendental at all, and `sin` alone: on
 # `x * 2 + 1` both compilers write one streaming vector loop, so a gap there is about the loop (or the
@@ -361,8 +363,9 @@ for label, fn in (("eager", mlp), ("inductor", torch.compile(mlp))):
 # How to read the two tables (the six rows with the most self time, then any of the fixed-cost rows
 # named below that ranked lower):
 #
-# - `aten::mm` (eager) and `aten::addmm` (Inductor): the three matrix multiplies, in the same BLAS;
-#   they should cost about the same in both.
+# - `aten::mm` (eager) and `aten::addmm` (Inductor): the three matrix multiplies, in the same BLAS.
+#   It is the same work in both, so a large difference between the two rows is the machine's load at
+#   that moment, not the compiler: profile again before you read anything into it.
 # - `Torch-Compiled Region: F/N` is the whole compiled call, named by its compile id: frame F, its
 #   compile number N. `mlp` was compiled before in this notebook (by `labkit.compare`, for Inductor
 #   and for labkit), so this `torch.compile(mlp)` is a further entry of the same frame and its
