@@ -179,7 +179,8 @@ for frame, reasons in sorted(whys.items()):
 # Three causes:
 #
 # - **the sequence length** changed from 16 to 24 at the second step. Dynamo compiled every frame
-#   for the sizes it first saw (static shapes are fastest), so each frame recompiled once, this time
+#   for the sizes it first saw (static shapes are fastest), so each frame that sees the length
+#   recompiled once, this time
 #   with the length as a symbol (*automatic dynamic*, notebook 10); after that, lengths no longer
 #   recompile;
 # - **a size that depends on the data**: the line `F.cross_entropy(logits[keep], targets[keep])`
@@ -218,20 +219,23 @@ def recompiles_per_frame(backend):
 
 
 by_backend = {"eager": recompiles_per_frame("eager"), "aot_eager": whys}
-print([line.strip() for line in logs["recompiles"][-1].splitlines() if "___stack0 ==" in line][0])
+float_guards = [line.strip() for msg in logs["recompiles"] for line in msg.splitlines()
+                if "___stack0" in line and "==" in line]
+print(float_guards[-1] if float_guards else "(no guard on ___stack0 in this log)")
 
 # %% id=float-by-backend
 # NBVAL_CHECK_OUTPUT
 for backend, per_frame in by_backend.items():
     print(f"backend={backend:9s} recompiles of the frame after .item():",
-          len(per_frame["torch_dynamo_resume_in_log_stats_at_97"]),
-          "| of forward:", len(per_frame["forward"]))
+          len(per_frame.get("torch_dynamo_resume_in_log_stats_at_97", [])),
+          "| of forward:", len(per_frame.get("forward", [])))
 
 # %% [markdown]
 # With `eager`, one recompile: the float became a symbol at the second step and stayed one. With
-# `aot_eager`, five. The line printed above is the guard of the last one, and its comment names where
-# it came from: not the user's code but `remove_tensorify_specialized_graphargs` in
-# `torch/_dynamo/output_graph.py` (torch 2.13). The chain: Dynamo made `peak` a symbolic float, as
+# `aot_eager`, five. The line printed above is from the last recompile message: the float guard of
+# an earlier entry that the new peak failed, and its comment names where the guard came from: not
+# the user's code but `remove_tensorify_specialized_graphargs` in `torch/_dynamo/output_graph.py`
+# (torch 2.13; other versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic float, as
 # with `eager`. AOTAutograd then runs a pass over the graph, `tensorify_python_scalars`
 # (`torch/fx/passes/_tensorify_python_scalars.py`), that turns each symbolic float into a 0-d tensor
 # computed *inside* the graph, so no guard is needed. It can do that only for a float that feeds tensor
