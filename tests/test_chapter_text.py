@@ -70,7 +70,7 @@ ISSUE_23: dict[str, list[tuple[list[str], list[str]]]] = {
         ([r"where the compilers are close on `affine` and apart on `sin_only`"],
          [r"These ratios are not checked, since no order between the two compilers holds on every machine"]),
         ([r"`Torch-Compiled Region: 0/0` is the whole compiled call"], [r"`Torch-Compiled Region: F/N`", r"FIXED_COSTS"]),
-        ([r"The compiled MLP is not faster on the CPU either\."], [r"no compiler is 2x faster than eager on the MLP"]),
+        ([r"The compiled MLP is not faster on the CPU either\."], [r"so no order is checked here"]),
     ],
     "10": [
         ([r"carries one more guard family"], [r"carries the same guard families", r"id=marking-guards"]),
