@@ -219,9 +219,10 @@ def recompiles_per_frame(backend):
 
 
 by_backend = {"eager": recompiles_per_frame("eager"), "aot_eager": whys}
-float_guards = [line.strip() for msg in logs["recompiles"] for line in msg.splitlines()
-                if "___stack0" in line and "==" in line]
-print(float_guards[-1] if float_guards else "(no guard on ___stack0 in this log)")
+# the last recompile message lists each cache entry of that frame with its failed guard, newest first
+float_guards = [line.strip() for line in logs["recompiles"][-1].splitlines() if "___stack0" in line and "==" in line]
+print("newest entry:", float_guards[0] if float_guards else "(no guard on ___stack0 in this log)")
+print("first entry: ", float_guards[-1] if float_guards else "")
 
 # %% id=float-by-backend
 # NBVAL_CHECK_OUTPUT
@@ -232,10 +233,13 @@ for backend, per_frame in by_backend.items():
 
 # %% [markdown]
 # With `eager`, one recompile: the float became a symbol at the second step and stayed one. With
-# `aot_eager`, five. The line printed above is from the last recompile message: the float guard of
-# an earlier entry that the new peak failed, and its comment names where the guard came from: not
-# the user's code but `remove_tensorify_specialized_graphargs` in `torch/_dynamo/output_graph.py`
-# (torch 2.13; other versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic float, as
+# `aot_eager`, five. The two lines printed above come from the last recompile message, which lists
+# every entry of the frame with the guard the new peak failed. Each guard's comment says where it
+# was made. The first entry's names the user's line: the first compile is static, so Dynamo itself
+# put the value in (as for every input it sees first). The newest entry's names
+# `remove_tensorify_specialized_graphargs` in `torch/_dynamo/output_graph.py`: that entry was
+# compiled *after* the float had become dynamic, and still got a value guard (torch 2.13; other
+# versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic float, as
 # with `eager`. AOTAutograd then runs a pass over the graph, `tensorify_python_scalars`
 # (`torch/fx/passes/_tensorify_python_scalars.py`), that turns each symbolic float into a 0-d tensor
 # computed *inside* the graph, so no guard is needed. It can do that only for a float that feeds tensor
