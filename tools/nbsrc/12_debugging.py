@@ -534,13 +534,15 @@ print(f"eager / compiled: {inductor_vs_eager.speedup('inductor'):.2f}x "
       f"(above 1: the Inductor forward is faster)")
 
 # %% [markdown]
-# The last line is the honest measure of what Inductor buys this model on this machine: above 1 the
-# compiled forward is faster, below 1 slower. Do not expect a gain at this size: with 4 × 32 tokens
-# and 30 thousand parameters a forward is a few small matrix multiplies, which both sides hand to
-# the same BLAS library, plus fixed costs per call, and the compiled call adds its own (guards,
-# wrappers: notebook 08's tiny MLP shows the same). What this notebook fixed is the compiling, not
-# the speed of one forward; the speed comes with a model and a batch large enough for fusion to
-# matter. It is one measurement on a shared machine, so it is not checked.
+# The last line is the measure of what Inductor buys this model on this machine: above 1 the
+# compiled forward is faster, below 1 slower. Read it, but do not trust one run of it: a forward
+# here takes a millisecond or less, and while this notebook was being built next to other jobs the
+# same cell gave anything from 0.23x to 10x. Run it again on a quiet machine. What to expect: with
+# 4 × 32 tokens and 30 thousand parameters a forward is a few small matrix multiplies, which both
+# sides hand to the same BLAS library, plus fixed costs per call, and the compiled call adds its own
+# (guards, wrappers: notebook 08's tiny MLP shows the same), so a large gain would be a surprise.
+# What this notebook fixed is the compiling; the speed comes with a model and a batch large enough
+# for fusion to matter. Being one noisy measurement, it is not checked.
 #
 # ## What to remember
 #
