@@ -104,7 +104,7 @@ for t in result.runs():
 # ### labkit against Inductor: whose `sin`?
 #
 # Look at the `vs eager` column of section 1: the two compilers fuse the same five ops into one loop,
-# yet their times differ, and which one is ahead has changed between runs and machines while this
+# yet their times can differ, and which one is ahead has changed between runs and machines while this
 # notebook was written (the printout below gives the ratio for this run). If the kernel is
 # compute-bound, the speed of `sin` and `cos` decides, and the two compilers do not get them from
 # the same place. Inductor's C++ writes `tmp0.sin()` on an `at::vec::Vectorized<float>`,

@@ -480,7 +480,8 @@ if graphs is not None:
 # compiled function also evaluates its guards and runs AOTAutograd's and Inductor's Python wrappers,
 # and CUDA-graph trees add their own bookkeeping; for seven microsecond-sized kernels that costs more
 # than the launches save (notebook 08's tiny MLP showed the same for the default compile).
-# `reduce-overhead` still beats the default compile, by about the launches it removes. The win
+# In this recording `reduce-overhead` still beats the default compile (the cell prints by how much;
+# one run, so not a measured cost per launch). The win
 # over eager comes with more kernels per call (a whole model's forward and backward), which is where
 # people use it. Measure your own model; don't assume.
 #

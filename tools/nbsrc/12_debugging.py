@@ -194,8 +194,10 @@ for frame, reasons in sorted(whys.items()):
 #
 # A log names only the **first** guard that failed in each cache entry ("Only the first failed check
 # of guard_manager is reported", `get_guard_fail_reason_helper` in `torch/_dynamo/guards.py`, torch
-# 2.13; `TORCH_LOGS="recompiles_verbose"` lists them all). So a reason is *a* cause, not *the*
-# cause. The temperature changes every step too, yet no reason names it: at the second step its
+# 2.13). `TORCH_LOGS="recompiles_verbose"` does not lift that: it numbers the entries and, for a
+# guard made of several checks (a symbolic shape guard), prints every check of it that failed, but
+# the guard manager still stops at the first guard that fails, so a second changed input stays
+# unnamed there too. So a reason is *a* cause, not *the* cause. The temperature changes every step too, yet no reason names it: at the second step its
 # guard failed as well, behind the length's. The recompile the length caused made every input that
 # had changed dynamic, the float included (a float argument that changes is treated like a size that
 # changes), which is why `forward` recompiled only once. Passed as a 0-d tensor, it would cost nothing,
@@ -538,11 +540,16 @@ print(f"eager / compiled: {inductor_vs_eager.speedup('inductor'):.2f}x "
 # compiled forward is faster, below 1 slower. Read it, but do not trust one run of it: a forward
 # here takes a millisecond or less, and while this notebook was being built next to other jobs the
 # same cell gave anything from 0.23x to 10x. Run it again on a quiet machine. What to expect: with
-# 4 × 32 tokens and 30 thousand parameters a forward is a few small matrix multiplies, which both
-# sides hand to the same BLAS library, plus fixed costs per call, and the compiled call adds its own
-# (guards, wrappers: notebook 08's tiny MLP shows the same), so a large gain would be a surprise.
-# What this notebook fixed is the compiling; the speed comes with a model and a batch large enough
-# for fusion to matter. Being one noisy measurement, it is not checked.
+# 4 × 16 tokens (the first batch of `batches`) and 30 thousand parameters, every op of the forward
+# is tiny, and eager runs each one separately (embeddings, layer norms, the attention's linears and
+# reshapes, GELU, residual adds: dozens of ops, each paying Python and the dispatcher), where
+# Inductor runs the matrix multiplies in the same BLAS library and fuses the rest into a few C++
+# kernels, paying the compiled call's fixed costs (guards, wrappers) once. Unlike notebook 08's
+# tiny MLP (three matmuls and two ReLUs, nothing to fuse), there is something to win here: a
+# modest gain is what to expect, and a few repeated timings on the (loaded) course machine with
+# torch 2.13 gave 1.5x to 1.8x. What this notebook fixed is the compiling; larger gains come with a
+# model and a batch large enough for fusion to matter. Being one noisy measurement, the ratio is
+# not checked.
 #
 # ## What to remember
 #
