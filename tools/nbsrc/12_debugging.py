@@ -196,12 +196,13 @@ for frame, reasons in sorted(whys.items()):
 # of guard_manager is reported", `get_guard_fail_reason_helper` in `torch/_dynamo/guards.py`, torch
 # 2.13). `TORCH_LOGS="recompiles_verbose"` does not lift that: it numbers the entries and, for a
 # guard made of several checks (a symbolic shape guard), prints every check of it that failed, but
-# the guard manager still stops at the first guard that fails, so a second changed input stays
-# unnamed there too. So a reason is *a* cause, not *the* cause. The temperature changes every step too, yet no reason names it: at the second step its
-# guard failed as well, behind the length's. The recompile the length caused made every input that
-# had changed dynamic, the float included (a float argument that changes is treated like a size that
-# changes), which is why `forward` recompiled only once. Passed as a 0-d tensor, it would cost nothing,
-# since Dynamo never guards on the *value* of a tensor.
+# the check of the guard tree (notebook 02) still stops at the first guard that fails, so a second
+# changed input stays unnamed there too. So a reason is *a* cause, not *the* cause. The temperature
+# changes every step too, yet no reason names it: at the second step its guard failed as well,
+# behind the length's. The recompile the length caused made every input that had changed dynamic,
+# the float included (a float argument that changes is treated like a size that changes), which is
+# why `forward` recompiled only once. Passed as a 0-d tensor, it would cost nothing, since Dynamo
+# never guards on the *value* of a tensor.
 #
 # Why does `peak` not become dynamic the same way? It does, under Dynamo alone. Train the same model
 # with `backend="eager"`, which runs Dynamo and hands its graphs back unchanged, and count again:
