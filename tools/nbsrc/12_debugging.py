@@ -242,16 +242,17 @@ for backend, per_frame in by_backend.items():
 # put the value in (as for every input it sees first). The newest entry's names
 # `remove_tensorify_specialized_graphargs` in `torch/_dynamo/output_graph.py`: that entry was
 # compiled *after* the float had become dynamic, and still got a value guard (torch 2.13; other
-# versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic float, as
-# with `eager`. AOTAutograd then runs a pass over the graph, `tensorify_python_scalars`
+# versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic
+# float, as with `eager`. AOTAutograd then runs a pass over the graph, `tensorify_python_scalars`
 # (`torch/fx/passes/_tensorify_python_scalars.py`), that turns each symbolic float into a 0-d tensor
-# computed *inside* the graph, so no guard is needed. It can do that only for a float that feeds tensor
-# ops; `peak` only feeds Python (`round`, `print`, an attribute). So the pass marks it "specialise",
-# and restarts Dynamo's analysis (`TensorifyScalarRestartAnalysis`), which this time puts the value
-# in as a constant and guards on it: `___stack0 == 5.10...`. A new peak at the next step fails that
-# guard, and the same happens again: a compile per step, driven by the backend. Inductor runs the
-# same AOTAutograd pass, so expect the same there (`aot_eager_decomp_partition`, AOTAutograd with
-# Inductor's decompositions, also gave 5 when we tried it on torch 2.13).
+# computed *inside* the graph, so no guard is needed. It can do that only for a float that feeds
+# tensor ops; `peak` only feeds Python (`round`, `print`, an attribute). So the pass marks it
+# "specialise", and restarts Dynamo's analysis (`TensorifyScalarRestartAnalysis`), which this time
+# puts the value in as a constant and guards on it: `___stack0 == <that peak>`, as in the newest
+# entry printed above. A new peak at the next step fails that guard, and the same happens again: a
+# compile per step, driven by the backend. Inductor runs the same AOTAutograd pass, so expect the
+# same there (`aot_eager_decomp_partition`, AOTAutograd with Inductor's decompositions, also gave 5
+# when we tried it on torch 2.13).
 #
 # How long can that go on? Each compile adds an entry to the frame's cache. At
 # `torch._dynamo.config.recompile_limit` entries (8 by default) Dynamo stops compiling the frame: it
