@@ -28,7 +28,7 @@
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
 import labkit
 
-labkit.setup_notebook()  # one thread (baked into Inductor's C++ kernels), RNG seeds, warnings off
+labkit.setup_notebook()  # one thread (Inductor plans its C++ parallel loops for it), RNG seeds, warnings off
 import torch
 
 print(labkit.versions()["torch"])

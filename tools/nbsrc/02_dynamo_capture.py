@@ -197,7 +197,9 @@ print(trace.stage("dynamo.graph")[1].text)
 # %% [markdown]
 # Two knobs worth knowing: `torch.compile(f, dynamic=False)` never goes dynamic (one compile per
 # shape), and `torch._dynamo.config.recompile_limit` (8 by default) makes Dynamo stop recompiling a
-# frame and fall back to eager once it is hit, with a warning.
+# frame once it has that many entries, with a warning: calls that match an entry still run its
+# compiled code, and calls that match none run eagerly (the frame is switched to `RUN_ONLY` in
+# `torch/_dynamo/convert_frame.py`; notebook 10, section 5, shows it).
 #
 # ## 5. Backends
 #

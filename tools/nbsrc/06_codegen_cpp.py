@@ -65,12 +65,26 @@ print("buffers allocated in call():", code[code.index("def call("):].count("empt
 print("sizes checked:", "assert_size_stride" in code)
 
 # %% [markdown]
-# Inductor releases of 2023 wrote this kernel as a scalar loop under `#pragma omp simd simdlen(4)`.
-# Today's Inductor writes an explicit vector loop instead, even for 3 elements: it steps by a vector's
-# worth of floats (`x0 += 8` above), and since 3 < 8 the only iteration takes the masked path,
-# `loadu(ptr, 3)` and `store(ptr, 3)`, which touch just the 3 valid floats. The
-# `inductor_cpu_integer_div_error` lines around the loop are a flag that integer division kernels set
-# on a division by zero, so that the error is raised once, after the loop (unused here).
+# Whether this loop is vectorised depends on your CPU, and the checked cell below says which rule
+# decided it. Inductor writes explicit vector code (`at::vec::Vectorized<float>`, next section) for
+# most loops, but not for a short one: a pointwise loop with fewer than a quarter of a vector's worth
+# of elements and fewer than 10 ops stays a scalar loop under `#pragma GCC ivdep` (the
+# `tiling_factor / 4` test in `torch/_inductor/codegen/cpp.py`, torch 2.13: "vectorization is not
+# efficient" there). On an AVX-512 CPU a vector holds 16 floats, so 3 < 16 / 4 and the kernel is the
+# scalar loop (`x0 += 1`); on an AVX2 CPU (8 floats) 3 is not below 2, so it becomes one masked
+# vector step (`x0 += 8`, `loadu(ptr, 3)`, `store(ptr, 3)`) that touches just the 3 valid floats.
+# The `inductor_cpu_integer_div_error` lines around the loop are a flag that integer division
+# kernels set on a division by zero, so that the error is raised once, after the loop (unused here).
+
+# %% id=short-loop-rule
+# NBVAL_CHECK_OUTPUT
+from torch._inductor import cpu_vec_isa
+
+floats_per_vector = cpu_vec_isa.pick_vec_isa().nelements()  # 16 with AVX-512, 8 with AVX2
+add_kernel = trace.kernels[0].source
+vectorised = "Vectorized<float>" in add_kernel
+print("vectorised exactly when 3 >= floats per vector / 4:", vectorised == (3 >= floats_per_vector / 4))
+print("scalar loop steps by 1 when not vectorised:", vectorised or "x0+=static_cast<int64_t>(1L)" in add_kernel)
 #
 # ## 2. A real kernel: the `toy_example`'s first graph
 #
@@ -401,8 +415,9 @@ print(textwrap.fill(order[order.index("on a GPU"):].split(";")[0], 96))
 #   with `empty_strided_cpu`, calls kernels and returns buffers.
 # - Kernels use `at::vec::Vectorized<T>` for SIMD (width set by the CPU; pin with `cpp.simdlen`),
 #   masked loads/stores for tails, vector accumulators for reductions (from `cpp_prefix.h`).
-# - With more than one thread and enough work, loop nests get `#pragma omp parallel`; the thread
-#   count is baked in at code generation.
+# - With more than one thread and enough work, loop nests get `#pragma omp parallel`. Whether a loop
+#   goes parallel is decided from the thread count at code generation; the count itself is written
+#   (`num_threads(N)`) only when it differs from the machine's CPU count.
 # - labkit's C++ is a plain loop with `#pragma omp simd`, leaving vectorisation to the compiler.
 #
 # **Try it**

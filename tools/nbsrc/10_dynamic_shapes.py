@@ -150,29 +150,59 @@ for how, t in traces.items():
         print(f"{how:28s} {frame}: size={sizes['x']}  symbolic guards: {symbolic}")
 
 # %% [markdown]
-# The `mark_dynamic` compile carries one more guard family (`DIMENSION_DYNAMIC_MARKING_GUARD`): a
-# tensor marked dynamic on a *different* dimension would need a different graph. The whole recording
-# is in the widget; the `dynamo.guards` tab shows the guard tree of each compile:
+# Every compile here, static or dynamic, carries the same guard families: a `TENSOR_MATCH` on `x`,
+# and a few `DIMENSION_DYNAMIC_MARKING_GUARD`s, one per kind of mark a tensor can carry
+# (`_dynamo_dynamic_indices`, `_dynamo_weak_dynamic_indices`, ...; notebook 02's guard dump shows
+# them too). What `mark_dynamic` changes is the *first* marking guard's expression. Unmarked, it
+# says `hasattr(L['x'], '_dynamo_dynamic_indices') == False`: a tensor that arrives marked fails it.
+# Marked on dimension 0, it says `_dynamo_dynamic_indices` must be a subset of `{0}`: a tensor
+# marked dynamic on a *different* dimension would need a different graph.
+
+# %% id=marking-guards
+# NBVAL_CHECK_OUTPUT
+def guard_families(t, i=0):
+    """{family: count} of the guards of compile i, and the first marking guard's expression."""
+    text = t.stage("dynamo.guards")[i].text
+    families = {}
+    for m in re.finditer(r"\+- ([A-Z_]+): ", text):
+        families[m[1]] = families.get(m[1], 0) + 1
+    first = re.search(r"DIMENSION_DYNAMIC_MARKING_GUARD: (.*?)(?:\s+#|$)", text, re.M)[1]
+    return families, first
+
+
+plain_families, plain_first = guard_families(auto, 1)  # the dynamic compile of the unmarked x
+marked_families, marked_first = guard_families(traces["mark_dynamic(x, 0)"], 0)
+print("same guard families, same counts:", plain_families == marked_families)
+print("unmarked: first marking guard rejects any mark:", "== False" in plain_first)
+print("marked:   first marking guard allows marks on {0}:", "issubset({0})" in marked_first)
+
+# %% [markdown]
+# The whole recording is in the widget; the `dynamo.guards` tab shows the guard tree of each compile:
 
 # %%
 labkit.show(traces["mark_dynamic(x, 0)"])
 
 # %% [markdown]
 # The symbol goes all the way down. With Inductor, the C++ kernel takes the length as an argument
-# `ks0` (a *kernel size*) and loops to it: the vectorised loop handles whole blocks of 16 floats, and
-# a tail loop the rest, because the compiler no longer knows whether the length is a multiple of 16.
-# One compile serves lengths 8, 3 and 100.
+# `ks0` (a *kernel size*) and loops to it in steps of one vector. It is one loop with two branches:
+# `if(C10_LIKELY(...))` for the steps that fill a whole vector, a full `loadu`, and
+# `if(C10_UNLIKELY(...))` for the last, partial one, a masked `loadu(ptr, count)` with the count
+# computed from `ks0` at run time, because the compiler no longer knows whether the length is a
+# multiple of the vector width (16 floats with AVX-512, 8 with AVX2). One compile serves lengths 8,
+# 3 and 100.
 
 # %%
 x = torch.randn(8)
 torch._dynamo.mark_dynamic(x, 0)
 dyn = labkit.explore(f, x, extra_inputs=[(torch.randn(3),), (torch.randn(100),)], timing=False)
-print(dyn.kernels[0].source[:1400])
+print(dyn.kernels[0].source)
 
 # %% id=inductor-symbolic
 # NBVAL_CHECK_OUTPUT
 src = dyn.kernels[0].source
 print("kernels:", len(dyn.kernels), "| takes the length as an argument:", "const int64_t ks0" in src)
+print("loops:", src.count("for("), "| full-vector branch:", "C10_LIKELY" in src,
+      "| masked branch:", "C10_UNLIKELY" in src)
 print("inductor's graph inputs:", signature(dyn.stage("aot.inference")[0], names=False))
 print("Inductor compiles for lengths 8, 3, 100:", len(dyn.frames()))
 
@@ -285,9 +315,11 @@ print("fixed loop matches:", all(torch.allclose(repeat_double_fixed(x, torch.ten
 # Each compile adds an entry to the frame's cache, and every call checks the entries' guards in turn.
 # To stop a function from compiling forever, Dynamo caps the entries per code object:
 # `torch._dynamo.config.recompile_limit` (8 by default; called `cache_size_limit` in older releases,
-# and that name still works as an alias). When the limit is hit, Dynamo logs a warning and runs the
-# function **eagerly** from then on: correct, but no longer compiled. Here with a limit of 3 and a
-# float that is forced static (`dynamic=False`):
+# and that name still works as an alias). When the limit is hit, Dynamo logs a warning and switches
+# the frame to `RUN_ONLY` (`torch/_dynamo/convert_frame.py`, torch 2.13): nothing new is compiled for
+# it, the entries it already has keep running compiled code whenever their guards pass, and only a
+# call that matches none of them runs **eagerly**. Correct either way, but the inputs that came late
+# are no longer compiled. Here with a limit of 3 and a float that is forced static (`dynamic=False`):
 
 # %%
 class Capture(logging.Handler):
@@ -325,10 +357,48 @@ print("warned about the limit:", any("recompile_limit" in m for m in warnings_se
 print("config names:", [n for n in ("recompile_limit", "cache_size_limit") if hasattr(torch._dynamo.config, n)])
 
 # %% [markdown]
-# Raising the limit hides the problem; finding the guard that keeps failing fixes it.
-# `TORCH_LOGS="recompiles"` prints each recompile's reason as it happens (what `trace.meta["recompiles"]`
-# shows above), and `torch._dynamo.config.fail_on_recompile_limit_hit = True` turns the silent eager
-# fallback into an error in tests.
+# Which calls still ran compiled code? A backend that counts how often its compiled graphs run tells
+# it. With a limit of 2: the floats 0.1 and 0.2 compile, 0.3 hits the limit, and then 0.1 and 0.2
+# come back:
+
+# %%
+class CountRuns:
+    """A backend that counts the graphs it compiles and the calls that run one of them."""
+
+    def __init__(self):
+        self.compiled = self.runs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiled += 1
+
+        def run(*args):
+            self.runs += 1
+            return gm.forward(*args)
+
+        return run
+
+
+runs = CountRuns()
+torch.compiler.reset()
+run_only = []
+with torch._dynamo.config.patch(recompile_limit=2):
+    limited = torch.compile(scale, backend=runs, dynamic=False)
+    for a in (0.1, 0.2, 0.3, 0.1, 0.2, 0.4):
+        compiled_before, runs_before = runs.compiled, runs.runs
+        limited(x, a)
+        run_only.append((a, runs.compiled > compiled_before, runs.runs > runs_before))
+
+# %% id=run-only
+# NBVAL_CHECK_OUTPUT
+for a, new_compile, ran_compiled in run_only:
+    print(f"alpha={a}: {'compiled, ' if new_compile else ''}{'ran compiled code' if ran_compiled else 'ran eagerly'}")
+
+# %% [markdown]
+# After the limit, 0.1 and 0.2 still run their compiled graphs; 0.3 and 0.4 run eagerly, every
+# time. Raising the limit hides the problem; finding the guard that keeps failing fixes it.
+# `TORCH_LOGS="recompiles"` prints each recompile's reason as it happens (what
+# `trace.meta["recompiles"]` shows above), and `torch._dynamo.config.fail_on_recompile_limit_hit =
+# True` turns the silent switch into an error in tests.
 #
 # ## 6. Backed and unbacked symbols
 #
@@ -394,8 +464,9 @@ print("captured .item() matches eager:", torch.equal(
 # %% [markdown]
 # What you cannot do with an unbacked symbol is branch on it: `if k > 4:` has no answer at trace time,
 # so Dynamo breaks the graph there ("data-dependent branching"), even with the flag. When you know a
-# fact the compiler cannot, tell it: `torch._check(k >= 0)` or `torch._check_is_size(k)` add a runtime
-# assertion *and* let the compiler use the fact. `mark_unbacked` (section 3) turns an input size into an
+# fact the compiler cannot, tell it: `torch._check(k >= 0)` adds a runtime assertion *and* lets the
+# compiler use the fact. (Older code writes `torch._check_is_size(k)`; torch 2.13 deprecates it with
+# a `FutureWarning` that says to use `torch._check(k >= 0)` instead.) `mark_unbacked` (section 3) turns an input size into an
 # unbacked symbol on purpose, so that one graph also serves sizes 0 and 1.
 #
 # ## Try it
@@ -424,7 +495,8 @@ for r in t.meta.get("recompiles", []):
 # - Sizes 0 and 1 are never symbolic (**0/1 specialisation**): they get their own static compiles.
 # - Python `int`/`float` arguments are constants first and dynamic after a change, but uses such as
 #   `range(n)` force a compile per value. Pass them as tensors.
-# - After `recompile_limit` (8) compiles of one function, Dynamo falls back to eager for it.
+# - After `recompile_limit` (8) compiles of one function, Dynamo compiles nothing more for it:
+#   inputs that match a cached entry still run compiled, the others run eagerly.
 # - **Backed** symbols (`s`) come from inputs and have hints; **unbacked** (`u`) come from `.item()`,
 #   `nonzero` and friends, need `capture_scalar_outputs` / `capture_dynamic_output_shape_ops`, and
 #   cannot be branched on (use `torch._check`).

@@ -110,8 +110,11 @@ print("result and mutated input match eager:", same)
 # forward until the backward uses them. **Activation checkpointing** (`torch.utils.checkpoint`) says:
 # save only the *input* of a block, and recompute its inside during the backward. Here are two blocks
 # of `matmul → sin → relu → matmul`, plain and checkpointed. We compile them with `aot_eager`:
-# AOTAutograd with the same min-cut partitioner Inductor uses, but without Inductor's code generation,
-# so the partition is Inductor's and the compile takes a second instead of several.
+# AOTAutograd with the min-cut partitioner Inductor uses, without Inductor's code generation, so the
+# compile takes a second instead of several. It is close to Inductor's partition, not the same
+# (Inductor also decomposes ops first and tells the partitioner it will fuse, which changes what is
+# cheap to recompute; `aot_eager_decomp_partition` does both); for these blocks the GPU recording of
+# section 8, made with Inductor, keeps the same number of activations.
 
 # %%
 def block(x, w):
@@ -134,8 +137,34 @@ for name, t in ckpt.items():
     print(f"{name:17s} saves: {t.stage('aot.forward')[0].meta['saved_activations']}")
 
 # %% [markdown]
-# Names like `t_1` are transposes of `w` (views: free), `primals_1`/`primals_2` are the inputs
-# themselves (alive anyway). What costs memory is the rest. To *measure* it, we read the tensors the
+# Names like `t_1` are transposes (`aten.t`, views: they share their base's memory), and
+# `primals_1`/`primals_2` are the inputs `x` and `w` themselves (alive anyway). A transpose costs what
+# its base costs, so follow each one to its base. The next cell does that from the forward graph:
+
+# %% id=saved-bases
+# NBVAL_CHECK_OUTPUT
+def saved_bases(t):
+    """The distinct tensors a forward saves, each transpose followed to its base: (inputs, activations)."""
+    graph = t.stage("aot.forward")[0]
+    nodes = {n.name: n for n in graph.nodes}
+    bases = set()
+    for name in graph.meta["saved_activations"]:
+        while short([nodes[name].target])[0] == "t":  # a transpose: a view of its input
+            name = nodes[name].inputs[0]
+        bases.add(name)
+    inputs = {b for b in bases if nodes[b].op == "placeholder"}
+    return inputs, bases - inputs
+
+
+for name, t in ckpt.items():
+    inputs, activations = saved_bases(t)
+    print(f"{name:17s} saves {len(inputs)} input(s) and {len(activations)} activation(s)")
+
+# %% [markdown]
+# In `net`, `t_1` is `w` transposed, `t_6` is `x` transposed (inputs, nothing new), and `t_2` is the
+# *output of the first block*, `h`, transposed: the second block's first matmul needs it for its
+# backward. So `net` keeps five activations: `mm`, `relu`, `mm_2`, `relu_1` and `h`. (The names and
+# numbers are this torch's; the count is what to check.) To *measure* it, we read the tensors the
 # compiled function's autograd node really holds after the forward (`out.grad_fn.saved_tensors`) and
 # count each storage once, inputs excluded (`perf.saved_bytes`); for eager, a
 # `torch.autograd.graph.saved_tensors_hooks` pack hook sees every tensor autograd saves
@@ -160,8 +189,9 @@ for name, nbytes in memory.items():
 print("checkpointing saves only the block boundary h:", memory["compiled + checkpoint"] == activation)
 
 # %% [markdown]
-# Without checkpointing both blocks keep their matmul outputs and ReLU outputs (the backward of `sin`
-# needs `cos(mm)`, the backward of a matmul needs its input), plus `h` between the blocks. Inductor's
+# Five, as counted from the graph: without checkpointing both blocks keep their matmul outputs and
+# ReLU outputs (the backward of `sin` needs `cos(mm)`, the backward of a matmul needs its input),
+# plus `h` between the blocks. Inductor's
 # min-cut partitioner already recomputes what is cheaper to recompute than to store (here `sin`); it
 # cannot drop a matmul input. Checkpointing keeps only `h`: one activation instead of five, and the
 # backward recomputes both blocks' matmuls. You can see the recomputation in the backward graph:
@@ -183,8 +213,12 @@ for name, fn in [("compiled", net), ("compiled + checkpoint", net_checkpointed)]
 # %% [markdown]
 # ## 3. Mixed precision: autocast's casts are ops in the graph
 #
-# Under `torch.autocast`, matmuls run in a lower precision (bfloat16 on the CPU, float16 or bfloat16
-# on a GPU) while precision-sensitive ops stay in float32. Dynamo records the autocast region
+# Under `torch.autocast`, ops on autocast's lower-precision list (matmuls, convolutions) run in a
+# lower precision (bfloat16 on the CPU, float16 or bfloat16 on a GPU), ops on its float32 list
+# (precision-sensitive ones such as `mse_loss` or `prod` on the CPU) are cast up to float32, and
+# every other op runs in the dtype of its inputs. `sum` is on no list for the CPU, so in `mixed` below
+# it sums the bfloat16 matmul result in bfloat16 (the printout shows `('sum', 'bfloat16')`); a GPU
+# autocast lists `sum` among the float32 ops. Dynamo records the autocast region
 # (`_enter_autocast` / `_exit_autocast`); AOTAutograd turns the region into plain ATen ops with
 # explicit casts: `_to_copy(..., dtype=torch.bfloat16)` before the matmul. After that the compiler
 # needs no notion of autocast at all.
@@ -204,6 +238,10 @@ side_by_side(amp.stage("dynamo.graph")[0].text, amp.stage("aot.inference")[0].te
 nodes = [n for n in amp.stage("aot.inference")[0].nodes if n.op == "call_function"]
 print("ATen ops and their result dtypes:", [(short([n.target])[0], n.dtype) for n in nodes])
 print("casts to bfloat16:", sum(short([n.target])[0] == "_to_copy" and n.dtype == "bfloat16" for n in nodes))
+a, b = torch.randn(4, 4, dtype=torch.bfloat16), torch.randn(4, 4, dtype=torch.bfloat16)
+with torch.autocast("cpu", dtype=torch.bfloat16):  # which list each op is on, for CPU autocast
+    print("CPU autocast on bfloat16 inputs: sum ->", a.sum().dtype, "| prod ->", a.prod().dtype,
+          "| mse_loss ->", torch.nn.functional.mse_loss(a, b).dtype)
 
 # %% [markdown]
 # ## 4. Reductions on the GPU: persistent, looped, split
@@ -376,7 +414,13 @@ if matmul["matmul_autotune"] is not None:
               "maximum" in src)
 
 # %% [markdown]
-# What it cost and what it bought (times as recorded; `compile: inductor` includes autotuning):
+# What it cost and what it bought (times as recorded; `compile: inductor` includes autotuning). Each
+# row is one recording, made on a different day, with its own eager run: compare a compiled time only
+# with the eager time on its own row. The two eager times are the same op on the same GPU and still
+# differ about 2x, which shows how far one recording of microsecond kernels can move; an independent
+# re-run of the default compile with the same timer gave 14.0 µs against eager's 23.1 µs (H100,
+# torch 2.11), the opposite order from its row here. So read these rows as one sample each, not as a
+# verdict on max-autotune:
 
 # %%
 for name, t in matmul.items():
@@ -385,7 +429,8 @@ for name, t in matmul.items():
     times = {tm.label: tm.median_s for tm in t.timings}
     print(f"{name:16s} eager {times.get('eager', float('nan')) * 1e6:7.1f} us   compiled "
           f"{times.get('compiled', float('nan')) * 1e6:7.1f} us   compile: inductor "
-          f"{times.get('compile: inductor', float('nan')):5.1f} s")
+          f"{times.get('compile: inductor', float('nan')):5.1f} s   "
+          f"eager / compiled: {times.get('eager', float('nan')) / times.get('compiled', float('nan')):.2f}x")
 
 # %% [markdown]
 # ## 6. `reduce-overhead`: CUDA graphs remove the launches
@@ -393,7 +438,22 @@ for name, t in matmul.items():
 # Every kernel launch costs the CPU a few microseconds (Python, the dispatcher, the driver). For a
 # small network whose kernels each run for a microsecond or two, the GPU mostly waits for the CPU.
 # `mode="reduce-overhead"` records the whole sequence of kernels once into a **CUDA graph** and then
-# replays it with *one* launch (`cudaGraphLaunch`). The recording times a small 3-layer MLP
+# replays it with *one* launch (`cudaGraphLaunch`).
+#
+# Three words you will meet with it. A CUDA graph reads its inputs from, and writes its outputs to,
+# the fixed addresses it was recorded with: its **static buffers**. Before a replay, each input that
+# is not already at its static address is copied there; the outputs are the static buffers
+# themselves, so the next replay overwrites them. Inductor's implementation is called **CUDA-graph
+# trees** (`torch/_inductor/cudagraph_trees.py`): it records one CUDA graph per compiled graph and
+# keeps all of them in one memory pool, arranged as a tree (the forward, then its backward; a
+# different branch where a run takes another path), so that one graph's outputs can be the next
+# one's inputs without a copy. Because replays reuse memory, it has to know when the outputs of the
+# last step are dead: a new step is assumed to start at each call of the compiled function (unless a
+# backward is still pending), and `torch.compiler.cudagraph_mark_step_begin()` says so explicitly
+# where that guess is wrong, e.g. when a loop calls it twice per step; the other remedy is to
+# `.clone()` an output you keep.
+#
+# The recording times a small 3-layer MLP
 # (32 × 256) three ways, wall clock per call with the GPU synchronized, and counts the launch API calls
 # of one call with the profiler:
 
@@ -415,12 +475,13 @@ if graphs is not None:
 # Read the launch counts first: eager and the default compile make one launch call per kernel, while
 # `reduce-overhead` makes a single `cudaGraphLaunch` (plus one for the `.clone()` the recorder does
 # so that the next replay cannot overwrite an output still in use). Then read the times, and don't
-# skip the surprise in the recording made on the H100 with torch 2.11: at this tiny size **both
-# compiled versions are slower per call than eager**. Launches are not the only per-call CPU cost: a
+# skip the surprise in this recording (one run, on the H100 with torch 2.11; the cell prints the
+# ratios): at this tiny size **both compiled versions are slower per call than eager**. Launches are not the only per-call CPU cost: a
 # compiled function also evaluates its guards and runs AOTAutograd's and Inductor's Python wrappers,
 # and CUDA-graph trees add their own bookkeeping; for seven microsecond-sized kernels that costs more
 # than the launches save (notebook 08's tiny MLP showed the same for the default compile).
-# `reduce-overhead` still beats the default compile, by about the launches it removes. The win
+# In this recording `reduce-overhead` still beats the default compile (the cell prints by how much;
+# one run, so not a measured cost per launch). The win
 # over eager comes with more kernels per call (a whole model's forward and backward), which is where
 # people use it. Measure your own model; don't assume.
 #
@@ -537,6 +598,21 @@ if mem is not None:
         print(f"{name:22s}{extra}")
     for tm in mem.timings:
         print(f"{tm.label:42s} {tm.median_s * 1e3:7.2f} ms")
+    act = mem.meta["activation_bytes"]
+    print("saved, in activations of", f"{act / mib:.0f} MiB:",
+          {name: row["saved_bytes"] // act for name, row in mem.meta["memory"].items()})
+
+# %% [markdown]
+# How to read it (one recording; the numbers below are that recording's). The `saved` column is
+# section 2's measurement at 2048 × 2048: 5 activations of 16 MiB (80 MiB) without checkpointing, 1
+# (16 MiB) with it, for eager and compiled alike. `held_after_forward` is what the allocator still
+# holds when the forward returns: for the compiled function it equals `saved` (the forward's outputs
+# are exactly what the backward needs); eager held 160 MiB, twice what autograd saved, and this
+# recording does not show what the rest is (`torch.cuda.memory._record_memory_history` would). `peak`
+# adds what the backward allocates on top (gradients and temporaries): checkpointing lowered it from
+# 208 to 96 MiB in eager and from 128 to 80 MiB compiled, while the forward + backward got slower
+# (the timings below the table: the recomputed matmuls). That is the trade: memory for time, and the
+# memory saved grows with depth and batch, the time with the cost of what is recomputed.
 
 # %% [markdown]
 # ## Summary
@@ -545,7 +621,8 @@ if mem is not None:
 #   becomes one `copy_` at the end.
 # - The forward **saves** activations for the backward; the min-cut partitioner recomputes cheap ones.
 #   **Activation checkpointing** saves only block inputs and recomputes the rest: less memory, more time.
-# - **Autocast** becomes explicit `_to_copy` casts in the ATen graph.
+# - **Autocast** becomes explicit `_to_copy` casts in the ATen graph; only ops on its lists change
+#   dtype (on the CPU, `sum` stays in its input's bfloat16).
 # - Inductor's reductions: **persistent** (`triton_per_`, row ≤ 1024 in registers), **looped**
 #   (`triton_red_`, a loop over the row), **split** (few outputs: two kernels). Looped variances use
 #   **Welford** for numerical stability; persistent ones make two passes.

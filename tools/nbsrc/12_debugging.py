@@ -4,8 +4,10 @@
 # Every notebook so far compiled a function made to show one thing. Real models are written
 # first and compiled later, and they carry habits that are harmless in eager mode and expensive
 # under `torch.compile`. This capstone takes a small but real model, a GPT language model in the
-# style of nanoGPT, with five such habits planted, and debugs it the way you would debug your own
-# job: it is slow and keeps recompiling, and we find out why with the standard tools, then fix it.
+# style of nanoGPT, with five such habits planted (an `.item()`, a `print`, a float argument that
+# changes, a sequence length that changes, and indexing with a boolean mask), and debugs it the way
+# you would debug your own job: it is slow and keeps recompiling, and we find out why with the
+# standard tools, then fix it.
 #
 # | tool | what it answers | where it works |
 # |---|---|---|
@@ -27,8 +29,10 @@
 import labkit
 
 labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported
-import inspect
+import contextlib
 import dataclasses
+import inspect
+import io
 import json
 import os
 import shutil
@@ -78,11 +82,13 @@ print(f"eager step: {statistics.median(eager_times) * 1e3:.1f} ms (median of 6)"
 # ## 2. Compile it, as a user would
 #
 # One line: `torch.compile(model)`. On this 2-core machine we compile with `backend="aot_eager"`
-# through most of this notebook: that runs Dynamo and AOTAutograd exactly as Inductor does and then
-# the graphs as they are, without Inductor's code generation, which costs seconds per graph on a
-# laptop CPU. Every graph break and every recompile is decided by Dynamo, *before* the backend is
-# called, so what we find holds for Inductor too, only there each of them costs far more.
-# `CountingBackend` wraps it to count the graphs it receives.
+# through most of this notebook: Dynamo, then AOTAutograd (joint graph, partition, and its graph
+# passes), then the graphs run as they are, without Inductor's code generation, which costs seconds
+# per graph on a laptop CPU. It is close to Inductor, not the same: it skips Inductor's decomposition
+# table (the `aot_eager_decomp_partition` backend adds it) and everything after it. Graph breaks are
+# Dynamo's alone; most recompiles are too, but section 3 finds one that AOTAutograd drives, and that
+# `backend="eager"` (Dynamo only) does not show. `CountingBackend` wraps the backend to count the
+# graphs it receives.
 
 # %%
 torch.manual_seed(0)
@@ -141,7 +147,8 @@ for (file, line), (code, reason) in sorted(breaks.items()):
     print(f"{file}:{line}  {code}\n    -> {reason}")
 
 # %% [markdown]
-# Three places, four habits:
+# Three places, three of the five habits (the other two, a float and a length that change, cost
+# recompiles, not breaks):
 #
 # - `.item()` copies a tensor's value into a Python float. A graph holds tensors, not the Python
 #   values they will have, so the graph ends there (you could allow it with
@@ -169,22 +176,90 @@ for frame, reasons in sorted(whys.items()):
         print(f"    {r}")
 
 # %% [markdown]
-# Two causes:
+# Three causes:
 #
-# - **the sequence length** changed from 16 to 24 at step 2. Dynamo compiled every frame for the
-#   sizes it first saw (static shapes are fastest), so each frame recompiled once, this time with
-#   the length as a symbol (*automatic dynamic*, notebook 10); after that, lengths no longer recompile;
+# - **the sequence length** changed from 16 to 24 at the second step. Dynamo compiled every frame
+#   for the sizes it first saw (static shapes are fastest), so each frame that sees the length
+#   recompiled once, this time
+#   with the length as a symbol (*automatic dynamic*, notebook 10); after that, lengths no longer
+#   recompile;
+# - **a size that depends on the data**: the line `F.cross_entropy(logits[keep], targets[keep])`
+#   breaks twice, so two resume functions share the name `torch_dynamo_resume_in_loss_at_103`. The
+#   second one receives `logits[keep]` as `___stack1`, and its first size is the number of tokens
+#   that are not padding (54, then 64): data, not the shape of any input. It too recompiles once and
+#   then holds it as a symbol;
 # - **a float argument**: the resume function after `.item()` receives `peak`, the float that
-#   `.item()` returned, as an argument (`___stack0`), and its guard checks the float's *value*. A
-#   new peak every step, so a new compile every step (5 in 6 steps here), until the frame reaches
-#   the recompile limit (`torch._dynamo.config.recompile_limit`, 8) and from then on runs in eager
-#   mode. This is the "keeps compiling" we saw.
+#   `.item()` returned, as an argument (`___stack0`). It recompiled at 5 of the 6 steps, each time
+#   with a guard `___stack0 == <the new peak>`.
 #
-# The temperature changes every step too, yet no reason names it. At step 2 it changed together
-# with the length, and the recompile the length caused made every input that had changed a
-# symbol, the float included: torch treats a float argument that changes like a size that changes.
-# On its own it would still cost one recompile (exercise 12.3 counts it); passed as a 0-d tensor,
-# none, since Dynamo never guards on the *value* of a tensor.
+# A log names only the **first** guard that failed in each cache entry ("Only the first failed check
+# of guard_manager is reported", `get_guard_fail_reason_helper` in `torch/_dynamo/guards.py`, torch
+# 2.13). `TORCH_LOGS="recompiles_verbose"` does not lift that: it numbers the entries and, for a
+# guard made of several checks (a symbolic shape guard), prints every check of it that failed, but
+# the check of the guard tree (notebook 02) still stops at the first guard that fails, so a second
+# changed input stays unnamed there too. So a reason is *a* cause, not *the* cause. The temperature
+# changes every step too, yet no reason names it: at the second step its guard failed as well,
+# behind the length's. The recompile the length caused made every input that had changed dynamic,
+# the float included (a float argument that changes is treated like a size that changes), which is
+# why `forward` recompiled only once. Passed as a 0-d tensor, it would cost nothing, since Dynamo
+# never guards on the *value* of a tensor.
+#
+# Why does `peak` not become dynamic the same way? It does, under Dynamo alone. Train the same model
+# with `backend="eager"`, which runs Dynamo and hands its graphs back unchanged, and count again:
+
+# %%
+def recompiles_per_frame(backend):
+    """Train 6 steps compiled with `backend`; return {frame: [recompile message, ...]}."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    with torch_logs("recompiles") as kept, contextlib.redirect_stdout(io.StringIO()):  # no peak lines
+        train(torch.compile(TinyGPT(cfg), backend=backend), cfg, steps=6)
+    per_frame: dict[str, list[str]] = {}
+    for msg in kept["recompiles"]:
+        frame = msg.split("Recompiling function ", 1)[1].split(" in ", 1)[0]
+        per_frame.setdefault(frame, []).append(msg)
+    return per_frame
+
+
+by_backend = {"eager": recompiles_per_frame("eager"), "aot_eager": whys}
+# the last recompile message lists each cache entry of that frame with its failed guard, newest first
+float_guards = [line.strip() for line in logs["recompiles"][-1].splitlines() if "___stack0" in line and "==" in line]
+print("newest entry:", float_guards[0] if float_guards else "(no guard on ___stack0 in this log)")
+print("first entry: ", float_guards[-1] if float_guards else "")
+
+# %% id=float-by-backend
+# NBVAL_CHECK_OUTPUT
+for backend, per_frame in by_backend.items():
+    print(f"backend={backend:9s} recompiles of the frame after .item():",
+          len(per_frame.get("torch_dynamo_resume_in_log_stats_at_97", [])),
+          "| of forward:", len(per_frame.get("forward", [])))
+
+# %% [markdown]
+# With `eager`, one recompile: the float became a symbol at the second step and stayed one. With
+# `aot_eager`, five. The two lines printed above come from the last recompile message, which lists
+# every entry of the frame with the guard the new peak failed. Each guard's comment says where it
+# was made. The first entry's names the user's line: the first compile is static, so Dynamo itself
+# put the value in (as for every input it sees first). The newest entry's names
+# `remove_tensorify_specialized_graphargs` in `torch/_dynamo/output_graph.py`: that entry was
+# compiled *after* the float had become dynamic, and still got a value guard (torch 2.13; other
+# versions may word the guard and its comment differently). The chain: Dynamo made `peak` a symbolic
+# float, as with `eager`. AOTAutograd then runs a pass over the graph, `tensorify_python_scalars`
+# (`torch/fx/passes/_tensorify_python_scalars.py`), that turns each symbolic float into a 0-d tensor
+# computed *inside* the graph, so no guard is needed. It can do that only for a float that feeds
+# tensor ops; `peak` only feeds Python (`round`, `print`, an attribute). So the pass marks it
+# "specialise", and restarts Dynamo's analysis (`TensorifyScalarRestartAnalysis`), which this time
+# puts the value in as a constant and guards on it: `___stack0 == <that peak>`, as in the newest
+# entry printed above. A new peak at the next step fails that guard, and the same happens again: a
+# compile per step, driven by the backend. Inductor runs the same AOTAutograd pass, so expect the
+# same there (`aot_eager_decomp_partition`, AOTAutograd with Inductor's decompositions, also gave 5
+# when we tried it on torch 2.13).
+#
+# How long can that go on? Each compile adds an entry to the frame's cache. At
+# `torch._dynamo.config.recompile_limit` entries (8 by default) Dynamo stops compiling the frame: it
+# switches it to `RUN_ONLY` (`torch/_dynamo/convert_frame.py`): the entries it has keep running
+# compiled code when their guards pass, a call that matches none of them runs in eager mode, and
+# nothing new is compiled (notebook 10, section 5, shows it). Here that would be 8 float values
+# compiled for ever, and every other value in eager mode.
 #
 # ## 4. `torch._dynamo.explain`: the same, for one call
 #
@@ -397,7 +472,9 @@ print(f"profiler: compiled regions entered in one step: {len(regions)}")
 #
 # The same job, fixed, under `TORCH_TRACE`; then both logs side by side: compiles, compile time
 # (from the logs' metrics), and the median time of the steps after the first three (once every
-# length was seen).
+# length was seen). The eager row is section 1's model, timed the same way in this notebook; `vs
+# eager` is eager's step time over the job's, as in `labkit.compare` (above 1: faster than eager).
+# All three are one run each on whatever load the machine has, so read the order, not the digits.
 
 # %%
 fixed_log = WORK / "trace_fixed"
@@ -407,21 +484,33 @@ rows = []
 for name, job, tr in (("broken", broken_job, log_trace), ("fixed", fixed_job, fixed_trace)):
     compile_s = sum(r.get("entire_frame_compile_time_s") or 0.0 for r in tr.meta["compile_metrics"])
     rows.append((name, len(tr.meta["frames"]), compile_s, statistics.median(job["step_s"][3:])))
-print(f"{'job':8s} {'compiles':>8s} {'compile time':>13s} {'steady step':>12s}")
+eager_step = statistics.median(eager_times[3:])
+print(f"{'job':8s} {'compiles':>8s} {'compile time':>13s} {'steady step':>12s} {'vs eager':>9s}")
+print(f"{'eager':8s} {'-':>8s} {'-':>13s} {eager_step * 1e3:9.1f} ms {1:8.2f}x")
 for name, n, c, s in rows:
-    print(f"{name:8s} {n:8d} {c:11.2f} s {s * 1e3:9.1f} ms")
+    print(f"{name:8s} {n:8d} {c:11.2f} s {s * 1e3:9.1f} ms {eager_step / s:8.2f}x")
 
 # %% id=before-after
 # NBVAL_CHECK_OUTPUT
 print({name: n for name, n, _, _ in rows})
 print("fixed job: graph breaks", len(fixed_trace.graph_breaks), "| recompiles",
       len(fixed_trace.meta["recompiles"]))
+print("fixed steady step faster than broken:", rows[1][3] < rows[0][3])
 
 # %% [markdown]
+# What the fix bought is in the first two columns and the checked lines: one compile instead of 20,
+# no breaks, no recompiles, and a steady step that no longer compiles (the broken job's steady steps
+# still compile, since a new peak arrives every step). Compare the fixed row with eager too: under
+# `aot_eager` the graph runs the same ATen ops one by one, as eager does, plus the compiled
+# wrapper's fixed cost per call, so expect it near eager, not clearly faster; a gap either way in
+# one run on a shared machine is mostly load (eager was timed in this process, the job in another,
+# at another moment). Speed needs code generation.
+#
 # The last step: now that it is one graph, give it to Inductor. `labkit.explore` compiles the
-# fixed forward for real and shows every stage, from the one Dynamo graph to the C++ kernels,
-# plus eager-vs-compiled timings. (This is the one Inductor compile of the notebook: tens of
-# seconds on a laptop CPU the first time, a fraction of that with a warm cache.)
+# fixed forward (inference, `no_grad`) for real and shows every stage, from the one Dynamo graph to
+# the C++ kernels. It does not time it: the forward writes `self.peak`, state you can see, and
+# explore will not repeat such a call thousands of times (`trace.meta["timing_skipped"]` says so).
+# (Inductor compiles take tens of seconds on a laptop CPU the first time.)
 
 # %%
 explore_model = FixedGPT(cfg).eval()
@@ -436,10 +525,42 @@ print(f"graphs: {len(trace.stage('dynamo.graph'))}, graph breaks: {len(trace.gra
       f"Inductor kernels: {len(trace.kernels) > 0}")
 
 # %% [markdown]
+# `labkit.compare` times it on purpose (repeating the write of `self.peak` is harmless here): eager
+# against Inductor, the same forward, median of many calls, outputs checked against eager. It
+# compiles once more, since explore recorded with the caches off.
+
+# %%
+with torch.no_grad():
+    inductor_vs_eager = labkit.compare(explore_model, idx, targets, torch.tensor(temperature),
+                                       backends=("eager", "inductor"), min_run_time=0.2, bandwidth=False)
+print(inductor_vs_eager.table())
+print(f"eager / compiled: {inductor_vs_eager.speedup('inductor'):.2f}x "
+      f"(above 1: the Inductor forward is faster)")
+
+# %% [markdown]
+# The last line is the measure of what Inductor buys this model on this machine: above 1 the
+# compiled forward is faster, below 1 slower. Read it, but do not trust one run of it: a forward
+# here takes a millisecond or less, and while this notebook was being built next to other jobs the
+# same cell gave anything from 0.23x to 10x. Run it again on a quiet machine. What to expect: with
+# 4 × 16 tokens (the first batch of `batches`) and 30 thousand parameters, every op of the forward
+# is tiny, and eager runs each one separately (embeddings, layer norms, the attention's linears and
+# reshapes, GELU, residual adds: dozens of ops, each paying Python and the dispatcher), where
+# Inductor runs the matrix multiplies in the same BLAS library and fuses the rest into a few C++
+# kernels, paying the compiled call's fixed costs (guards, wrappers) once. Unlike notebook 08's
+# tiny MLP (three matmuls and two ReLUs, nothing to fuse), there is something to win here: a
+# modest gain is what to expect, and a few repeated timings on the (loaded) course machine with
+# torch 2.13 gave 1.5x to 1.8x. What this notebook fixed is the compiling; larger gains come with a
+# model and a batch large enough for fusion to matter. Being one noisy measurement, the ratio is
+# not checked.
+#
 # ## What to remember
 #
 # - Slow first steps are compiles; slow steps *later* are recompiles. `TORCH_LOGS=recompiles`
-#   names the guard that failed; a float or a size in it is a value that changes between calls.
+#   names the first guard that failed in each entry; a float or a size in it is a value that
+#   changes between calls. A float that only feeds Python is specialised again by AOTAutograd's
+#   tensorify pass: `backend="eager"` hides that recompile, `aot_eager` and Inductor show it.
+# - After `recompile_limit` entries a frame stops compiling: old entries still run compiled, new
+#   inputs run eagerly.
 # - `TORCH_LOGS=graph_breaks` and `explain` name every break with its line. `.item()`, `print`, and
 #   data-dependent sizes are the usual suspects; each break also multiplies the frames that can
 #   recompile.
