@@ -89,9 +89,10 @@ def run_cells(task_id: str, answer: str | None, until_check: bool = True,
                 break
             try:
                 exec(compile(source, f"<{cid}>", "exec"), ns)
-            except NotImplementedError:
-                if cid != editable:
-                    raise
+            except Exception as exc:  # noqa: BLE001 - a kernel shows the error and goes on
+                if cid not in (editable, graded):
+                    raise                             # the course's own cells must run
+                print(f"{cid} raised {type(exc).__name__}: {exc}")
             if cid == graded:
                 break
     return ns, out.getvalue()
@@ -152,32 +153,42 @@ class Fairness:
     wrong: list[tuple[Any, Any, Any]] | None = None   # (case, reference, measured)
 
 
-def fairness(task_id: str, min_cases: int, seeds: range,
+def fairness(task_id: str, min_cases: int, seeds: range | list[int],
              measure: Callable[..., Any] | None = None,
-             agree: Callable[[Any, Any], bool] | None = None) -> Fairness:
-    """Compare the instructor's solution with the check's measurement (or ``measure``) on distinct
-    cases the check draws at ``seeds``, until ``min_cases`` were measured or the seeds run out."""
+             extra: list[tuple[Any, ...]] = ()) -> Fairness:
+    """Compare the instructor's solution with the measurement on distinct cases the check draws
+    at ``seeds`` (after the ``extra`` cases), until ``min_cases`` were measured or seeds run out.
+
+    The measurement is the check's own, unless ``measure`` gives the true value where the check
+    judges with a key (3.2): then the solution must give the true value, and the check's key must
+    accept it.
+    """
     ns, _ = run_cells(task_id, None, until_check=False)
     result = Fairness(task_id, wrong=[])
     seen: set[str] = set()
     for seed in seeds:
         drawn = draw(ns, task_id, seed)
         result.seeds += 1
+        cases = [*extra, *drawn.cases] if result.seeds == 1 else drawn.cases
         with grade_seed(seed):
-            for case in drawn.cases:
+            for case in cases:
                 result.drawn += 1
-                key = repr(case)
-                if key in seen:
+                if repr(case) in seen:
                     continue
-                seen.add(key)
-                want = (measure or drawn.measure)(*case)
+                seen.add(repr(case))
+                truth = (measure or drawn.measure)(*case)
                 got = nbcheck.predict(drawn.predict, *copy.deepcopy(case))
-                same = agree or drawn.same or (lambda p, m: p == m)
-                if not same(got, want):
-                    result.wrong.append((case, got, want))
+                if measure is None:
+                    ok = drawn.same(got, truth) if drawn.same else got == truth
+                else:                 # (a pinned case the check did not draw has no key)
+                    judged = drawn.measure(*case)
+                    ok = got == truth and (drawn.same is None or judged is None
+                                           or drawn.same(truth, judged))
+                if not ok:
+                    result.wrong.append((case, got, truth))
                 result.cases += 1
-        if result.cases >= min_cases:
-            break
+                if result.cases >= min_cases:
+                    return result
     return result
 
 
@@ -187,17 +198,18 @@ def answer_files() -> list[Path]:
     return sorted(ANSWERS.glob("*.json"))
 
 
-def grade_answer(task_id: str, answer: dict[str, str], seed: int = 0) -> tuple[bool, str]:
+def grade_answer(task_id: str, answer: dict[str, Any], seed: int = 0) -> tuple[bool, str]:
     """Grade one answer to a task as the self-check does today; returns (passed, what was printed).
 
     ``answer`` is ``{"cell": source}`` for a notebook task (the answer cell's source) or
-    ``{"file": path, "body": text}`` for a library task (the text that replaces the fenced
-    solution in that library file). The one grading entry point of the answer tests.
+    ``{"files": {path: body}}`` for a library task (for each library file, the text that replaces
+    its fenced solution). The one grading entry point of the answer tests: switch it to the new
+    protocol and every answer test follows.
     """
     task = rubric_mod.load().task(task_id)
     if "cell" in answer:
         return _grade_cell(task, answer["cell"], seed)
-    return _grade_library(task, answer["file"], answer["body"], seed)
+    return _grade_library(task, answer["files"], seed)
 
 
 def _grade_cell(task: rubric_mod.Task, source: str, seed: int) -> tuple[bool, str]:
@@ -223,10 +235,10 @@ def with_body(text: str, body: str) -> str:
     return "".join(lines[:start] + [body if body.endswith("\n") else body + "\n"] + lines[end + 1:])
 
 
-def _grade_library(task: rubric_mod.Task, rel: str, body: str, seed: int) -> tuple[bool, str]:
-    """The task's marked tests (``pytest -m taskN_M``), run on a copy of the course with ``rel``'s
-    fenced solution replaced by ``body``; 7.1 also runs its notebook check on that copy."""
-    assert rel in task.files, f"{rel} is not a file of Task {task.id}"
+def _grade_library(task: rubric_mod.Task, files: dict[str, str], seed: int) -> tuple[bool, str]:
+    """The task's marked tests (``pytest -m taskN_M``), run on a copy of the course whose library
+    files have their fenced solutions replaced; 7.1 also runs its notebook check on that copy."""
+    assert set(files) <= set(task.files), f"{sorted(files)} are not all files of Task {task.id}"
     with tempfile.TemporaryDirectory(prefix="labkit-answer-") as tmp:
         work = Path(tmp)
         shutil.copytree(ROOT / "labkit", work / "labkit",
@@ -236,8 +248,9 @@ def _grade_library(task: rubric_mod.Task, rel: str, body: str, seed: int) -> tup
             for test in ROOT.glob(pattern):
                 shutil.copy2(test, work / "tests" / test.name)
         shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
-        target = work / rel
-        target.write_text(with_body(target.read_text(), body))
+        for rel, body in files.items():
+            target = work / rel
+            target.write_text(with_body(target.read_text(), body))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LABKIT_"))}
         env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1", **{nbcheck.SEED_ENV: str(seed)})
         run = subprocess.run(
