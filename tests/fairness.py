@@ -276,3 +276,27 @@ def _check_in(work: Path, task: rubric_mod.Task, seed: int) -> tuple[bool, str]:
                          capture_output=True, text=True, timeout=600)
     lines = [line for line in run.stdout.splitlines() if line.startswith(f"Task {task.id}:")]
     return bool(lines) and ": PASS" in lines[-1], run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def verdicts(task_id: str, min_cases: int, seeds: range | list[int]) -> Fairness:
+    """For a check that measures and compares inline (7.2, 8.2: no ``check_predictions``), run it
+    with the solution at ``seeds`` until ``min_cases`` distinct ``cases`` were judged; a seed whose
+    verdict is not PASS is a disagreement."""
+    ns, _ = run_cells(task_id, None, until_check=False)
+    result = Fairness(task_id, wrong=[])
+    seen: set[str] = set()
+    for seed in seeds:
+        out = io.StringIO()
+        with grade_seed(seed), contextlib.redirect_stdout(out):
+            exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
+        cases = list(ns["cases"])
+        line = [x for x in out.getvalue().splitlines() if x.startswith(f"Task {task_id}:")][-1]
+        result.seeds += 1
+        result.drawn += len(cases)
+        result.cases += len({repr(c) for c in cases} - seen)
+        seen |= {repr(c) for c in cases}
+        if ": PASS" not in line:
+            result.wrong.append((f"seed {seed}", line, "PASS"))
+        if result.cases >= min_cases:
+            break
+    return result

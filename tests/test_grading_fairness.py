@@ -119,6 +119,21 @@ def test_reference_agrees_with_the_measurement_on_200_cases(task_id: str) -> Non
     assert not result.wrong, _report(result)
 
 
+# 7.2 and 8.2 judge structured answers inline (the check measures, then compares field by field).
+INLINE = [pytest.param(t, n, seeds, marks=marks, id=f"{t}-{n}")
+          for t in ("7.2", "8.2")
+          for n, seeds, marks in ((5, [0], ()), (SLOW_CASES, range(1, 300), pytest.mark.slow))]
+
+
+@pytest.mark.parametrize("task_id,cases,seeds", INLINE)
+def test_inline_check_passes_the_reference_on_many_cases(task_id: str, cases: int,
+                                                         seeds: list[int]) -> None:
+    result = fairness.verdicts(task_id, cases, seeds)
+    print(_report(result))
+    assert not result.wrong, _report(result)
+    assert result.cases >= cases
+
+
 def test_task3_2_measurement_tells_the_causes_apart() -> None:
     """The measurement that judges 3.2's key: each cause, on a line known to have it."""
     causes = _causes()
