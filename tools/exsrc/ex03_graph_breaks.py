@@ -28,7 +28,7 @@ STATEMENTS = {
     "sin": "x = x.sin()",
     "print": "print('step')",
     "breakpoint": "torch._dynamo.graph_break()",
-    "item_if": "if x.sum().item() > 0:\n    x = x + 1",
+    "item_if": "if x.sum().item() > 0:\n    x = x + 1\nelse:\n    x = x - 1",
     "shape_if": "if x.shape[0] > 4:\n    x = x * 2",
     "tolist": "x = x * len(x.tolist())",
     "no_grad": "with torch.no_grad():\n    x = x * 3",
