@@ -187,6 +187,9 @@ def fairness(task_id: str, min_cases: int, seeds: range | list[int],
                 if not ok:
                     result.wrong.append((case, got, truth))
                 result.cases += 1
+                if result.cases % 25 == 0:    # progress, for runs that may be cut short
+                    print(f"[{task_id}: {result.cases} cases, {len(result.wrong)} disagree]",
+                          file=sys.__stderr__, flush=True)
                 if result.cases >= min_cases:
                     return result
     return result
