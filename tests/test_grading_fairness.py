@@ -109,9 +109,24 @@ def test_reference_agrees_with_the_measurement_on_a_few_cases(task_id: str) -> N
     assert not result.wrong, _report(result)
 
 
+@pytest.fixture
+def unbuilt_cpp_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``LABKIT_FAIRNESS_SKIP_CXX=1``, Inductor lowers, fuses and writes its output code as
+    always, but does not run the C++ compiler on the kernels (a call of one does nothing). What the
+    checks of 5.5, 6.1 and 6.2 read (kernels defined, ``empty_strided`` lines, vectorized loop
+    nests counted at code generation) is written before that step; on a loaded 2-core machine the
+    compiler is most of the cost. Off by default: the kernels are built and run."""
+    if os.environ.get("LABKIT_FAIRNESS_SKIP_CXX") == "1":
+        from torch._inductor.async_compile import AsyncCompile
+
+        monkeypatch.setattr(AsyncCompile, "cpp_pybinding",
+                            lambda self, argtypes, source_code: lambda *args: None)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", sorted(FAST_CASES))
-def test_reference_agrees_with_the_measurement_on_200_cases(task_id: str) -> None:
+def test_reference_agrees_with_the_measurement_on_200_cases(task_id: str,
+                                                            unbuilt_cpp_kernels: None) -> None:
     result = fairness.fairness(task_id, SLOW_CASES, range(1, 3000), MEASURE.get(task_id),
                                PINNED.get(task_id, []))
     print(_report(result))
