@@ -11,6 +11,7 @@ the counts); the fast ones a handful, so a broken reference or measurement shows
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -21,9 +22,8 @@ import time
 import zlib
 from typing import Any
 
-import pytest
-
 import fairness
+import pytest
 from fairness import ANSWERS, Fairness, grade_answer
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
@@ -78,9 +78,11 @@ def line_cause(line: str) -> str:
     return causes[2] if cc.frame_count > 2 else causes[3]   # 2: the static size, then symbolic
 
 
-def _causes() -> list[str]:
+@functools.cache
+def _causes() -> tuple[str, ...]:
+    """ex03's CAUSES, as its cells define them."""
     ns, _ = fairness.run_cells("3.2", None, until_check=False)
-    return list(ns["CAUSES"])
+    return tuple(ns["CAUSES"])
 
 
 MEASURE = {"3.2": line_cause}
