@@ -282,8 +282,19 @@ def kernel_post_grad_nodes() -> dict[str, list[str]] | None:
 
 
 def run_and_get_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
-    """Call a torch.compile'd ``fn``; return (its result, Inductor's output code of every graph)."""
-    return _api("torch._inductor.utils", "run_and_get_code")(fn, *args)
+    """Reset Dynamo, call a torch.compile'd ``fn``; return (its result, the output code of every
+    graph Inductor compiled, one entry per graph, in order)."""
+    from unittest import mock
+
+    # torch's own run_and_get_code keeps the codes in a set: two graphs whose code is the same
+    # text (``[sin, break, sin]``) would come back as one, and their kernels be counted once.
+    # Inductor calls this hook for every graph it lowers and for every FX-graph-cache hit.
+    lowering = _api("torch._inductor.graph", "GraphLowering")
+    codes: list[str] = []
+    with mock.patch.object(lowering, "save_output_code", codes.append):
+        _api("torch._dynamo", "reset")()
+        result = fn(*args)
+    return result, codes
 
 
 def cudagraph_dynamic_shape_warn_limit() -> int:

@@ -234,7 +234,8 @@ register_pointwise(aten.ge, compare=True)
 
 @register_lowering(aten.sigmoid)
 def sigmoid(x: Any) -> Pointwise:
-    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])), computed in eager's output dtype."""
+    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])) as one ``ops.sigmoid`` (each backend's overrides spell
+    it out), computed in eager's output dtype."""
     ### BEGIN SOLUTION
     return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
     ### END SOLUTION

@@ -35,8 +35,10 @@ from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
 from labkit.grading.runner import execute, grading_env
 
 # Never released, even when tracked: instructor-only sources (the exercise sources hold solutions),
-# the tests that run those solutions, and the student README's master copy (it becomes README.md).
-INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "docs/student-README.md")
+# the tests that run those solutions or hold other right answers, and the student README's master
+# copy (it becomes README.md).
+INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_grading_fairness.py",
+                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md")
 STUDENT_README = "docs/student-README.md"
 MASTER_MESSAGE = """\
 make check: this is the instructor's master copy, not a student release.

@@ -21,11 +21,12 @@ nc.setup()
 # `"matmul"` (times a fixed 32×32 matrix) and `"break"` (`torch._dynamo.graph_break()`).
 #
 # Write `predict_kernels(steps)`: how many kernels Inductor *generates* on the CPU for one call of
-# `torch.compile(chain(steps))`, summed over every graph (a matrix multiply is an extern call into
-# ATen, not a generated kernel). Work it out from what the lesson says about fusion, reductions and
-# extern kernels; try a few chains (`nc.inductor_code` and `nc.kernel_names` count them for you)
-# until your rule explains them. The check calls your function with compilation switched off, then
-# compiles and counts; grading uses other chains.
+# `torch.compile(chain(steps))`, summed over every graph: each graph's output code defines its own
+# kernels, and two graphs whose kernels happen to be the same code (`[sin, break, sin]`) count one
+# each. A matrix multiply is an extern call into ATen, not a generated kernel. Work it out from what
+# the lesson says about fusion, reductions and extern kernels; try a few chains (`nc.inductor_code`
+# and `nc.kernel_names` count them for you) until your rule explains them. The check calls your
+# function with compilation switched off, then compiles and counts; grading uses other chains.
 # %% id=chain-5-5
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(5))
 STEPS = {

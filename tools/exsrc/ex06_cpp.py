@@ -20,10 +20,16 @@ nc.setup()
 # of a 64×32 float tensor from the steps `"sin"`, `"relu"`, `"scale"`, `"center"` (subtract the row
 # mean) and `"matmul"` (times a 32×32 matrix). Write `predict_buffers(steps)`: how many
 # `empty_strided` allocations the wrapper of `torch.compile(chain(steps))` makes. Read a few wrappers
-# (`nc.inductor_code(fn, x)` returns the output code; look for `empty_strided`, `in_out_ptr` and
-# `extern_kernels`) until your rule explains them: which results need fresh memory, which can be
-# written over memory that is no longer needed, and what a row reduction needs. The check calls
-# your function with compilation switched off, then compiles and counts; grading uses other chains.
+# (`nc.inductor_code(fn, x)` returns the output code; look for `empty_strided`, `in_out_ptr`,
+# `# reuse` and `extern_kernels`) until your rule explains them: which results need fresh memory,
+# which can be written over memory that is no longer needed, and what a row reduction needs.
+#
+# Inductor 2.13's rule for reusing a dead buffer (`bufN = bufM; del bufM  # reuse`): a new buffer
+# takes a dead one of the same size if that one died at the wrapper step just before (a step is one
+# kernel or one extern call), or if keeping it alive until now would not raise the call's peak
+# memory (the most bytes alive at once). Work out what that means for the 64×32 results and for the
+# small 64×1 buffers of row means. The check calls your function with compilation switched off,
+# then compiles and counts; grading uses other chains.
 # %% id=chain-6-1
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(6))
 STEPS = {"sin": "x = x.sin()", "relu": "x = x.relu()", "scale": "x = x * 2",
@@ -36,31 +42,33 @@ def chain(steps):
 def predict_buffers(steps: list[str]) -> int:
     """empty_strided allocations in the wrapper of torch.compile(chain(steps)) (Task 6.1)."""
     ### BEGIN SOLUTION
-    allocated, free = 0, 0          # big (64x32) buffers allocated so far; dead ones to reuse
-    in_buffer, pending = False, False
-
-    def take() -> None:
-        nonlocal allocated, free
-        if free:
-            free -= 1               # a dead buffer of the same size is reused
-        else:
-            allocated += 1
-
+    # The wrapper's steps: one fused kernel per run of pointwise steps (its number of row means),
+    # or one extern matmul.
+    wrapper_steps: list[int | str] = []
     for s in steps:
-        if s == "matmul":
-            if pending and not in_buffer:
-                take()              # the pointwise result: the input may not be overwritten
-                in_buffer = True
-            pending = False
-            take()                  # the extern matmul's output, while its input is alive
-            if in_buffer:
-                free += 1           # the matmul's input buffer is dead now
-            in_buffer = True
+        if s != "matmul" and wrapper_steps and wrapper_steps[-1] != "matmul":
+            wrapper_steps[-1] += s == "center"
         else:
-            pending = True          # pointwise work: in place once x lives in our buffer
-            allocated += s == "center"   # the row means (64x1), never the same size
-    if pending and not in_buffer:
-        take()
+            wrapper_steps.append("matmul" if s == "matmul" else int(s == "center"))
+    allocated = 0
+    ours = False            # the current value is in a buffer of ours (not in the input x)
+    died_at = None          # the step at which a 64x32 buffer of ours died, if one is dead
+    dead_means = 0          # dead 64x1 row-mean buffers
+    for k, step in enumerate(wrapper_steps):
+        if step == "matmul":
+            if died_at == k - 1:
+                died_at = None          # reuse the buffer that died at the step just before
+            else:
+                allocated += 1          # (reusing an older one would raise the peak memory)
+            if ours:
+                died_at = k             # the matmul's input buffer dies here
+            ours = True
+        else:
+            reused = min(dead_means, step)
+            allocated += step - reused  # row means: dead ones are reused (tiny, never the peak)
+            dead_means += step - reused # and all of this kernel's die with it
+            allocated += not ours       # the result: in place over a buffer of ours, else new
+            ours = True
     return allocated
     ### END SOLUTION
 # %% id=c6-1

@@ -1,0 +1,306 @@
+"""What the fairness tests share: the exercise cells as grading runs them, cases drawn by the checks'
+own generators, and the two grading entry points (a notebook answer, a library answer).
+
+Instructor-only, like ``tests/test_exercise_tasks.py`` (it runs the solutions in ``tools/exsrc``).
+The grading protocol is being rewritten: :func:`grade_answer` is the one function the answer tests
+call, and :func:`draw` the one place that knows how a check hands its cases to the verdict
+(``nbcheck.check_predictions``); switch those two and every test follows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit.grading import nbcheck
+from labkit.grading import rubric as rubric_mod
+from labkit.grading.rubric import BEGIN, END
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWERS = ROOT / "tests" / "fixtures" / "answers"
+EX12 = ROOT / "notebooks" / "exercises" / "ex12_debugging.ipynb"
+
+
+# -- the exercise cells ----------------------------------------------------------------------------
+def cells(notebook: str) -> list[tuple[str, str]]:
+    """(id, source) of the code cells of an exercise notebook, solutions in place."""
+    if Path(notebook).name == EX12.name:          # ex12 has no tools/exsrc source
+        import nbformat
+
+        nb = nbformat.read(str(EX12), as_version=4)
+    else:
+        sys.path.insert(0, str(ROOT / "tools"))
+        from build_exercises import parse
+
+        nb = parse(ROOT / "tools" / "exsrc" / (Path(notebook).stem + ".py"))
+    return [(c.id, c.source) for c in nb.cells if c.cell_type == "code"]
+
+
+@contextlib.contextmanager
+def grade_seed(seed: int) -> Iterator[None]:
+    """``LABKIT_GRADE_SEED`` set to ``seed`` while inside (nbcheck reads it on every call)."""
+    old = os.environ.get(nbcheck.SEED_ENV)
+    os.environ[nbcheck.SEED_ENV] = str(seed)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(nbcheck.SEED_ENV, None)
+        else:
+            os.environ[nbcheck.SEED_ENV] = old
+
+
+def run_cells(task_id: str, answer: str | None, until_check: bool = True,
+              seed: int = 0) -> tuple[dict[str, Any], str]:
+    """Run a task's notebook in this process as a kernel would: every code cell in order, other
+    tasks' answers and checks left out, ``answer`` in the task's answer cell (None: the solution),
+    up to and including its check (``until_check``) or up to its answer. Returns (namespace, stdout).
+    """
+    rubric = rubric_mod.load()
+    task = rubric.task(task_id)
+    editable = task.editable[0] if task.editable else None
+    graded = task.graded[0]
+    others = {c for t in rubric.for_notebook(task.notebook) if t.id != task_id
+              for c in (*t.editable, *t.graded)}
+    # A real module, as a kernel's __main__ is: classes get a __module__, Dynamo finds globals.
+    module = types.ModuleType(f"labkit_cells_{task_id.replace('.', '_')}")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
+    out = io.StringIO()
+    with grade_seed(seed), contextlib.redirect_stdout(out):
+        for cid, source in cells(task.notebook):
+            if cid in others:
+                continue
+            if cid == editable and answer is not None:
+                source = answer
+            if cid == graded and not until_check:
+                break
+            try:
+                exec(compile(source, f"<{cid}>", "exec"), ns)
+            except Exception as exc:  # noqa: BLE001 - a kernel shows the error and goes on
+                if cid not in (editable, graded):
+                    raise                             # the course's own cells must run
+                print(f"{cid} raised {type(exc).__name__}: {exc}")
+            if cid == graded:
+                break
+    return ns, out.getvalue()
+
+
+# -- cases drawn by the checks' own generators -------------------------------------------------------
+@dataclass
+class Drawn:
+    """What one run of a predict-then-verify check hands to its verdict."""
+
+    predict: Callable[..., Any]
+    cases: list[tuple[Any, ...]]
+    measure: Callable[..., Any]
+    same: Callable[[Any, Any], bool] | None
+
+
+def check_cell(task_id: str) -> str:
+    """The source of a task's check cell."""
+    task = rubric_mod.load().task(task_id)
+    return dict(cells(task.notebook))[task.graded[0]]
+
+
+def predict_tasks() -> list[str]:
+    """Every predict-then-verify task: its check hands predictions to ``check_predictions``."""
+    return [t.id for t in rubric_mod.load().tasks
+            if t.kind == "notebook" and "check_predictions(" in check_cell(t.id)]
+
+
+def draw(ns: dict[str, Any], task_id: str, seed: int) -> Drawn:
+    """Run the task's check cell in ``ns`` (the notebook's cells already run there) at ``seed``,
+    with ``nbcheck.check_predictions`` capturing what the check would judge instead of judging."""
+    got: list[Drawn] = []
+
+    def capture(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
+                measure: Callable[..., Any], noun: str = "", unit: str | None = None,
+                same: Callable[[Any, Any], bool] | None = None) -> None:
+        got.append(Drawn(predict_fn, list(cases), measure, same))
+
+    real = nbcheck.check_predictions
+    nbcheck.check_predictions = capture
+    try:
+        with grade_seed(seed), contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
+    finally:
+        nbcheck.check_predictions = real
+    (drawn,) = got
+    return drawn
+
+
+@dataclass
+class Fairness:
+    """The reference against the measurement over many drawn cases."""
+
+    task: str
+    cases: int = 0                  # distinct cases measured
+    drawn: int = 0                  # cases drawn (with repeats)
+    seeds: int = 0
+    wrong: list[tuple[Any, Any, Any]] | None = None   # (case, reference, measured)
+
+
+def fairness(task_id: str, min_cases: int, seeds: range | list[int],
+             measure: Callable[..., Any] | None = None,
+             extra: list[tuple[Any, ...]] = ()) -> Fairness:
+    """Compare the instructor's solution with the measurement on distinct cases the check draws
+    at ``seeds`` (after the ``extra`` cases), until ``min_cases`` were measured or seeds run out.
+
+    The measurement is the check's own, unless ``measure`` gives the true value where the check
+    judges with a key (3.2): then the solution must give the true value, and the check's key must
+    accept it.
+    """
+    ns, _ = run_cells(task_id, None, until_check=False)
+    result = Fairness(task_id, wrong=[])
+    seen: set[str] = set()
+    for seed in seeds:
+        drawn = draw(ns, task_id, seed)
+        result.seeds += 1
+        cases = [*extra, *drawn.cases] if result.seeds == 1 else drawn.cases
+        with grade_seed(seed):
+            for case in cases:
+                result.drawn += 1
+                if repr(case) in seen:
+                    continue
+                seen.add(repr(case))
+                truth = (measure or drawn.measure)(*case)
+                got = nbcheck.predict(drawn.predict, *copy.deepcopy(case))
+                if measure is None:
+                    ok = drawn.same(got, truth) if drawn.same else got == truth
+                else:                 # (a pinned case the check did not draw has no key)
+                    judged = drawn.measure(*case)
+                    ok = got == truth and (drawn.same is None or judged is None
+                                           or drawn.same(truth, judged))
+                if not ok:
+                    result.wrong.append((case, got, truth))
+                result.cases += 1
+                if result.cases % 25 == 0:    # progress, for runs that may be cut short
+                    print(f"[{task_id}: {result.cases} cases, {len(result.wrong)} disagree]",
+                          file=sys.__stderr__, flush=True)
+                if result.cases >= min_cases:
+                    return result
+    return result
+
+
+# -- grading one answer ------------------------------------------------------------------------------
+def answer_files() -> list[Path]:
+    """The stored alternative answers, one JSON file per task."""
+    return sorted(ANSWERS.glob("*.json"))
+
+
+def grade_answer(task_id: str, answer: dict[str, Any], seed: int = 0) -> tuple[bool, str]:
+    """Grade one answer to a task as the self-check does today; returns (passed, what was printed).
+
+    ``answer`` is ``{"cell": source}`` for a notebook task (the answer cell's source) or
+    ``{"files": {path: body}}`` for a library task (for each library file, the text that replaces
+    its fenced solution). The one grading entry point of the answer tests: switch it to the new
+    protocol and every answer test follows.
+    """
+    task = rubric_mod.load().task(task_id)
+    if "cell" in answer:
+        return _grade_cell(task, answer["cell"], seed)
+    return _grade_library(task, answer["files"], seed)
+
+
+def _grade_cell(task: rubric_mod.Task, source: str, seed: int) -> tuple[bool, str]:
+    """The check's verdict line (``Task N.M: PASS``), or for ex12, whose checks print evidence that
+    nbval compares, the same line as the instructor's solution prints at this seed."""
+    _, printed = run_cells(task.id, source, seed=seed)
+    if task.id.startswith("12."):
+        _, reference = run_cells(task.id, None, seed=seed)
+        return _evidence(printed) == _evidence(reference), printed
+    lines = [line for line in printed.splitlines() if line.startswith(f"Task {task.id}:")]
+    return bool(lines) and ": PASS" in lines[-1], printed
+
+
+def _evidence(printed: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.strip()]
+
+
+def with_body(text: str, body: str) -> str:
+    """A library file's text with its (one) fenced solution replaced by ``body``."""
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if BEGIN.match(line))
+    end = next(i for i, line in enumerate(lines) if END.match(line))
+    return "".join(lines[:start] + [body if body.endswith("\n") else body + "\n"] + lines[end + 1:])
+
+
+def _grade_library(task: rubric_mod.Task, files: dict[str, str], seed: int) -> tuple[bool, str]:
+    """The task's marked tests (``pytest -m taskN_M``), run on a copy of the course whose library
+    files have their fenced solutions replaced; 7.1 also runs its notebook check on that copy."""
+    assert set(files) <= set(task.files), f"{sorted(files)} are not all files of Task {task.id}"
+    with tempfile.TemporaryDirectory(prefix="labkit-answer-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(ROOT / "labkit", work / "labkit",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (work / "tests").mkdir()
+        for pattern in task.tests:           # only the files holding the task's marked tests
+            for test in ROOT.glob(pattern):
+                if f"mark.{task.marker}" in test.read_text():
+                    shutil.copy2(test, work / "tests" / test.name)
+        shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
+        for rel, body in files.items():
+            target = work / rel
+            target.write_text(with_body(target.read_text(), body))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LABKIT_"))}
+        env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1", **{nbcheck.SEED_ENV: str(seed)})
+        run = subprocess.run(
+            [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+             "--rootdir", str(work), "-m", task.marker, "tests"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        printed = run.stdout[-3000:] + run.stderr[-2000:]
+        passed = run.returncode == 0 and re.search(r"\b\d+ passed", run.stdout) is not None
+        if passed and task.graded:                      # 7.1: its notebook check too
+            passed, more = _check_in(work, task, seed)
+            printed += more
+        return passed, printed
+
+
+def _check_in(work: Path, task: rubric_mod.Task, seed: int) -> tuple[bool, str]:
+    """Run the task's notebook cells (setup, check) in a fresh Python that imports ``work``'s
+    labkit; PASS line or not."""
+    source = "\n".join(src for cid, src in cells(task.notebook)
+                       if cid in ("setup", *task.graded))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LABKIT_"))}
+    env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1", **{nbcheck.SEED_ENV: str(seed)})
+    run = subprocess.run([sys.executable, "-P", "-c", source], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=600)
+    lines = [line for line in run.stdout.splitlines() if line.startswith(f"Task {task.id}:")]
+    return bool(lines) and ": PASS" in lines[-1], run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def verdicts(task_id: str, min_cases: int, seeds: range | list[int]) -> Fairness:
+    """For a check that measures and compares inline (7.2, 8.2: no ``check_predictions``), run it
+    with the solution at ``seeds`` until ``min_cases`` distinct ``cases`` were judged; a seed whose
+    verdict is not PASS is a disagreement."""
+    ns, _ = run_cells(task_id, None, until_check=False)
+    result = Fairness(task_id, wrong=[])
+    seen: set[str] = set()
+    for seed in seeds:
+        out = io.StringIO()
+        with grade_seed(seed), contextlib.redirect_stdout(out):
+            exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
+        cases = list(ns["cases"])
+        line = [x for x in out.getvalue().splitlines() if x.startswith(f"Task {task_id}:")][-1]
+        result.seeds += 1
+        result.drawn += len(cases)
+        result.cases += len({repr(c) for c in cases} - seen)
+        seen |= {repr(c) for c in cases}
+        if ": PASS" not in line:
+            result.wrong.append((f"seed {seed}", line, "PASS"))
+        if result.cases >= min_cases:
+            break
+    return result
