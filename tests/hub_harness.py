@@ -1,0 +1,132 @@
+"""Boot the course's real JupyterHub (hub, proxy, services) on free loopback ports, for tests.
+
+Uses a state directory prepared by ``tools/setup_hub.sh`` (``HUB_TEST_STATE``, default
+/var/lib/labkit-hub-test): its venvs and proxy are reused, the database and homes are per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HUB_DIR = REPO / "deploy" / "hub"
+STATE = Path(os.environ.get("HUB_TEST_STATE", "/var/lib/labkit-hub-test"))
+PER_RUN = ("jupyterhub.sqlite", "homes", "handins", "feedback", "grading", "uids.json",
+           "roster.csv", "course.json", "jupyterhub.pid")
+
+
+def missing() -> str:
+    """'' when a test hub can boot here, else why not."""
+    if os.geteuid() != 0:
+        return "the hub needs root (bwrap as another uid, cgroups)"
+    for path in ("hub-venv/bin/jupyterhub", "proxy/node_modules/.bin/configurable-http-proxy",
+                 "user-venv/bin/jupyterhub-singleuser"):
+        if not (STATE / path).exists():
+            return f"{STATE / path} missing: HUB_STATE={STATE} bash tools/setup_hub.sh"
+    if not shutil.which("bwrap"):
+        return "bubblewrap missing"
+    return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Hub:
+    """One running hub; ``api()`` speaks its REST API with the roster service's admin token."""
+
+    def __init__(self, roster: str, course: dict | None = None, env: dict[str, str] | None = None):
+        for name in PER_RUN:
+            p = STATE / name
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+        (STATE / "roster.csv").write_text(roster)
+        if course:
+            (STATE / "course.json").write_text(json.dumps(course))
+        self.ports = {k: free_port() for k in ("HUB_PORT", "HUB_PROXY_API_PORT", "HUB_API_PORT",
+                                                "HUB_HANDIN_PORT", "HUB_GRADING_PORT")}
+        self.env = {**os.environ, **{k: str(v) for k, v in self.ports.items()},
+                    "HUB_STATE": str(STATE), "PYTHONPATH": str(HUB_DIR), **(env or {})}
+        self.url = f"http://127.0.0.1:{self.ports['HUB_PORT']}"
+        self.api_url = f"http://127.0.0.1:{self.ports['HUB_API_PORT']}/hub/api"
+        self.log = STATE / "test-hub.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> Hub:
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen([str(STATE / "hub-venv/bin/python"), "-m", "labkit_hub.launch"],
+                                         env=self.env, cwd=STATE, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hub exited: {self.log.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(self.url + "/hub/api/", timeout=2)   # through the proxy
+                return self
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.5)
+        raise TimeoutError(f"hub not up in {timeout} s: {self.log.read_text()[-3000:]}")
+
+    @property
+    def token(self) -> str:
+        return (STATE / "secrets" / "roster_token").read_text().strip()
+
+    def api(self, path: str, method: str = "GET", body: object = None, token: str | None = None):
+        """(status, parsed JSON or None) of one REST call."""
+        req = urllib.request.Request(self.api_url + path, method=method,
+                                     headers={"Authorization": f"token {token or self.token}"},
+                                     data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                text = resp.read()
+                return resp.status, (json.loads(text) if text else None)
+        except urllib.error.HTTPError as exc:
+            return exc.code, None
+
+    def user_token(self, name: str) -> str:
+        """A fresh API token of user ``name`` (all of that user's own scopes)."""
+        status, body = self.api(f"/users/{name}/tokens", "POST", {"note": "test"})
+        assert status == 201, status
+        return body["token"]
+
+    def start_server(self, name: str) -> None:
+        status, _ = self.api(f"/users/{name}/server", "POST")
+        assert status in (201, 202), (name, status)
+
+    def wait_ready(self, names: list[str], timeout: float = 90) -> dict[str, float]:
+        """Seconds until each server was ready (polled every 0.5 s); TimeoutError for the rest."""
+        start, ready = time.monotonic(), {}
+        while time.monotonic() - start < timeout and len(ready) < len(names):
+            _, users = self.api("/users?limit=1000")
+            for u in users or []:
+                srv = u.get("servers", {}).get("")
+                if u["name"] in names and u["name"] not in ready and srv and srv.get("ready"):
+                    ready[u["name"]] = time.monotonic() - start
+            time.sleep(0.5)
+        if len(ready) < len(names):
+            raise TimeoutError(f"not ready in {timeout} s: {sorted(set(names) - set(ready))}\n"
+                               + self.log.read_text(errors="replace")[-4000:])
+        return ready
+
+    def stop_server(self, name: str) -> None:
+        self.api(f"/users/{name}/server", "DELETE")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)     # the hub stops servers, services and proxy
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
