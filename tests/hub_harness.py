@@ -130,3 +130,64 @@ class Hub:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+
+async def execute(base: str, token: str, code: str, timeout: float = 120,
+                  kernel: str | None = None) -> dict:
+    """Run ``code`` in a new kernel of the server at ``base`` (…/user/NAME); stdout, error, seconds.
+
+    The kernel is started and deleted through the server's REST API, the code sent over its
+    websocket (the way JupyterLab does it). ``seconds`` is the cell's own wall time.
+    """
+    import asyncio
+    import uuid
+
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    headers = {"Authorization": f"token {token}"}
+    client = AsyncHTTPClient()
+    body = json.dumps({"name": kernel} if kernel else {})
+    resp = await client.fetch(f"{base}/api/kernels", method="POST", body=body, headers=headers,
+                              request_timeout=60)
+    kid = json.loads(resp.body)["id"]
+    out: dict = {"stdout": "", "error": None}
+    try:
+        ws = await websocket_connect(HTTPRequest(
+            f"{base.replace('http', 'ws', 1)}/api/kernels/{kid}/channels", headers=headers))
+        msg_id = uuid.uuid4().hex
+        ws.write_message(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                       "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False,
+                        "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+        started = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            raw = await asyncio.wait_for(ws.read_message(), max(deadline - loop.time(), 0.1))
+            if raw is None:
+                out["error"] = "websocket closed (kernel died?)"
+                break
+            msg = json.loads(raw)
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content["execution_state"] == "busy":
+                started = loop.time()
+            elif kind == "stream":
+                out["stdout"] += content["text"]
+            elif kind == "error":
+                out["error"] = f"{content['ename']}: {content['evalue']}"
+            elif kind == "status" and content["execution_state"] == "idle":
+                out["seconds"] = loop.time() - (started or loop.time())
+                break
+        ws.close()
+    finally:
+        try:
+            await client.fetch(f"{base}/api/kernels/{kid}", method="DELETE", headers=headers,
+                               request_timeout=30)
+        except Exception:   # noqa: BLE001  (a kernel killed by its cgroup may be gone already)
+            pass
+    return out

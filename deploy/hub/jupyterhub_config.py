@@ -8,7 +8,6 @@ Hub and proxy listen on 127.0.0.1 unless ``HUB_IP`` says otherwise; put TLS in f
 import os
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,12 +40,9 @@ c.JupyterHub.spawner_class = LabkitSpawner
 c.Spawner.mem_limit = os.environ.get("HUB_MEM_LIMIT", "2G")
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
-c.Spawner.environment = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-                         "GIT_CONFIG_VALUE_0": "*"}   # the release repo is root's, read-only
-# nbgitpuller: clone/merge the student release into ~/course on every start, never overwriting work
-c.Spawner.default_url = ("/git-pull?repo=" + quote("file:///srv/course", safe="")
-                         + "&branch=main&targetpath=course&urlpath="
-                         + quote("lab/tree/course/notebooks/00_overview.ipynb", safe=""))
+# ~/course is the student release, merged in by nbgitpuller on every start (spawner.py);
+# the same nbgitpuller link (/hub/user-redirect/git-pull?repo=file:///srv/course&...) works too.
+c.Spawner.default_url = "/lab/tree/course/notebooks/00_overview.ipynb"
 
 # -- logins: the roster ----------------------------------------------------------------------------
 if os.environ.get("HUB_AUTH", "native") == "lti":

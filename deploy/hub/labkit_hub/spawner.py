@@ -127,7 +127,12 @@ class LabkitSpawner(LocalProcessSpawner):
         argv += ["--perms", "0755", "--dir", "/etc"]
         argv += [a for n in ETC if (Path("/etc") / n).exists()
                  for a in ("--ro-bind", f"/etc/{n}", f"/etc/{n}")]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
+        # git refuses a repository another uid owns unless the system config says it is safe
+        gitconfig = st.root / "gitconfig"
+        if not gitconfig.exists():
+            gitconfig.write_text(f"[safe]\n\tdirectory = {self.course_mount}\n"
+                                 f"\tdirectory = {self.course_mount}/.git\n")
+        argv += ["--ro-bind", str(gitconfig), "/etc/gitconfig", "--proc", "/proc", "--dev", "/dev"]
         # /tmp first: a tmpfs mounted after a bind under /tmp would hide that bind.
         argv += ["--perms", "1777", "--size", str(self.tmp_size), "--tmpfs", "/tmp"]
         # parents bwrap makes are 0700 root by default: the student's uid must traverse them
@@ -168,7 +173,13 @@ class LabkitSpawner(LocalProcessSpawner):
 
     async def start(self):
         self.prepare()
-        self.cmd = [*self.sandbox_argv(), str(self.state.user_venv / "bin" / "jupyterhub-singleuser")]
+        venv = self.state.user_venv / "bin"
+        # nbgitpuller merges the newest release into ~/course on every start (their edits win);
+        # a failed pull (say, a conflict) is logged and the server starts anyway.
+        pull = (f"{venv}/python -m nbgitpuller.pull file://{self.course_mount} main "
+                f"{self.home}/course >/dev/null 2>&1 || echo 'labkit: course update failed' >&2; ")
+        self.cmd = [*self.sandbox_argv(), "/bin/sh", "-c",
+                    pull + f'exec {venv}/jupyterhub-singleuser "$@"', "singleuser"]
         return await super().start()
 
     async def stop(self, now: bool = False) -> None:
