@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -191,3 +192,44 @@ async def execute(base: str, token: str, code: str, timeout: float = 120,
         except Exception:   # noqa: BLE001  (a kernel killed by its cgroup may be gone already)
             pass
     return out
+
+
+class Browser:
+    """A cookie-keeping HTTP client that logs in through the hub's forms (no JavaScript)."""
+
+    XSRF = __import__("re").compile(r'name="?_xsrf"?\s+value="?([^"\s>]+)')
+
+    def __init__(self, base: str):
+        import http.cookiejar
+
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def get(self, path: str) -> tuple[int, str, str]:
+        """(status, final URL, body) after following redirects."""
+        try:
+            with self.opener.open(self.base + path, timeout=60) as resp:
+                return resp.status, resp.url, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.url, exc.read().decode(errors="replace")
+
+    def post_form(self, path: str, fields: dict[str, str], form_page: str | None = None):
+        """POST ``fields`` plus the _xsrf value read from ``form_page`` (default: ``path``)."""
+        _, _, page = self.get(form_page or path)
+        found = self.XSRF.search(page)
+        data = urllib.parse.urlencode({**fields, **({"_xsrf": found[1]} if found else {})}).encode()
+        try:
+            with self.opener.open(urllib.request.Request(self.base + path, data=data), timeout=120) as resp:
+                return resp.status, resp.url, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.url, exc.read().decode(errors="replace")
+
+    def signup(self, name: str, password: str):
+        return self.post_form("/hub/signup", {"username": name, "signup_password": password,
+                                              "signup_password_confirmation": password})
+
+    def login(self, name: str, password: str):
+        """Log in without starting the server (the hub's default next page spawns it)."""
+        return self.post_form("/hub/login?next=%2Fhub%2Fhome", {"username": name, "password": password},
+                              form_page="/hub/login")

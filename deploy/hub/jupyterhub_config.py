@@ -59,6 +59,8 @@ else:
     c.NativeAuthenticator.open_signup = False    # roster names are pre-authorised, others refused
     c.NativeAuthenticator.check_common_password = True
     c.NativeAuthenticator.minimum_password_length = 8
+    c.JupyterHub.template_vars = {"announcement_login": 'First time here? <a href="signup">Sign '
+                                  'up</a> with the username on the class roster.'}
 members = roster.load(st.roster)
 staff = {m.username: m.role for m in members if m.role != "student"}
 c.Authenticator.admin_users = {n for n, r in staff.items() if r == "instructor"}

@@ -47,7 +47,7 @@ def build_submissions(state: State, assignment: str) -> dict[str, dict]:
     return metas
 
 
-def grade(state: State, assignment: str, jobs: int = 1) -> int:
+def grade(state: State, assignment: str, jobs: int = 1, tasks: tuple[str, ...] = ()) -> int:
     """Build the submissions, run the grader (log in ``grade.log``), write the exports."""
     out = run_dir(state, assignment)
     metas = build_submissions(state, assignment)
@@ -55,11 +55,13 @@ def grade(state: State, assignment: str, jobs: int = 1) -> int:
         (out / "grade.log").write_text("no hand-ins yet\n")
         return 2
     cmd = [course_python(), "-m", "labkit.grading", "grade", "--submissions",
-           str(out / "submissions"), "--out", str(out / "out"), "--jobs", str(jobs)]
+           str(out / "submissions"), "--out", str(out / "out"), "--jobs", str(jobs),
+           *[a for t in tasks for a in ("--task", t)]]
     with (out / "grade.log").open("w") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
-        rc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        env = {**os.environ, "PYTHONPATH": str(REPO)}     # this checkout's labkit, whatever venv
+        rc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
                             stdin=subprocess.DEVNULL).returncode
     if rc == 0:
         write_exports(state, assignment)

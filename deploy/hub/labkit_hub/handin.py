@@ -33,10 +33,11 @@ def allowed_files(rubric: Path = RUBRIC) -> list[str]:
 
 @dataclass(frozen=True)
 class Assignment:
-    """A deadline: a name and when it is due (UTC)."""
+    """A deadline: a name, when it is due (UTC), and the rubric tasks it grades (all if empty)."""
 
     name: str
     due: datetime
+    tasks: tuple[str, ...] = ()
 
     def late(self, when: datetime) -> bool:
         return when > self.due
@@ -46,7 +47,8 @@ def assignments(state: State) -> list[Assignment]:
     """The course's deadlines: ``$HUB_STATE/course.json`` or deploy/hub/course.example.json."""
     path = state.course if state.course.exists() else EXAMPLE_COURSE
     raw = json.loads(path.read_text())["assignments"]
-    return [Assignment(a["name"], datetime.fromisoformat(a["due"]).astimezone(UTC)) for a in raw]
+    return [Assignment(a["name"], datetime.fromisoformat(a["due"]).astimezone(UTC),
+                       tuple(a.get("tasks", ()))) for a in raw]
 
 
 def read_nofollow(base: Path, rel: str) -> bytes:
@@ -61,8 +63,10 @@ def read_nofollow(base: Path, rel: str) -> bytes:
             os.close(fd)
             fd = nxt
         st = os.lstat(parts[-1], dir_fd=fd)
+        if stat.S_ISLNK(st.st_mode):
+            raise ValueError(f"{rel}: a symbolic link")
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > MAX_FILE_BYTES:
-            raise ValueError(f"{rel}: not a plain file of at most {MAX_FILE_BYTES} bytes")
+            raise ValueError(f"{rel}: not a plain file (one link, at most {MAX_FILE_BYTES} bytes)")
         ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         with os.fdopen(ffd, "rb") as fh:
             return fh.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]

@@ -132,7 +132,7 @@ class GradingAction(Base):
 
         def work() -> None:
             try:
-                grading.grade(self.state, a.name, jobs)
+                grading.grade(self.state, a.name, jobs, a.tasks)
             finally:
                 _grading.release()
         threading.Thread(target=work, daemon=True).start()

@@ -1,0 +1,252 @@
+"""The course's JupyterHub (deploy/hub/): stores, exports, manifests, and the real hub on loopback.
+
+Fast (default suite): the hand-in store (allowed files only, no links, every version, late flag),
+roster checks, grading exports and the class view from a report, the release repo's history,
+KubeSpawner's pod manifest rendered from deploy/k8s, and a smoke test that boots the real hub
+and proxy (root only), creates the roster's users through the REST API, signs a roster student
+up (an outsider is refused) and checks who reaches which service.
+
+Slow: ten students' servers started at once (ready within 90 s) with an isolation probe in each
+kernel, a memory hog and a CPU hog, and hand-in -> grade -> release through the services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "deploy" / "hub"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hub_harness  # noqa: E402
+from labkit_hub import grading, handin, release, roster  # noqa: E402
+from labkit_hub.paths import State  # noqa: E402
+
+NOTEBOOK = "notebooks/exercises/ex02_dynamo.ipynb"
+LIBRARY = "labkit/compiler/lower.py"
+
+
+def _state(tmp_path: Path, *students: str) -> State:
+    st = State(tmp_path / "state")
+    st.make()
+    for s in students:
+        course = st.homes / s / "course"
+        (course / "notebooks" / "exercises").mkdir(parents=True)
+        (course / "labkit" / "compiler").mkdir(parents=True)
+    return st
+
+
+# -- fast: the stores and exports ------------------------------------------------------------------
+def test_handin_copies_only_allowed_files_every_version_late_flag(tmp_path: Path) -> None:
+    st = _state(tmp_path, "alice")
+    course = st.homes / "alice" / "course"
+    (course / NOTEBOOK).write_text('{"cells": []}')
+    (course / "secret.txt").write_text("not part of the hand-in")
+    (tmp_path / "outside").write_text("another file")
+    (course / LIBRARY).symlink_to(tmp_path / "outside")        # a link: refused, not followed
+    due = datetime(2026, 12, 1, tzinfo=UTC)
+    a = handin.Assignment("ex", due)
+    first = handin.hand_in(st, "alice", a, now=due - timedelta(hours=1))
+    (course / NOTEBOOK).write_text('{"cells": [1]}')
+    second = handin.hand_in(st, "alice", a, now=due + timedelta(minutes=5))
+    assert list(first["files"]) == [NOTEBOOK] and not first["late"] and second["late"]
+    assert any(LIBRARY in p and "symbolic link" in p for p in first["problems"])
+    vs = handin.versions(st, "ex", "alice")
+    assert [v["version"][:5] for v in vs] == ["v0001", "v0002"]
+    stored = sorted(p.relative_to(st.handins) for p in st.handins.rglob("*") if p.is_file())
+    assert all("secret" not in str(p) and "outside" not in str(p) for p in stored)
+    assert json.loads((handin.latest(st, "ex")["alice"] / NOTEBOOK).read_text()) == {"cells": [1]}
+    assert (st.handins.stat().st_mode & 0o777) == 0o700
+    with pytest.raises(ValueError, match="nothing to hand in"):
+        handin.hand_in(st, "nobody", a)
+
+
+def test_allowed_files_are_the_rubrics() -> None:
+    files = handin.allowed_files()
+    assert NOTEBOOK in files and LIBRARY in files
+    assert not any(f.startswith("tests/") or f.endswith("rubric.json") for f in files)
+
+
+def test_roster_refuses_bad_rows(tmp_path: Path) -> None:
+    good = tmp_path / "r.csv"
+    good.write_text("username,role\nalice,student\nprof,instructor\ntina,ta\n")
+    assert roster.names(good) == {"alice", "prof", "tina"} and roster.names(good, "ta") == {"tina"}
+    for bad in ("username,role\n../etc,student\n", "username,role\nbob,dean\n",
+                "username\nbob\nbob\n"):
+        good.write_text(bad)
+        with pytest.raises(ValueError):
+            roster.load(good)
+
+
+def _fake_report(st: State, assignment: str) -> None:
+    out = grading.run_dir(st, assignment) / "out"
+    (out / "feedback").mkdir(parents=True)
+    tasks = [{"id": "2.1", "title": "guards", "kind": "notebook", "points": 3},
+             {"id": "5.1", "title": "sigmoid", "kind": "library", "points": 2}]
+    students = []
+    for name, p21, p51 in (("alice", 3, 2), ("bob", 0, 2), ("carol", 0, 0)):
+        students.append({"student": name, "total": p21 + p51, "problems": [], "seconds": 1,
+                         "log_tail": [], "tasks": {
+                             "2.1": {"points": p21, "max": 3, "feedback": [] if p21 else ["wrong count"]},
+                             "5.1": {"points": p51, "max": 2, "feedback": [] if p51 else ["raises"]}}})
+        (out / "feedback" / f"{name}.html").write_text(f"<p>feedback for {name}</p>")
+    (out / "report.json").write_text(json.dumps({"tasks": tasks, "students": students}))
+    (grading.run_dir(st, assignment) / "handins.json").write_text(json.dumps(
+        {"alice": {"late": False, "time": "t", "version": "v0001"},
+         "bob": {"late": True, "time": "t", "version": "v0003"}}))
+
+
+def test_exports_class_view_and_release(tmp_path: Path) -> None:
+    st = _state(tmp_path, "alice", "bob")
+    _fake_report(st, "ex")
+    grading.write_exports(st, "ex")
+    out = grading.run_dir(st, "ex") / "out"
+    results = json.loads((out / "results.json").read_text())
+    assert results["alice"]["score"] == 5 and results["alice"]["max_score"] == 5
+    assert results["bob"]["late"] and results["bob"]["tests"][0]["status"] == "failed"
+    assert "wrong count" in results["bob"]["tests"][0]["output"]
+    canvas = (out / "canvas.csv").read_text().splitlines()
+    assert canvas[0].endswith("ex (5)") and "Points Possible" in canvas[1] and canvas[2].startswith("alice")
+    assert "bob,2,yes" in (out / "moodle.csv").read_text()
+    view = grading.class_view(st, "ex")
+    assert "1/3" in view and "2/3" in view and "2× wrong count" in view and "<svg id=histogram" in view
+    done = grading.release(st, "ex")
+    assert done == ["alice", "bob"]                     # carol has no home: nothing written
+    fb = st.feedback / "bob" / "ex.html"
+    assert fb.read_text() == "<p>feedback for bob</p>" and fb.stat().st_mode & 0o777 == 0o644
+    assert fb.stat().st_uid == os.geteuid()             # the hub's file, not the student's
+
+
+@pytest.mark.skipif(not shutil.which("git"), reason="git missing")
+def test_release_repo_grows_so_students_can_merge(tmp_path: Path) -> None:
+    src, repo = tmp_path / "dist", tmp_path / "release"
+    src.mkdir()
+    (src / "README.md").write_text("v1")
+    assert release.publish(src, repo)
+    assert not release.publish(src, repo)               # unchanged: no empty commit
+    (src / "README.md").write_text("v2")
+    (src / "new.txt").write_text("x")
+    assert release.publish(src, repo)
+    log = release.git(repo, "log", "--oneline").splitlines()
+    assert len(log) == 2 and (repo / "new.txt").exists()
+
+
+# -- fast: Kubernetes, offline ---------------------------------------------------------------------
+def _hub_python() -> Path:
+    return hub_harness.STATE / "hub-venv" / "bin" / "python"
+
+
+@pytest.mark.skipif(not (hub_harness.STATE / "hub-venv" / "bin" / "python").exists(),
+                    reason="no hub venv (HUB_STATE=... bash tools/setup_hub.sh)")
+def test_kubespawner_pod_manifest_from_helm_values() -> None:
+    res = subprocess.run([str(_hub_python()), str(ROOT / "deploy" / "k8s" / "render_pod.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    pod = json.loads(res.stdout)
+    c = pod["spec"]["containers"][0]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["runAsUser"] == 1000
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["cpu"]
+    assert c["image"].endswith(":2.13.0") and pod["metadata"]["name"] == "jupyter-alice"
+    assert {"name": "OMP_NUM_THREADS", "value": "1"} in c["env"]
+
+
+def test_grading_job_manifests(tmp_path: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "k8s" / "grading-job.yaml").read_text()))
+    job = next(d for d in docs if d["kind"] == "Job")
+    spec = job["spec"]["template"]["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] and spec["automountServiceAccountToken"] is False
+    assert spec["containers"][0]["resources"]["limits"]["memory"]
+    assert any(d["kind"] == "NetworkPolicy" for d in docs)
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl missing: manifests parsed, not validated by kubectl")
+    with _fake_discovery() as server:      # kubectl maps kinds through discovery even on dry runs
+        res = subprocess.run(["kubectl", "create", "--dry-run=client", "--validate=false",
+                              "-o", "yaml", f"--server={server}", "--cache-dir", str(tmp_path),
+                              "-f", str(ROOT / "deploy" / "k8s" / "grading-job.yaml")],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "kind: Job" in res.stdout and "kind: NetworkPolicy" in res.stdout
+
+
+@contextlib.contextmanager
+def _fake_discovery():
+    """A loopback API server that answers only discovery (Jobs, NetworkPolicies), for kubectl."""
+    groups = {"batch": ("jobs", "Job"), "networking.k8s.io": ("networkpolicies", "NetworkPolicy")}
+    docs = {"/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+            "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": []},
+            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}} for g in groups]}}
+    for g, (plural, kind) in groups.items():
+        docs[f"/apis/{g}/v1"] = {"kind": "APIResourceList", "groupVersion": f"{g}/v1", "resources": [
+            {"name": plural, "singularName": kind.lower(), "namespaced": True, "kind": kind,
+             "verbs": ["create", "get", "list"]}]}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:   # noqa: N802
+            body = docs.get(self.path.split("?")[0])
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps(body or {}).encode())
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+# -- the real hub ------------------------------------------------------------------------------------
+needs_hub = pytest.mark.skipif(bool(hub_harness.missing()), reason=hub_harness.missing() or "ok")
+ROSTER = "username,role,name\nprof,instructor,Prof\ntina,ta,Tina\nalice,student,A\nbob,student,B\n"
+PASSWORD = "correct-horse-battery-7"
+
+
+@needs_hub
+def test_smoke_hub_roster_logins_and_roles() -> None:
+    """Boot hub + proxy, roster -> users by REST, signup limited to the roster, service access."""
+    hub = hub_harness.Hub(ROSTER).start()
+    try:
+        created = roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv"))
+        assert created == ["alice", "bob"]                  # staff come from the config's roles
+        status, users = hub.api("/users")
+        assert {u["name"] for u in users} >= {"prof", "tina", "alice", "bob"}
+        roles = {u["name"]: set(u["roles"]) for u in users}
+        assert "admin" in roles["prof"] and "teaching-assistant" in roles["tina"]
+        out = hub_harness.Browser(hub.url)
+        out.signup("mallory", PASSWORD)
+        assert "mallory" not in {u["name"] for u in hub.api("/users")[1]}
+        assert "/hub/login" in out.login("mallory", PASSWORD)[1]       # still at the login form
+        for name in ("alice", "tina"):
+            b = hub_harness.Browser(hub.url)
+            b.signup(name, PASSWORD)
+            b.login(name, PASSWORD)
+            status, url, body = b.get("/services/handin/")
+            assert status == 200 and "Hand in exercises" in body, (name, status, url)
+            status, url, body = b.get("/services/grading/")
+            assert (status == 200) == (name == "tina"), (name, status, url)
+        # bob may not start (or even see) alice: the hub answers 404 for users a token cannot read
+        assert hub.api("/users/alice/server", "POST", token=hub.user_token("bob"))[0] in (403, 404)
+    finally:
+        hub.stop()
