@@ -105,9 +105,11 @@ class Hub:
         status, _ = self.api(f"/users/{name}/server", "POST")
         assert status in (201, 202), (name, status)
 
-    def wait_ready(self, names: list[str], timeout: float = 90) -> dict[str, float]:
-        """Seconds until each server was ready (polled every 0.5 s); TimeoutError for the rest."""
-        start, ready = time.monotonic(), {}
+    def wait_ready(self, names: list[str], timeout: float = 90,
+                   since: float | None = None) -> dict[str, float]:
+        """Seconds from ``since`` (default: now, a monotonic time) until each server was ready,
+        polled every 0.5 s; TimeoutError for those not ready ``timeout`` s after ``since``."""
+        start, ready = since or time.monotonic(), {}
         while time.monotonic() - start < timeout and len(ready) < len(names):
             _, users = self.api("/users?limit=1000")
             for u in users or []:
@@ -119,6 +121,13 @@ class Hub:
             raise TimeoutError(f"not ready in {timeout} s: {sorted(set(names) - set(ready))}\n"
                                + self.log.read_text(errors="replace")[-4000:])
         return ready
+
+    def start_servers(self, names: list[str]) -> None:
+        """Ask for all servers at once (each POST may wait up to 10 s for its spawn to finish)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(names)) as pool:
+            list(pool.map(self.start_server, names))
 
     def stop_server(self, name: str) -> None:
         self.api(f"/users/{name}/server", "DELETE")
@@ -150,7 +159,7 @@ async def execute(base: str, token: str, code: str, timeout: float = 120,
     client = AsyncHTTPClient()
     body = json.dumps({"name": kernel} if kernel else {})
     resp = await client.fetch(f"{base}/api/kernels", method="POST", body=body, headers=headers,
-                              request_timeout=60)
+                              connect_timeout=timeout, request_timeout=timeout)
     kid = json.loads(resp.body)["id"]
     out: dict = {"stdout": "", "error": None}
     try:

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -250,3 +252,230 @@ def test_smoke_hub_roster_logins_and_roles() -> None:
         assert hub.api("/users/alice/server", "POST", token=hub.user_token("bob"))[0] in (403, 404)
     finally:
         hub.stop()
+
+
+# -- slow: a class of ten on the real hub ------------------------------------------------------------
+CLASS = [f"s{i:02d}" for i in range(int(os.environ.get("HUB_TEST_CLASS", "10")))]   # 10: the issue's bar
+ASSIGNMENT = "ex02"
+PROBE = r'''
+import json, os, urllib.request, urllib.error
+r = {"uid": os.getuid(), "home": sorted(os.listdir("/home"))}
+def writable(p):
+    try:
+        with open(p, "w") as fh:
+            fh.write("x")
+        os.unlink(p)
+        return True
+    except OSError:
+        return False
+home = os.path.expanduser("~")
+r["write"] = {p: writable(p) for p in ["/usr/probe", "/etc/probe", "/srv/course/probe",
+              "/srv/course/README.md", VENV + "/probe", home + "/probe", "/tmp/probe",
+              home + "/feedback/probe"]}
+open("/tmp/mine-" + os.environ["USER"], "w").write("x")
+r["tmp"] = sorted(os.listdir("/tmp"))
+r["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+r["cap"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+r["seen"] = [p for p in (STATE + "/handins", STATE + "/jupyterhub.sqlite", STATE + "/homes",
+                         STATE + "/secrets", "/root", "/work") if os.path.exists(p)]
+req = urllib.request.Request(PROXY + "/user/" + OTHER + "/api/contents",
+                             headers={"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]})
+try:
+    urllib.request.urlopen(req, timeout=30)
+    r["other"] = 200
+except urllib.error.HTTPError as exc:
+    r["other"] = exc.code
+print(json.dumps(r))
+'''
+TIMED_CELL = ("import time\nt = time.perf_counter()\nsum(i * i for i in range(1_500_000))\n"
+              "print(time.perf_counter() - t)")
+
+
+@pytest.fixture(scope="module")
+def class_hub():
+    """A hub with an instructor and ten students, all created through the REST API."""
+    if hub_harness.missing():
+        pytest.skip(hub_harness.missing())
+    text = "username,role\nprof,instructor\n" + "".join(f"{n},student\n" for n in CLASS)
+    due = (datetime.now(UTC) + timedelta(days=7)).isoformat()
+    hub = hub_harness.Hub(text, course={"assignments": [{"name": ASSIGNMENT, "due": due,
+                                                          "tasks": ["2.1"]}]},
+                          env={"HUB_MEM_LIMIT": "1G", "COURSE_PYTHON": sys.executable}).start()
+    assert roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv")) == CLASS
+    yield hub
+    hub.stop()
+
+
+def _uids() -> dict[str, int]:
+    return json.loads((hub_harness.STATE / "uids.json").read_text())
+
+
+def _hub_cgroups(hub: hub_harness.Hub, controller: str) -> Path:
+    """The folder holding the students' cgroups of ``controller`` (the hub's own group + labkit-hub)."""
+    for line in Path(f"/proc/{hub.proc.pid}/cgroup").read_text().splitlines():
+        _, names, rel = line.split(":", 2)
+        if controller in names.split(","):
+            return Path("/sys/fs/cgroup") / names / rel.lstrip("/") / "labkit-hub"
+    raise LookupError(controller)
+
+
+def _procs_of(uid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and p.stat().st_uid == uid:
+                out.append(int(p.name))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
+    hub = class_hub
+    start = time.monotonic()
+    hub.start_servers(CLASS)
+    ready = hub.wait_ready(CLASS, timeout=90, since=start)
+    print(f"ready after {sorted(round(s, 1) for s in ready.values())} s")
+    tokens = {n: hub.user_token(n) for n in CLASS}
+    st = str(hub_harness.STATE)
+
+    async def probe_all():
+        gate = asyncio.Semaphore(3)          # ten kernels starting at once swamp 2 shared cores
+
+        async def probe(i: int, n: str) -> dict:
+            async with gate:
+                return await hub_harness.execute(
+                    f"{hub.url}/user/{n}", tokens[n],
+                    f"VENV={st + '/user-venv'!r}; STATE={st!r}; PROXY={hub.url!r}; "
+                    f"OTHER={CLASS[(i + 1) % len(CLASS)]!r}\n" + PROBE, timeout=180)
+        return await asyncio.gather(*[probe(i, n) for i, n in enumerate(CLASS)])
+    results = asyncio.run(probe_all())
+    uids = _uids()
+    for name, res in zip(CLASS, results):
+        assert res["error"] is None, (name, res)
+        r = json.loads(res["stdout"].strip().splitlines()[-1])
+        assert r["uid"] == uids[name] and r["uid"] not in (0, os.geteuid())
+        assert r["home"] == [name]                                     # other homes absent
+        assert r["write"] == {"/usr/probe": False, "/etc/probe": False, "/srv/course/probe": False,
+                              "/srv/course/README.md": False, f"{st}/user-venv/probe": False,
+                              f"/home/{name}/probe": True, "/tmp/probe": True,
+                              f"/home/{name}/feedback/probe": False}, name
+        assert r["tmp"] == [f"mine-{name}"]                             # a /tmp of its own
+        assert len(r["pids"]) < 8 and 1 in r["pids"]                    # a PID namespace of its own
+        assert r["cap"] == "0000000000000000"
+        assert r["seen"] == []                  # no hand-in store, hub database, homes, secrets
+        assert r["other"] == 403                # its token is refused by the neighbour's server
+    # and from outside, with a student's token, straight at another student's server
+    req = urllib.request.Request(f"{hub.url}/user/{CLASS[1]}/api/contents",
+                                 headers={"Authorization": f"token {tokens[CLASS[0]]}"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=30)
+    assert exc.value.code == 403
+
+
+@pytest.mark.slow
+def test_memory_hog_dies_in_its_own_cgroup(class_hub) -> None:
+    hub = class_hub
+    hog, neighbour = CLASS[0], CLASS[1]
+    tokens = {n: hub.user_token(n) for n in (hog, neighbour)}
+
+    async def both():
+        grab = hub_harness.execute(f"{hub.url}/user/{hog}", tokens[hog],
+                                   "x = b'x' * (3 << 30)\nprint('survived')", timeout=120)
+        await asyncio.sleep(1)
+        calm = hub_harness.execute(f"{hub.url}/user/{neighbour}", tokens[neighbour],
+                                   "print(6 * 7)", timeout=120)
+        return await asyncio.gather(grab, calm)
+    grabbed, calm = asyncio.run(both())
+    assert "survived" not in grabbed["stdout"] and grabbed["error"], grabbed
+    assert calm["stdout"].strip() == "42" and calm["error"] is None
+    groups = _hub_cgroups(hub, "memory")
+    assert int((groups / hog / "memory.failcnt").read_text()) > 0    # the limit was hit in hog's group
+    assert int((groups / neighbour / "memory.failcnt").read_text()) == 0
+    status, user = hub.api(f"/users/{hog}")
+    assert user["servers"][""]["ready"]                            # only the kernel died
+
+
+@pytest.mark.slow
+def test_cpu_hog_does_not_slow_a_neighbour_past_2x(class_hub) -> None:
+    hub = class_hub
+    hog, neighbour = CLASS[2], CLASS[3]
+    tokens = {n: hub.user_token(n) for n in (hog, neighbour)}
+
+    def cell_times(n: int) -> list[float]:
+        return [float(asyncio.run(hub_harness.execute(f"{hub.url}/user/{neighbour}",
+                                                      tokens[neighbour], TIMED_CELL))["stdout"])
+                for _ in range(n)]
+    quiet = statistics.median(cell_times(5))
+    start = ("import subprocess, sys\n[subprocess.Popen([sys.executable, '-c', 'while True: pass'])"
+             " for _ in range(4)]\nprint('started')")
+    assert "started" in asyncio.run(hub_harness.execute(f"{hub.url}/user/{hog}", tokens[hog], start))["stdout"]
+    time.sleep(2)
+    try:
+        loaded = statistics.median(cell_times(5))
+    finally:
+        hub.stop_server(hog)
+    print(f"neighbour's cell: {quiet:.3f} s quiet, {loaded:.3f} s beside 4 busy processes")
+    assert loaded < 2 * quiet
+    deadline = time.monotonic() + 30                 # every process ends with the server
+    while _procs_of(_uids()[hog]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _procs_of(_uids()[hog]) == []
+
+
+@pytest.mark.slow
+def test_handin_grade_release_through_the_services(class_hub) -> None:
+    """Students hand in from the hub's page; the instructor grades and releases; each sees their own."""
+    hub = class_hub
+    good, blank = CLASS[4], CLASS[5]
+    for n in (good, blank):
+        if not (hub.api(f"/users/{n}")[1]["servers"].get("") or {}).get("ready"):
+            hub.start_server(n)
+    hub.wait_ready([good, blank], timeout=90)
+    uid = _uids()[good]
+    target = hub_harness.STATE / "homes" / good / "course" / NOTEBOOK
+    shutil.copyfile(ROOT / NOTEBOOK, target)     # the good student's work: the master's solution
+    os.chown(target, uid, uid)
+    browsers = {}
+    for n in (good, blank, "prof"):
+        b = hub_harness.Browser(hub.url)
+        b.signup(n, PASSWORD)
+        b.login(n, PASSWORD)
+        browsers[n] = b
+    for n in (good, blank):
+        status, _, body = browsers[n].post_form("/services/handin/submit", {"assignment": ASSIGNMENT},
+                                                form_page="/services/handin/")
+        assert status == 200 and "handed in v0001" in body, body[-500:]
+    status, _, body = browsers[good].get("/services/grading/")
+    assert status == 403                                         # students never reach grading
+    prof = browsers["prof"]
+    status, _, body = prof.post_form("/services/grading/grade", {"assignment": ASSIGNMENT},
+                                     form_page="/services/grading/")
+    assert status == 200 and "grading ex02 started" in body
+    deadline = time.monotonic() + 900
+    while json.loads(prof.get("/services/grading/status")[2])["grading"]:
+        assert time.monotonic() < deadline, prof.get(f"/services/grading/files/{ASSIGNMENT}/grade.log")[2]
+        time.sleep(5)
+    status, _, grades = prof.get(f"/services/grading/files/{ASSIGNMENT}/grades.csv")
+    assert status == 200, prof.get(f"/services/grading/files/{ASSIGNMENT}/grade.log")[2][-3000:]
+    rows = {r.split(",")[0]: r for r in grades.splitlines()[1:]}
+    assert rows[good].endswith(",3,3,3") and rows[blank].endswith(",0,0,3"), grades
+    for name in ("results.json", "canvas.csv", "moodle.csv"):
+        assert prof.get(f"/services/grading/files/{ASSIGNMENT}/{name}")[0] == 200
+    view = prof.get(f"/services/grading/class/{ASSIGNMENT}")[2]
+    assert "1/2" in view and "<svg id=histogram" in view
+    assert browsers[good].get(f"/services/handin/feedback/{ASSIGNMENT}")[0] == 404   # not released
+    status, _, body = prof.post_form("/services/grading/release", {"assignment": ASSIGNMENT},
+                                     form_page="/services/grading/")
+    assert "released feedback to 2 students" in body
+    status, _, page = browsers[good].get(f"/services/handin/feedback/{ASSIGNMENT}")
+    assert status == 200 and good in page and blank not in page
+    status, _, page = browsers[blank].get(f"/services/handin/feedback/{ASSIGNMENT}")
+    assert status == 200 and blank in page and good not in page
+    # inside the good student's server: the feedback is there, read-only
+    res = asyncio.run(hub_harness.execute(
+        f"{hub.url}/user/{good}", hub.user_token(good),
+        f"import os; p = os.path.expanduser('~/feedback/{ASSIGNMENT}.html'); "
+        "print(os.path.exists(p), os.access(p, os.W_OK))"))
+    assert res["stdout"].split() == ["True", "False"], res
