@@ -129,6 +129,13 @@ class Hub:
         with ThreadPoolExecutor(len(names)) as pool:
             list(pool.map(self.start_server, names))
 
+    def ensure_ready(self, names: list[str], timeout: float = 180) -> None:
+        """Start those of ``names`` whose server is not running, and wait for them."""
+        down = [n for n in names if not (self.api(f"/users/{n}")[1]["servers"].get("") or {}).get("ready")]
+        if down:
+            self.start_servers(down)
+            self.wait_ready(down, timeout)
+
     def stop_server(self, name: str) -> None:
         self.api(f"/users/{name}/server", "DELETE")
 
@@ -181,6 +188,9 @@ async def execute(base: str, token: str, code: str, timeout: float = 120,
                 out["error"] = "websocket closed (kernel died?)"
                 break
             msg = json.loads(raw)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] in ("restarting", "dead"):
+                out["error"] = f"kernel {msg['content']['execution_state']} (killed?)"
+                break
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]

@@ -110,6 +110,7 @@ class LabkitSpawner(LocalProcessSpawner):
                 (group / key).write_text(str(value))
             if c == "memory" and (group / "memory.memsw.limit_in_bytes").exists():
                 (group / "memory.memsw.limit_in_bytes").write_text(str(self.mem_limit or 2 << 30))
+        self.weigh_students()
 
     def sandbox_argv(self) -> list[str]:
         """bwrap + setpriv in front of the single-user command."""
@@ -174,12 +175,14 @@ class LabkitSpawner(LocalProcessSpawner):
     async def start(self):
         self.prepare()
         venv = self.state.user_venv / "bin"
-        # nbgitpuller merges the newest release into ~/course on every start (their edits win);
-        # a failed pull (say, a conflict) is logged and the server starts anyway.
+        # nbgitpuller merges the newest release into ~/course on every start (their edits win):
+        # the first clone before the server starts, later pulls beside it (a faster start); a
+        # failed pull (say, a conflict) is logged and the server runs anyway.
         pull = (f"{venv}/python -m nbgitpuller.pull file://{self.course_mount} main "
-                f"{self.home}/course >/dev/null 2>&1 || echo 'labkit: course update failed' >&2; ")
-        self.cmd = [*self.sandbox_argv(), "/bin/sh", "-c",
-                    pull + f'exec {venv}/jupyterhub-singleuser "$@"', "singleuser"]
+                f"{self.home}/course >/dev/null 2>&1 || echo 'labkit: course update failed' >&2")
+        script = (f"if [ -d {self.home}/course/.git ]; then ({pull}) & else {pull}; fi; "
+                  f'exec {venv}/jupyterhub-singleuser "$@"')
+        self.cmd = [*self.sandbox_argv(), "/bin/sh", "-c", script, "singleuser"]
         return await super().start()
 
     async def stop(self, now: bool = False) -> None:
@@ -191,6 +194,17 @@ class LabkitSpawner(LocalProcessSpawner):
         if status is not None:
             self.sweep()
         return status
+
+    def weigh_students(self) -> None:
+        """Give the students' parent cpu group one share per running student.
+
+        cgroup v1 weighs a group as one task: with a fixed weight, ten students together would
+        count as one process against everything else on the host.
+        """
+        parent = cgroup_parent("cpu")
+        if parent is not None:
+            n = sum(1 for p in parent.iterdir() if p.is_dir())
+            (parent / "cpu.shares").write_text(str(self.cpu_shares * max(n, 1)))
 
     def sweep(self) -> None:
         """Kill what is left in the student's cgroups or as their uid, then remove the cgroups."""
@@ -221,3 +235,4 @@ class LabkitSpawner(LocalProcessSpawner):
                 g.rmdir()
             except OSError:
                 pass
+        self.weigh_students()
