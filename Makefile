@@ -64,7 +64,7 @@ test-notebooks: setup  ## nbval over the chapter only
 	$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS)
 
 lint: setup  ## ruff over the library, tests and tools
-	$(VENV)/bin/ruff check labkit tests tools benchmarks
+	$(VENV)/bin/ruff check labkit tests tools benchmarks deploy
 
 notebooks: setup  ## rebuild notebooks/*.ipynb from tools/nbsrc/ (execute + normalise); edit the sources, not the .ipynb
 	$(PY) tools/build_notebooks.py

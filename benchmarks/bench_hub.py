@@ -57,7 +57,7 @@ def notebook_code(path: Path) -> str:
     nb = json.loads(path.read_text())
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     lines = [ln for cell in cells for ln in cell.splitlines() if not ln.lstrip().startswith(("%", "!"))]
-    return f"import os\nos.chdir(os.path.expanduser('~/course/notebooks'))\n" + "\n".join(lines)
+    return "import os\nos.chdir(os.path.expanduser('~/course/notebooks'))\n" + "\n".join(lines)
 
 
 def one_size(n: int, active: int) -> dict:

@@ -244,6 +244,16 @@ class Browser:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.url, exc.read().decode(errors="replace")
 
+    def post(self, url: str, fields: dict[str, str]) -> tuple[int, str, str]:
+        """POST a form as it is (absolute ``url`` or a path of the hub)."""
+        data = urllib.parse.urlencode(fields).encode()
+        target = url if url.startswith("http") else self.base + url
+        try:
+            with self.opener.open(urllib.request.Request(target, data=data), timeout=120) as resp:
+                return resp.status, resp.url, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.url, exc.read().decode(errors="replace")
+
     def signup(self, name: str, password: str):
         return self.post_form("/hub/signup", {"username": name, "signup_password": password,
                                               "signup_password_confirmation": password})

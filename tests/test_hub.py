@@ -392,8 +392,11 @@ def test_memory_hog_dies_in_its_own_cgroup(class_hub) -> None:
     assert "survived" not in grabbed["stdout"] and grabbed["error"], grabbed
     assert calm["stdout"].strip() == "42" and calm["error"] is None
     groups = _hub_cgroups(hub, "memory")
-    assert int((groups / hog / "memory.failcnt").read_text()) > 0    # the limit was hit in hog's group
-    assert int((groups / neighbour / "memory.failcnt").read_text()) == 0
+
+    def oom_kills(name: str) -> int:
+        return int(dict(line.split() for line in (groups / name / "memory.oom_control")
+                        .read_text().splitlines())["oom_kill"])
+    assert oom_kills(hog) >= 1 and oom_kills(neighbour) == 0      # killed in hog's own group
     status, user = hub.api(f"/users/{hog}")
     assert user["servers"][""]["ready"]                            # only the kernel died
 
@@ -478,3 +481,43 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
         f"import os; p = os.path.expanduser('~/feedback/{ASSIGNMENT}.html'); "
         "print(os.path.exists(p), os.access(p, os.W_OK))"))
     assert res["stdout"].split() == ["True", "False"], res
+
+
+@pytest.mark.slow
+@needs_hub
+def test_lti13_launch_from_a_fake_platform() -> None:
+    """An LMS launch (OIDC login -> signed id_token) logs students in; instructors become admins."""
+    import re
+    from urllib.parse import quote
+
+    platform = subprocess.Popen([str(_hub_python()), str(ROOT / "tests" / "fake_lti_platform.py")],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        iss = f"http://127.0.0.1:{int(platform.stdout.readline())}"
+        hub = hub_harness.Hub(ROSTER, env={
+            "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub",
+            "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks"}).start()
+        try:
+            def launch(user: str, tamper: bool = False) -> tuple[int, str]:
+                b = hub_harness.Browser(hub.url)
+                _, _, form = b.get(f"/hub/lti13/oauth_login?iss={quote(iss)}&login_hint={user}"
+                                   f"&client_id=labkit-hub&target_link_uri={quote(hub.url + '/hub/home')}")
+                action = re.search(r'action="([^"]+)"', form)[1]
+                fields = dict(re.findall(r'name=(\w+) value="([^"]*)"', form))
+                if tamper:                              # another payload under the same signature
+                    head, body, sig = fields["id_token"].split(".")
+                    fields["id_token"] = ".".join((head, body[:-4] + "AAAA", sig))
+                status, url, _ = b.post(action, fields)
+                return status, url
+            status, url = launch("carol")
+            assert status == 200 and url.endswith("/hub/home"), (status, url)
+            status, url = launch("profx")
+            users = {u["name"]: u for u in hub.api("/users")[1]}
+            assert not users["carol"]["admin"] and users["profx"]["admin"]
+            status, _ = launch("mallory", tamper=True)
+            assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
+        finally:
+            hub.stop()
+    finally:
+        platform.kill()
+        platform.wait()

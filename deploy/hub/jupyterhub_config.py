@@ -52,6 +52,16 @@ if os.environ.get("HUB_AUTH", "native") == "lti":
     c.LTI13Authenticator.authorize_url = os.environ["LTI_AUTHORIZE_URL"]
     c.LTI13Authenticator.jwks_endpoint = os.environ["LTI_JWKS_URL"]
     c.LTI13Authenticator.username_key = "preferred_username"
+    c.Authenticator.allow_all = True          # the LMS's course membership is the roster
+
+    def lti_roles(authenticator, handler, authentication: dict) -> dict:
+        """LTI Instructor (or Administrator) launches make hub admins; everyone else a student."""
+        roles = authentication.get("auth_state", {}).get(
+            "https://purl.imsglobal.org/spec/lti/claim/roles", [])
+        authentication["admin"] = any(r.endswith(("#Instructor", "#Administrator")) for r in roles)
+        return authentication
+
+    c.Authenticator.post_auth_hook = lti_roles
 else:
     from nativeauthenticator import NativeAuthenticator
 

@@ -14,7 +14,6 @@ import os
 import signal
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
