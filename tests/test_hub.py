@@ -521,3 +521,78 @@ def test_lti13_launch_from_a_fake_platform() -> None:
     finally:
         platform.kill()
         platform.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_hub
+def test_browser_walk_login_lab_handin_grade_feedback(tmp_path: Path) -> None:
+    """Chromium: a student signs up, lands in notebook 00 and runs a cell, hands in from the hub's
+    page; the instructor grades and releases; the student reads their feedback; a second student
+    sees neither the first's feedback nor their server."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    due = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    hub = hub_harness.Hub(ROSTER, course={"assignments": [{"name": ASSIGNMENT, "due": due,
+                                                           "tasks": ["2.1"]}]},
+                          env={"COURSE_PYTHON": sys.executable}).start()
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"]
+    try:
+        roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv"))
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+
+            def person(name: str, next_url: str):
+                page = browser.new_context().new_page()
+                page.goto(f"{hub.url}/hub/signup")
+                page.fill("#username_input", name)
+                page.fill("#password_input", PASSWORD)
+                page.fill("#password_confirmation_input", PASSWORD)
+                page.locator("form input[type=submit], form button[type=submit]").first.click()
+                page.goto(f"{hub.url}/hub/login?next={next_url}")
+                page.fill("#username_input", name)
+                page.fill("#password_input", PASSWORD)
+                page.click("#login_submit")
+                return page
+            alice = person("alice", "%2Fhub%2F")                 # -> spawn -> the lab, 00 open
+            alice.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=240_000)
+            assert "00_overview.ipynb" in alice.url
+            alice.screenshot(path=str(tmp_path / "alice-lab.png"))
+            alice.keyboard.press("Escape")
+            code = alice.locator(".jp-Notebook .jp-CodeCell").first
+            code.click(force=True)
+            alice.keyboard.press("Shift+Enter")
+            code.locator(".jp-InputArea-prompt:has-text('[1]')").wait_for(timeout=240_000)
+            uid = _uids()["alice"]                   # her exercise work (the master's solution)
+            target = hub_harness.STATE / "homes" / "alice" / "course" / NOTEBOOK
+            shutil.copyfile(ROOT / NOTEBOOK, target)
+            os.chown(target, uid, uid)
+            alice.goto(f"{hub.url}/services/handin/")
+            alice.click(f"#handin-{ASSIGNMENT}")
+            assert "handed in v0001" in alice.locator("#message").inner_text()
+            prof = person("prof", "%2Fservices%2Fgrading%2F")
+            prof.wait_for_url("**/services/grading/**")
+            prof.click(f"#grade-{ASSIGNMENT}")
+            deadline = time.monotonic() + 900
+            while '"grading": true' in prof.goto(f"{hub.url}/services/grading/status").text():
+                assert time.monotonic() < deadline
+                time.sleep(5)
+            prof.goto(f"{hub.url}/services/grading/")
+            prof.click(f"#release-{ASSIGNMENT}")
+            assert "released feedback to 1 students" in prof.locator("#message").inner_text()
+            prof.goto(f"{hub.url}/services/grading/class/{ASSIGNMENT}")
+            assert prof.locator("svg#histogram").count() == 1
+            prof.screenshot(path=str(tmp_path / "class-view.png"))
+            alice.goto(f"{hub.url}/services/handin/")
+            alice.click("#feedback")
+            assert "Total: 3 / 3" in alice.locator("body").inner_text()
+            bob = person("bob", "%2Fservices%2Fhandin%2F")
+            bob.wait_for_url("**/services/handin/**")
+            assert bob.locator("#feedback").count() == 0
+            assert bob.goto(f"{hub.url}/services/handin/feedback/{ASSIGNMENT}").status == 404
+            assert bob.goto(f"{hub.url}/user/alice/api/contents").status == 403
+            browser.close()
+    finally:
+        hub.stop()

@@ -46,7 +46,7 @@ c.Spawner.default_url = "/lab/tree/course/notebooks/00_overview.ipynb"
 
 # -- logins: the roster ----------------------------------------------------------------------------
 if os.environ.get("HUB_AUTH", "native") == "lti":
-    c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.authenticator.LTI13Authenticator"
+    c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
     c.LTI13Authenticator.issuer = os.environ["LTI_ISSUER"]
     c.LTI13Authenticator.client_id = [os.environ["LTI_CLIENT_ID"]]
     c.LTI13Authenticator.authorize_url = os.environ["LTI_AUTHORIZE_URL"]
