@@ -63,7 +63,15 @@ class Hub:
         self.log = STATE / "test-hub.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> Hub:
+    def start(self, timeout: float = 240) -> Hub:
+        """Run the hub until its proxy answers (it is stopped again if it never does)."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> Hub:
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen([str(STATE / "hub-venv/bin/python"), "-m", "labkit_hub.launch"],
                                          env=self.env, cwd=STATE, stdout=log, stderr=subprocess.STDOUT,
@@ -147,6 +155,18 @@ class Hub:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        # a hub killed mid-start leaves its proxy and services behind (own sessions): this test
+        # state's hub-venv and proxy run nothing else, so whatever runs from them is this hub's
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if entry.name.isdigit() and (f"{STATE}/hub-venv/" in cmd or f"{STATE}/proxy/" in cmd):
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 async def execute(base: str, token: str, code: str, timeout: float = 120,

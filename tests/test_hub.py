@@ -76,6 +76,17 @@ def test_handin_copies_only_allowed_files_every_version_late_flag(tmp_path: Path
         handin.hand_in(st, "nobody", a)
 
 
+def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch, capsys) -> None:
+    from labkit_hub import launch
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("HUB_STATE", str(tmp_path / "none"))
+    assert launch.main() == 2
+    err = capsys.readouterr().err
+    assert "must run as root" in err and "setup_hub.sh" in err
+    assert not (tmp_path / "none").exists()                 # refused before touching anything
+
+
 def test_allowed_files_are_the_rubrics() -> None:
     files = handin.allowed_files()
     assert NOTEBOOK in files and LIBRARY in files
