@@ -239,6 +239,7 @@ PASSWORD = "correct-horse-battery-7"
 @needs_hub
 def test_smoke_hub_roster_logins_and_roles() -> None:
     """Boot hub + proxy, roster -> users by REST, signup limited to the roster, service access."""
+    _only_hub()
     hub = hub_harness.Hub(ROSTER).start()
     try:
         created = roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv"))
@@ -312,9 +313,19 @@ def class_hub():
     hub = hub_harness.Hub(text, course={"assignments": [{"name": ASSIGNMENT, "due": due,
                                                           "tasks": ["2.1"]}]},
                           env={"HUB_MEM_LIMIT": "1G", "COURSE_PYTHON": sys.executable}).start()
+    _RUNNING.append(hub)
     assert roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv")) == CLASS
     yield hub
     hub.stop()
+
+
+_RUNNING: list[hub_harness.Hub] = []
+
+
+def _only_hub() -> None:
+    """Stop the class's hub (a module fixture lives to the module's end): one hub per test state."""
+    while _RUNNING:
+        _RUNNING.pop().stop()
 
 
 def _uids() -> dict[str, int]:
@@ -498,6 +509,7 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
 @needs_hub
 def test_lti13_launch_from_a_fake_platform() -> None:
     """An LMS launch (OIDC login -> signed id_token) logs students in; instructors become admins."""
+    _only_hub()
     import re
     from urllib.parse import quote
 
@@ -541,6 +553,7 @@ def test_browser_walk_login_lab_handin_grade_feedback(tmp_path: Path) -> None:
     """Chromium: a student signs up, lands in notebook 00 and runs a cell, hands in from the hub's
     page; the instructor grades and releases; the student reads their feedback; a second student
     sees neither the first's feedback nor their server."""
+    _only_hub()
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("no /usr/bin/chromium")
     sync_api = pytest.importorskip("playwright.sync_api")
