@@ -179,8 +179,22 @@ def test_kubespawner_pod_manifest_from_helm_values() -> None:
 
 
 def test_grading_job_manifests(tmp_path: Path) -> None:
+    """One Job per student from the template, locked down, and accepted by kubectl."""
     yaml = pytest.importorskip("yaml")
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "k8s" / "grading-job.yaml").read_text()))
+    sys.path.insert(0, str(ROOT / "deploy" / "k8s"))
+    import render_jobs  # noqa: PLC0415
+
+    docs = render_jobs.jobs("ex02", ["alice", "bob"])
+    rendered = tmp_path / "jobs.yaml"
+    rendered.write_text(yaml.safe_dump_all(docs))
+    names = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+    assert names == ["labkit-grade-ex02-alice", "labkit-grade-ex02-bob"]
+    mounts = [d["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0] for d in docs
+              if d["kind"] == "Job"]
+    assert [m["subPath"] for m in mounts] == ["ex02/alice/latest", "ex02/bob/latest"]
+    assert all(m["readOnly"] for m in mounts)
+    with pytest.raises(ValueError):
+        render_jobs.jobs("ex02", ["Bob_1"])
     job = next(d for d in docs if d["kind"] == "Job")
     spec = job["spec"]["template"]["spec"]
     assert spec["securityContext"]["runAsNonRoot"] and spec["automountServiceAccountToken"] is False
@@ -191,10 +205,10 @@ def test_grading_job_manifests(tmp_path: Path) -> None:
     with _fake_discovery() as server:      # kubectl maps kinds through discovery even on dry runs
         res = subprocess.run(["kubectl", "create", "--dry-run=client", "--validate=false",
                               "-o", "yaml", f"--server={server}", "--cache-dir", str(tmp_path),
-                              "-f", str(ROOT / "deploy" / "k8s" / "grading-job.yaml")],
+                              "-f", str(rendered)],
                              capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert "kind: Job" in res.stdout and "kind: NetworkPolicy" in res.stdout
+    assert res.stdout.count("kind: Job") == 2 and "kind: NetworkPolicy" in res.stdout
 
 
 @contextlib.contextmanager
