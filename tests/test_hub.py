@@ -157,6 +157,32 @@ def test_release_repo_grows_so_students_can_merge(tmp_path: Path) -> None:
     assert len(log) == 2 and (repo / "new.txt").exists()
 
 
+@pytest.mark.skipif(not (hub_harness.STATE / "user-venv" / "bin" / "python").exists(),
+                    reason="no students' venv (HUB_STATE=... bash tools/setup_hub.sh)")
+def test_release_update_merges_into_a_students_edited_copy(tmp_path: Path) -> None:
+    """What every server start runs: nbgitpuller brings the new release, the student's edits win."""
+    src, repo, home = tmp_path / "dist", tmp_path / "release", tmp_path / "course"
+    src.mkdir()
+    (src / "README.md").write_text("release 1\n")
+    (src / "ex.py").write_text("def answer():\n    return None\n")
+    release.publish(src, repo)
+    pull = [str(hub_harness.STATE / "user-venv" / "bin" / "python"), "-m", "nbgitpuller.pull",
+            f"file://{repo}", "main", str(home)]
+    subprocess.run(pull, check=True, capture_output=True, timeout=120)
+    (home / "ex.py").write_text("def answer():\n    return 42\n")        # the student's work
+    (src / "README.md").write_text("release 2: a fix\n")                   # the instructor's update
+    (src / "new_notebook.txt").write_text("added in release 2\n")
+    release.publish(src, repo)
+    subprocess.run(pull, check=True, capture_output=True, timeout=120)
+    assert (home / "ex.py").read_text() == "def answer():\n    return 42\n"
+    assert (home / "README.md").read_text() == "release 2: a fix\n"
+    assert (home / "new_notebook.txt").exists()
+    (src / "ex.py").write_text("def answer():\n    return None  # stub, reworded\n")   # a conflict
+    release.publish(src, repo)
+    subprocess.run(pull, check=True, capture_output=True, timeout=120)
+    assert (home / "ex.py").read_text() == "def answer():\n    return 42\n"   # their edit wins
+
+
 # -- fast: Kubernetes, offline ---------------------------------------------------------------------
 def _hub_python() -> Path:
     return hub_harness.STATE / "hub-venv" / "bin" / "python"
