@@ -11,7 +11,8 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
-        bench-course bench-grading record-gpu gpu-check notebooks student check grade clean
+        bench-course bench-grading record-gpu gpu-check notebooks student check grade clean \
+        hub hub-setup hub-roster hub-release bench-hub test-hub
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -63,7 +64,7 @@ test-notebooks: setup  ## nbval over the chapter only
 	$(PY) -m pytest -p no:cacheprovider $(NBVAL) $(NOTEBOOKS)
 
 lint: setup  ## ruff over the library, tests and tools
-	$(VENV)/bin/ruff check labkit tests tools benchmarks
+	$(VENV)/bin/ruff check labkit tests tools benchmarks deploy
 
 notebooks: setup  ## rebuild notebooks/*.ipynb from tools/nbsrc/ (execute + normalise); edit the sources, not the .ipynb
 	$(PY) tools/build_notebooks.py
@@ -101,6 +102,29 @@ grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -
 
 bench-grading: setup  ## seconds per full submission and submissions/hour for a 40-student class, JOBS=1 and 2
 	$(PY) benchmarks/bench_grading.py
+
+# -- JupyterHub for a class on one server (docs/hosting.md); as root; state in $(HUB_STATE) --------------
+HUB_STATE ?= /var/lib/labkit-hub
+HUBPY     := $(HUB_STATE)/hub-venv/bin/python
+HUBENV    := HUB_STATE="$(HUB_STATE)" PYTHONPATH="$(CURDIR)/deploy/hub"
+
+hub-setup:  ## as root: apt (bwrap, git, node), the hub's venv, configurable-http-proxy, the students' venv, all under HUB_STATE
+	bash tools/setup_hub.sh
+
+hub-release: student  ## publish dist/student into the hub's release repo (students get it via nbgitpuller on their next start)
+	$(HUBENV) $(HUBPY) -m labkit_hub.release dist/student
+
+hub: hub-setup hub-release  ## as root: JupyterHub for the course on 127.0.0.1:8000 (HUB_IP/HUB_PORT to change), TLS in front: docs/hosting.md
+	$(HUBENV) $(HUBPY) -m labkit_hub.launch
+
+hub-roster:  ## make hub-roster ROSTER=roster.csv: install the roster and create its users through the REST API (hub running)
+	$(HUBENV) $(HUBPY) -m labkit_hub.roster sync $(if $(ROSTER),--roster "$(ROSTER)")
+
+test-hub: setup  ## the hub suite (slow: boots the hub, 10 sandboxed servers); HUB_STATE=/var/lib/labkit-hub-test by default
+	HUB_TEST_STATE=$(or $(HUB_TEST_STATE),/var/lib/labkit-hub-test) $(PY) -m pytest tests/test_hub.py
+
+bench-hub: setup  ## time to ready p50/p95 and memory per idle/active student, 10 and 20 students (as root)
+	HUB_TEST_STATE=$(or $(HUB_TEST_STATE),/var/lib/labkit-hub-test) $(PY) benchmarks/bench_hub.py
 
 clean:  ## remove build outputs (keeps .venv and .venv-torch-*)
 	rm -rf dist build *.egg-info .pytest_cache

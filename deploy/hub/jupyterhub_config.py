@@ -1,0 +1,104 @@
+"""labkit's JupyterHub: ``make hub`` runs ``jupyterhub -f deploy/hub/jupyterhub_config.py`` as root.
+
+Everything variable lives in ``$HUB_STATE`` (default /var/lib/labkit-hub): the database, secrets
+(made on first start), venvs, homes, hand-ins, feedback, grading runs, roster.csv, course.json.
+Hub and proxy listen on 127.0.0.1 unless ``HUB_IP`` says otherwise; put TLS in front (docs/hosting.md).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from labkit_hub import paths, roster  # noqa: E402
+from labkit_hub.spawner import LabkitSpawner  # noqa: E402
+
+c = get_config()  # noqa: F821  (injected by jupyterhub)
+st = paths.State.from_env()
+st.make()
+py = str(st.hub_venv / "bin" / "python")
+service_env = {"HUB_STATE": str(st.root), "PYTHONPATH": str(Path(__file__).resolve().parent)}
+for key in ("COURSE_PYTHON", "HUB_GRADING_JOBS"):
+    if key in os.environ:
+        service_env[key] = os.environ[key]
+
+# -- network: everything on loopback by default --------------------------------------------------
+c.JupyterHub.bind_url = f"http://{paths.HUB_IP}:{paths.PROXY_PORT}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{paths.HUB_API_PORT}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{paths.PROXY_API_PORT}"
+c.ConfigurableHTTPProxy.command = [str(st.proxy / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.auth_token = st.secret("proxy_token")
+c.JupyterHub.cookie_secret_file = str(st.secrets / "cookie_secret")
+c.JupyterHub.db_url = f"sqlite:///{st.db}"
+c.JupyterHub.pid_file = str(st.root / "jupyterhub.pid")
+c.JupyterHub.cleanup_servers = True          # a hub restart ends the students' servers with it
+c.JupyterHub.concurrent_spawn_limit = 30
+
+# -- students' servers ---------------------------------------------------------------------------
+c.JupyterHub.spawner_class = LabkitSpawner
+c.Spawner.mem_limit = os.environ.get("HUB_MEM_LIMIT", "2G")
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+# ~/course is the student release, merged in by nbgitpuller on every start (spawner.py);
+# the same nbgitpuller link (/hub/user-redirect/git-pull?repo=file:///srv/course&...) works too.
+c.Spawner.default_url = "/lab/tree/course/notebooks/00_overview.ipynb"
+
+# -- logins: the roster ----------------------------------------------------------------------------
+if os.environ.get("HUB_AUTH", "native") == "lti":
+    c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
+    c.LTI13Authenticator.issuer = os.environ["LTI_ISSUER"]
+    c.LTI13Authenticator.client_id = [os.environ["LTI_CLIENT_ID"]]
+    c.LTI13Authenticator.authorize_url = os.environ["LTI_AUTHORIZE_URL"]
+    c.LTI13Authenticator.jwks_endpoint = os.environ["LTI_JWKS_URL"]
+    c.LTI13Authenticator.username_key = "preferred_username"
+    c.Authenticator.allow_all = True          # the LMS's course membership is the roster
+
+    def lti_roles(authenticator, handler, authentication: dict) -> dict:
+        """LTI Instructor (or Administrator) launches make hub admins; everyone else a student."""
+        roles = authentication.get("auth_state", {}).get(
+            "https://purl.imsglobal.org/spec/lti/claim/roles", [])
+        authentication["admin"] = any(r.endswith(("#Instructor", "#Administrator")) for r in roles)
+        return authentication
+
+    c.Authenticator.post_auth_hook = lti_roles
+else:
+    from nativeauthenticator import NativeAuthenticator
+
+    c.JupyterHub.authenticator_class = roster.roster_authenticator(NativeAuthenticator)
+    c.NativeAuthenticator.open_signup = False    # roster names are pre-authorised, others refused
+    c.NativeAuthenticator.check_common_password = True
+    c.NativeAuthenticator.minimum_password_length = 8
+    c.JupyterHub.template_vars = {"announcement_login": 'First time here? <a href="signup">Sign '
+                                  'up</a> with the username on the class roster.'}
+members = roster.load(st.roster)
+staff = {m.username: m.role for m in members if m.role != "student"}
+c.Authenticator.admin_users = {n for n, r in staff.items() if r == "instructor"}
+
+# -- roles: only instructors and TAs reach grading -------------------------------------------------
+c.JupyterHub.load_roles = [
+    {"name": "user", "scopes": ["self", "access:services!service=handin"]},
+    {"name": "instructor", "users": sorted(c.Authenticator.admin_users),
+     "scopes": ["admin:users", "admin:servers", "access:services", "admin-ui", "list:users"]},
+    {"name": "teaching-assistant", "users": sorted(n for n, r in staff.items() if r == "ta"),
+     "scopes": ["access:services!service=grading", "access:services!service=handin",
+                "list:users", "read:users", "read:servers", "admin-ui"]},
+    {"name": "idle-culler", "services": ["idle-culler"],
+     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
+    {"name": "roster", "services": ["roster"],
+     "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "access:servers"]},
+]
+
+# -- services --------------------------------------------------------------------------------------
+idle = os.environ.get("HUB_IDLE_TIMEOUT", "3600")
+c.JupyterHub.services = [
+    {"name": "idle-culler",
+     "command": [py, "-m", "jupyterhub_idle_culler", f"--timeout={idle}", "--cull-every=60"]},
+    {"name": "roster", "api_token": st.secret("roster_token")},     # `make hub-roster` uses it
+    {"name": "handin", "display": True, "oauth_no_confirm": True,
+     "url": f"http://127.0.0.1:{paths.HANDIN_PORT}", "environment": service_env,
+     "command": [py, "-m", "labkit_hub.service", "handin"]},
+    {"name": "grading", "display": True, "oauth_no_confirm": True,
+     "url": f"http://127.0.0.1:{paths.GRADING_PORT}", "environment": service_env,
+     "command": [py, "-m", "labkit_hub.service", "grading"]},
+]

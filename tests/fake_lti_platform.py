@@ -1,0 +1,82 @@
+"""A small fake LTI 1.3 platform on loopback, for tests/test_hub.py (runs in the hub's venv).
+
+Serves its JSON Web Key Set at ``/jwks`` and an OIDC ``/authorize`` endpoint that answers the tool's
+authentication request the way an LMS does: an auto-submitting form that POSTs a signed
+``id_token`` (an LtiResourceLinkRequest for the user named by ``login_hint``) and ``state`` to the
+tool's ``redirect_uri``. Prints its port, then serves until killed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+CLIENT_ID = "labkit-hub"
+DEPLOYMENT = "deployment-1"
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+KID = "fake-platform-key"
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+
+
+def jwks() -> dict:
+    """The platform's public key set."""
+    key = json.loads(RSAAlgorithm.to_jwk(KEY.public_key()))
+    return {"keys": [{**key, "kid": KID, "alg": "RS256", "use": "sig"}]}
+
+
+def id_token(issuer: str, user: str, nonce: str, target: str) -> str:
+    """A signed launch for ``user`` (an instructor when the name starts with 'prof')."""
+    now = int(time.time())
+    role = "Instructor" if user.startswith("prof") else "Learner"
+    claims = {"iss": issuer, "aud": CLIENT_ID, "azp": CLIENT_ID, "sub": str(uuid.uuid5(uuid.NAMESPACE_DNS, user)),
+              "exp": now + 300, "iat": now, "nonce": nonce, "preferred_username": user,
+              "name": user.title(), "email": f"{user}@example.edu",
+              LTI + "message_type": "LtiResourceLinkRequest", LTI + "version": "1.3.0",
+              LTI + "deployment_id": DEPLOYMENT, LTI + "target_link_uri": target,
+              LTI + "resource_link": {"id": "labkit-course"},
+              LTI + "roles": [f"http://purl.imsglobal.org/vocab/lis/v2/membership#{role}"],
+              LTI + "context": {"id": "course-1", "label": "TC101", "title": "torch.compile"}}
+    return jwt.encode(claims, KEY, algorithm="RS256", headers={"kid": KID})
+
+
+class Platform(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:   # noqa: N802
+        url = urlparse(self.path)
+        if url.path == "/jwks":
+            return self.reply(200, "application/json", json.dumps(jwks()))
+        if url.path != "/authorize":
+            return self.reply(404, "text/plain", "no such page")
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if q.get("client_id") != CLIENT_ID or "redirect_uri" not in q:
+            return self.reply(400, "text/plain", "bad authentication request")
+        issuer = f"http://127.0.0.1:{self.server.server_port}"
+        token = id_token(issuer, q["login_hint"], q["nonce"], q["redirect_uri"])
+        form = (f'<form id=launch method=post action="{html.escape(q["redirect_uri"])}">'
+                f'<input type=hidden name=id_token value="{token}">'
+                f'<input type=hidden name=state value="{html.escape(q["state"])}"></form>'
+                "<script>document.getElementById('launch').submit()</script>")
+        self.reply(200, "text/html", form)
+
+    def reply(self, status: int, kind: str, body: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), Platform)
+    print(server.server_port, flush=True)
+    server.serve_forever()
