@@ -7,6 +7,7 @@ Public API (names are loaded on first use, so ``import labkit`` stays fast)::
     labkit.compare(fn, *example_inputs, backends=("eager", "inductor", "labkit"))
     labkit.Trace.from_json("figures/recordings/toy_example.json")
     labkit.Trace.from_torch_trace("torch_trace_dir")   # any job's TORCH_TRACE log, as a Trace
+    labkit.compile_timeline(trace)  # where its compile time went: Dynamo, AOT, Inductor, C++ ...
     labkit.triton_stages(kernel_fn, signature, constexprs)
     labkit.setup_notebook()      # top of every chapter notebook: one thread, quiet warnings, seeds
     labkit.recording("sincos")   # a committed GPU recording; labkit.trace_label(t) says where from
@@ -34,6 +35,7 @@ _LAZY = {
     "recording": "labkit.notebook",
     "trace_label": "labkit.notebook",
     "from_torch_trace": "labkit.capture.torch_trace",
+    "compile_timeline": "labkit.widgets.timeline",  # where compile time went, phase by phase
 }
 
 __all__ = [
