@@ -39,12 +39,10 @@ labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before t
 import torch
 from torch import nn
 
-import torch._higher_order_ops.triton_kernel_wrap  # noqa: F401  (its logger exists from here on)
-
 GPU = torch.cuda.is_available()
 # Torch *logs* (not warns) what these cells show on purpose: without a GPU it cannot analyse a Triton
 # kernel (section 3 says why), and export names the data-dependent branch it refuses (section 1).
-for name in ("torch._higher_order_ops.triton_kernel_wrap", "torch.fx.experimental.symbolic_shapes"):
+for name in ("torch._dynamo", "torch.fx.experimental.symbolic_shapes"):  # the Triton message: _dynamo's
     logging.getLogger(name).setLevel(logging.CRITICAL)
 WORK = Path(tempfile.mkdtemp())
 

@@ -138,7 +138,7 @@ env = {**os.environ, "OMP_NUM_THREADS": "1", "LAB15_PLANT": "1", "PYTHONPATH": s
 job = subprocess.run([sys.executable, "job.py"], cwd=WORK, env=env, capture_output=True, text=True,
                      timeout=600)
 launchers = sorted(WORK.rglob("minifier_launcher.py"))
-print(job.stderr.strip().splitlines()[-1])
+print((job.stderr.strip().splitlines() or ["(no error output)"])[-1])
 
 # %% id=minifier-files
 # NBVAL_CHECK_OUTPUT
