@@ -28,6 +28,10 @@ import torch
 TRACE_LOGGER = "torch.__trace"
 DYNAMO_LOGGER = "torch._dynamo"  # graph-break warnings and the like
 INDUCTOR_LOGGER = "torch._inductor"  # e.g. "skipping cudagraphs due to ..."
+# The structured record every ``dynamo_timed`` block writes when it begins and ends, and every
+# instant compile event (cache hit/miss): torch/_dynamo/utils.py ChromiumEventLogger._log_timed_event
+# (2.11 to 2.15). tlparse turns them into a Perfetto trace; labkit into CompileSpans.
+CHROMIUM_EVENT = "chromium_event"
 # Dynamo names a function resuming a frame after a graph break "torch_dynamo_resume_in_<fn>_at_<n>".
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 DEFAULT_TARGET = ("cuda", 90, 32)  # an H100 (sm_90), the GPU the course's recordings come from

@@ -87,6 +87,12 @@ def kinds_of(step: str) -> tuple[str, ...]:
 READERS: dict[str, Callable[..., Trace]] = {}
 
 STATUSES = ("ok", "unavailable", "error")
+# Where compile time goes: every CompileSpan belongs to one phase (capture/compile_time.py decides
+# which from torch's event names), in the order a compile passes through them.
+COMPILE_PHASES: tuple[str, ...] = (
+    "Dynamo tracing", "guards", "AOTAutograd", "Inductor passes + lowering", "codegen",
+    "C++/Triton compile", "cache", "other",
+)
 TIMING_KINDS = ("run", "compile", "copy")
 
 
@@ -184,6 +190,35 @@ class Timing:
             d = {**d, "kind": old}
         return cls(**d)
 
+# compilation_metrics' time fields, and the span whose durations add up to each (per compile id):
+# dynamo_timed's phase names in torch/_dynamo/convert_frame.py, output_graph.py, _inductor/
+# compile_fx.py and graph.py (2.11 to 2.15).
+COMPILE_METRIC_SPANS = {
+    "entire_frame_compile_time_s": "entire_frame_compile",
+    "backend_compile_time_s": "backend_compile",
+    "inductor_compile_time_s": "inductor_compile",
+    "code_gen_time_s": "code_gen",
+}
+
+
+@dataclass
+class CompileSpan:
+    """One timed step of a compile (a torch chromium event): start, duration, nesting and phase."""
+
+    name: str  # torch's event name: "bytecode_tracing", "GraphLowering.run", "fx_graph_cache_hit"
+    phase: str  # one of COMPILE_PHASES
+    compile_id: str  # "0/0"; "" when torch gave none
+    start_s: float  # since the trace's first compile event
+    duration_s: float  # 0 for an instant event (a cache hit or miss, a decision)
+    depth: int = 0  # 0: outermost; n: inside n other spans
+    self_s: float = 0.0  # duration minus that of the spans directly inside it
+    backward: bool = False  # part of a backward graph's compile (AOTAutograd compiles it lazily)
+    meta: dict[str, Any] = field(default_factory=dict)  # the event's small args (cache_state, ...)
+
+    def __post_init__(self) -> None:
+        if self.phase not in COMPILE_PHASES:
+            raise ValueError(f"CompileSpan.phase must be one of {COMPILE_PHASES}, got {self.phase!r}")
+
 
 def fmt_seconds(s: float) -> str:
     """0.00123 -> '1.23 ms' (three significant digits, unit chosen to fit)."""
@@ -209,6 +244,7 @@ class Trace:
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     timings: list[Timing] = field(default_factory=list)
+    compile_spans: list[CompileSpan] = field(default_factory=list)  # where compile time went
     env: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when fn raised during the compile: the partial trace stays usable
     meta: dict[str, Any] = field(default_factory=dict)
@@ -239,6 +275,14 @@ class Trace:
     def missing(self, kind: str, title: str, reason: str, **kw: Any) -> Stage:
         """Record that a stage could not be captured, and why."""
         return self.add(kind, title, reason, status="unavailable", **kw)
+
+    def compile_time(self, compile_id: str | None = None) -> dict[str, float]:
+        """Seconds per compile phase (self time, so they add up to the whole compile), all phases."""
+        out = dict.fromkeys(COMPILE_PHASES, 0.0)
+        for sp in self.compile_spans:
+            if compile_id is None or sp.compile_id == compile_id:
+                out[sp.phase] += sp.self_s
+        return out
 
     def ordered_stages(self) -> Iterator[Stage]:
         """Stages sorted by pipeline order (stable within a kind)."""
@@ -282,6 +326,7 @@ class Trace:
             graph_breaks=[GraphBreak(**g) for g in d.pop("graph_breaks", [])],
             kernels=[Kernel(**k) for k in d.pop("kernels", [])],
             timings=[Timing.from_dict(t) for t in d.pop("timings", [])],
+            compile_spans=[CompileSpan(**c) for c in d.pop("compile_spans", [])],
             **d,
         )
 

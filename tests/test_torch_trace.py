@@ -28,7 +28,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 TORCH_215 = Path(os.environ.get("LABKIT_TORCH215_PYTHON", "/work/venv215/bin/python"))
 TLPARSE = shutil.which("tlparse") or str(Path(sys.executable).parent / "tlparse")
 # The committed logs: (directory, what made it). README.md next to them tells their provenance.
-COMMITTED = {"torch 2.15 (CPU)": FIXTURES / "torch_trace_215", "torch 2.11 (H100)": FIXTURES / "torch_trace_gpu"}
+COMMITTED = {"torch 2.15 (CPU)": FIXTURES / "torch_trace_215", "torch 2.13 (CPU)": FIXTURES / "torch_trace_213",
+             "torch 2.11 (H100)": FIXTURES / "torch_trace_gpu"}
 
 
 def make_log(tmp: Path, scenario: str, python: str = sys.executable) -> Path:

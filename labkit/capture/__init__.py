@@ -21,9 +21,10 @@ from labkit import _torch
 from labkit.capture.logs import routed
 from labkit.trace import STAGE_REGISTRY
 
-# Structured trace records we keep (all others, e.g. thousands of chromium_event, are dropped at once).
+# Structured trace records we keep (all others are dropped at once); chromium_event: compile time.
 TRACE_KINDS = frozenset(
     {
+        _torch.CHROMIUM_EVENT,
         "dynamo_start",
         "dynamo_output_graph",
         "dynamo_cpp_guards_str",
@@ -152,6 +153,9 @@ class Recorder:
         compile_id: str | None = None,
     ) -> None:
         """Append an event (labelled with the current compile id unless given) and track the stage."""
+        if kind == _torch.CHROMIUM_EVENT:  # timing only: it names no frame and moves no stage
+            self.events.append(Event(len(self.events), compile_id, kind, payload, dict(meta or {})))
+            return
         cid = compile_id or _torch.current_compile_id() or self.compile_id
         self.events.append(Event(len(self.events), cid, kind, payload, dict(meta or {})))
         self.compile_id = cid
@@ -225,7 +229,8 @@ class Recorder:
 
     def compile_ids(self) -> list[str]:
         """Compile ids in first-seen order."""
-        return list(dict.fromkeys(e.compile_id for e in self.events if e.compile_id))
+        return list(dict.fromkeys(e.compile_id for e in self.events
+                                  if e.compile_id and e.kind != _torch.CHROMIUM_EVENT))
 
     def frame_labels(self) -> dict[str, str]:
         """compile id -> "0/0 toy_example": the frame label every stage carries."""
@@ -242,9 +247,10 @@ class Recorder:
 
 def build(trace: Any, rec: Recorder, backend: str, on_gpu: bool) -> None:
     """Turn the recorded events into Stages, kernels and graph breaks, in pipeline order."""
-    from labkit.capture import aot, bytecode, compiles, dynamo, inductor, triton
+    from labkit.capture import aot, bytecode, compile_time, compiles, dynamo, inductor, triton
 
     labels = rec.frame_labels()
+    compile_time.build(trace, [e.payload for e in rec.of_kind(_torch.CHROMIUM_EVENT)])
     bytecode.build(trace, rec, labels)
     dynamo.build(trace, rec, labels)
     compiles.build(trace, rec.events, labels, _torch.interned_files())

@@ -32,6 +32,7 @@ from labkit.capture import (
     Event,
     Recorder,
     aot,
+    compile_time,
     compiles,
     dynamo,
     inductor,
@@ -46,8 +47,8 @@ _GLOG = re.compile(
 )
 _RANK_IN_NAME = re.compile(r"rank_(\d+)_")
 _BYTECODE = re.compile(r"^(?P<fn>.+)_(?P<which>ORIGINAL|MODIFIED)_BYTECODE$")
-# Records whose payload we keep: the ones explore's live capture keeps, plus the log's version
-# record (everything else, e.g. thousands of chromium_event, is skipped).
+# Records whose payload we keep: the ones explore's live capture keeps (compile-time chromium_event
+# records among them), plus the log's version record (everything else is skipped).
 KEEP_KINDS = TRACE_KINDS
 KEEP_ARTIFACTS = TRACE_ARTIFACTS | {"torch_version"}
 # compilation_metrics fields worth keeping per compile (the record has ~60, dynamo_config among them).
@@ -504,6 +505,7 @@ def read(path: str | Path, rank: int | None = None, *, triton_ir: bool = False) 
         if not k.origins:
             k.meta["origin_source"] = "not in the log (read the ops from the kernel's name)"
     _metrics(trace, rec, labels, device)
+    compile_time.build(trace, [e.payload for e in rec.of_kind("chromium_event")])
     trace.meta.update(
         source="TORCH_TRACE",
         log=str(log),

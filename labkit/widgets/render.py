@@ -23,7 +23,7 @@ from labkit.trace import (
     Trace,
     kinds_of,
 )
-from labkit.widgets import compiles, fold, graph, plots
+from labkit.widgets import compiles, fold, graph, plots, timeline
 from labkit.widgets.code import code_html, normalize, style_block
 from labkit.widgets.diff import side_by_side_html
 
@@ -238,11 +238,12 @@ class Renderer:
         """The plot (as an image) and a table of every timing (drawn once: matplotlib is slow)."""
         if self._timing is None:
             ts = self.trace.timings
-            if not ts:
+            spans = timeline.timeline_html(self.trace) if self.trace.compile_spans else ""
+            if not ts and not spans:
                 return '<div class="lk-note">no timings in this trace (labkit.compare measures them)</div>'
-            svg = plots.timing_svg(ts)
+            svg = plots.timing_svg(ts) if ts else None
             img = plots.svg_img(svg, "timing plot") if svg else ""
-            self._timing = img + timing_table_html(ts)
+            self._timing = img + (timing_table_html(ts) if ts else "") + spans
         return self._timing
 
 
@@ -479,7 +480,7 @@ def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str
         if step == "Kernels":
             parts += _kernel_parts(trace, r)
         elif step == "Timing":
-            if trace.timings:
+            if trace.timings or trace.compile_spans:
                 parts.append(r.timing_html())
         for st in r.stages(kinds):
             why = "" if st.ok else ' <span class="lk-why">(not captured)</span>'
