@@ -6,13 +6,9 @@ Public API (names are loaded on first use, so ``import labkit`` stays fast)::
     labkit.show(trace)
     labkit.compare(fn, *example_inputs, backends=("eager", "inductor", "labkit"))
     labkit.Trace.from_json("figures/recordings/toy_example.json")
-<<<<<<< HEAD
     labkit.from_torch_trace("torch_trace_dir")   # any job's TORCH_TRACE log, as a Trace (the
                                                  # reader: labkit.capture; Trace.from_torch_trace too)
-=======
-    labkit.Trace.from_torch_trace("torch_trace_dir")   # any job's TORCH_TRACE log, as a Trace
-    labkit.compile_timeline(trace)  # where its compile time went: Dynamo, AOT, Inductor, C++ ...
->>>>>>> production
+    "compile_timeline": "labkit.widgets.timeline",  # where compile time went, phase by phase
     labkit.triton_stages(kernel_fn, signature, constexprs)
     with labkit.debug() as s: torch.compile(fn)(x)   # pdb stops in Dynamo's rewritten frames
     labkit.setup_notebook()      # top of every chapter notebook: one thread, quiet warnings, seeds
@@ -42,13 +38,9 @@ _LAZY = {
     "debug": "labkit.debugger",  # step through Dynamo's rewritten frames in pdb / JupyterLab
     "recording": "labkit.notebook",
     "trace_label": "labkit.notebook",
-<<<<<<< HEAD
     "from_torch_trace": "labkit.capture",  # the reader's home: labkit.capture.torch_trace
     "from_torch_trace_ranks": "labkit.capture",  # every rank of a job, with divergence warnings
-=======
-    "from_torch_trace": "labkit.capture.torch_trace",
     "compile_timeline": "labkit.widgets.timeline",  # where compile time went, phase by phase
->>>>>>> production
 }
 
 __all__ = [
