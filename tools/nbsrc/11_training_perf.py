@@ -419,7 +419,7 @@ if matmul["matmul_autotune"] is not None:
 # with the eager time on its own row. The two eager times are the same op on the same GPU and still
 # differ about 2x, which shows how far one recording of microsecond kernels can move; an independent
 # re-run of the default compile with the same timer gave 14.0 µs against eager's 23.1 µs (H100,
-# torch 2.11), the opposite order from its row here. So read these rows as one sample each, not as a
+# torch 2.11; one run too), the opposite order from its row here. So read these rows as one sample each, not as a
 # verdict on max-autotune:
 
 # %%
