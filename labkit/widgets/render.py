@@ -288,7 +288,7 @@ def header_html(trace: Trace) -> str:
         f"<div><b>{html.escape(trace.fn_name)}</b> compiled with <b>{html.escape(trace.backend)}</b>"
         f" — recorded on {html.escape(str(env.get('device', '?')))}, torch "
         f"{html.escape(str(env.get('torch', '?')))}: {ok} stages captured, "
-        f"{len(trace.stages) - ok} not, {len(trace.frames())} frame(s), "
+        f"{len(trace.stages) - ok} not, {len(trace.meta.get('frames') or trace.frames())} frame(s), "
         f"{html.escape(compiles.break_summary(trace))}, {len(trace.meta.get('recompiles') or [])} "
         f"recompile(s), {len(trace.kernels)} kernel(s)</div>"
     )
