@@ -30,8 +30,9 @@ from fairness import ANSWERS, Fairness, grade_answer
 FAST_CASES = {"2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.5": 1, "6.1": 1, "6.2": 1,
               "8.1": 6, "8.3": 5, "9.2": 6}
 SLOW_CASES = 200
-# Cases every run measures first: the ones the review found judged wrongly.
+# Cases every run measures first: the ones a review or these tests found judged wrongly.
 PINNED: dict[str, list[tuple[Any, ...]]] = {
+    "3.1": [(["tolist", "sin", "item_if"],)],            # the sum after sin may be negative
     "5.5": [(["sin", "break", "sin"],)],                 # identical kernels in two graphs: 2
     "6.1": [(["center", "matmul", "center"],)],          # the second row mean reuses the first
     "3.2": [("h = h * x.shape[0]",), ("h = h[: x.shape[0] // 2 + 1]",)],   # nothing of their own
