@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+import warnings
 import zlib
 from typing import Any
 
@@ -65,7 +66,9 @@ def line_cause(line: str) -> str:
     cc = CompileCounter()
     model = scope["M"]()
     compiled = torch.compile(model, backend=cc)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # "Dynamo does not know ... getpid"
         for n in (5, 9, 13, 21):
             compiled(torch.randn(n, 8))
             model.calls += 1
