@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+import warnings
 import zlib
 from typing import Any
 
@@ -30,8 +31,9 @@ from fairness import ANSWERS, Fairness, grade_answer
 FAST_CASES = {"2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.5": 1, "6.1": 1, "6.2": 1,
               "8.1": 6, "8.3": 5, "9.2": 6}
 SLOW_CASES = 200
-# Cases every run measures first: the ones the review found judged wrongly.
+# Cases every run measures first: the ones a review or these tests found judged wrongly.
 PINNED: dict[str, list[tuple[Any, ...]]] = {
+    "3.1": [(["tolist", "sin", "item_if"],)],            # the sum after sin may be negative
     "5.5": [(["sin", "break", "sin"],)],                 # identical kernels in two graphs: 2
     "6.1": [(["center", "matmul", "center"],)],          # the second row mean reuses the first
     "3.2": [("h = h * x.shape[0]",), ("h = h[: x.shape[0] // 2 + 1]",)],   # nothing of their own
@@ -64,7 +66,9 @@ def line_cause(line: str) -> str:
     cc = CompileCounter()
     model = scope["M"]()
     compiled = torch.compile(model, backend=cc)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # "Dynamo does not know ... getpid"
         for n in (5, 9, 13, 21):
             compiled(torch.randn(n, 8))
             model.calls += 1
@@ -163,7 +167,7 @@ def test_task3_2_measurement_tells_the_causes_apart() -> None:
 # -- alternative answers: a second correct one passes, a plausible wrong one fails -------------------
 ANSWER_TASKS = sorted(p.stem for p in fairness.answer_files())
 # Cheap to grade (no Inductor, no library test run): in the default suite.
-FAST_ANSWERS = {"2.1", "2.3", "3.1", "3.2", "4.1", "4.2", "8.1", "8.2", "8.3", "9.2"}
+FAST_ANSWERS = {"2.1", "2.3", "3.1", "3.2", "4.1", "4.2", "7.2", "8.1", "8.2", "8.3", "9.2"}
 
 
 def _answer_params() -> list[Any]:
