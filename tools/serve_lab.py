@@ -55,6 +55,8 @@ def lab_command(
         # jupytext (which builds the notebooks) brings a server extension that serves every .py as
         # a notebook: the library files students edit must open as the text files they are
         "--ContentsManager.notebook_extensions=ipynb",
+        # a save that changes no cell source leaves `git status` clean (tools/nb_git_clean.py)
+        f"--config={APP_SETTINGS.parent / 'jupyter_server_config.py'}",
     ]
     if open_first:
         argv.append(f"--LabApp.default_url=/lab/tree/{open_first}")  # LabApp's wins over ServerApp's

@@ -86,6 +86,9 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
         shutil.copy2(root / rel, dest / rel)
     if (root / STUDENT_README).exists():
         shutil.copy2(root / STUDENT_README, dest / "README.md")
+    # git sees notebooks through tools/nb_git_clean.py (`make setup` configures it): opening and
+    # running a lesson leaves `git status` clean; only the student's edits to cell sources show
+    (dest / ".gitattributes").write_text("notebooks/**/*.ipynb filter=labkit-notebook\n")
     stubbed = []
     for path in sorted((dest / "labkit").rglob("*.py")):
         if any(BEGIN.match(line) for line in path.read_text().splitlines()):
