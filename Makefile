@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml tools/setup_system.sh
 	@touch $(STAMP)
 	@echo "setup done: $$($(PY) -c 'import labkit, json; print(json.dumps(labkit.versions()))')"
 
-lab: setup  ## start JupyterLab on the repo, opening notebooks/00_overview.ipynb (127.0.0.1, token auth on)
+lab: setup  ## start JupyterLab on the repo and open notebooks/00_overview.ipynb in your browser (no display or LAB_BROWSER=0: prints the URL)
 	$(PY) tools/serve_lab.py
 
 test: setup  ## CI: the library tests but those marked slow, then nbval over every chapter notebook

@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from nb_git_clean import post_save  # noqa: E402
+
 LESSON = "notebooks/00_overview.ipynb"
 EXERCISE = "notebooks/exercises/ex03_graph_breaks.ipynb"
 # what opening and saving 00 in JupyterLab added (the Python version is the kernel's)
@@ -112,3 +113,20 @@ def test_course_update_merges_over_a_run_lesson(repo: Path, tmp_path: Path) -> N
     _rewrite(repo / LESSON, _as_lab_saves_after_a_run)
     git(repo, "pull", "-q", "--no-rebase", str(upstream), "HEAD")
     assert "updated title" in (repo / LESSON).read_text()
+
+
+def test_make_lab_opens_the_browser_only_where_there_is_a_display(monkeypatch) -> None:
+    """`make lab` does what the README says: it opens the browser with a display, prints the URL without."""
+    from serve_lab import has_display, lab_command
+
+    for var in ("LAB_BROWSER", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert not has_display()
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert has_display()
+    monkeypatch.setenv("LAB_BROWSER", "0")
+    assert not has_display()
+    assert "--ServerApp.open_browser=True" in lab_command(open_browser=True)[0]
+    argv = lab_command()[0]
+    assert "--ServerApp.open_browser=False" in argv and "--no-browser" not in argv
