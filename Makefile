@@ -14,8 +14,15 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
         bench-course bench-grading record-gpu gpu-check notebooks student check grade clean \
         hub hub-setup hub-roster hub-release bench-hub test-hub
 
+# The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
+# only what a student runs; the other targets stay (the Makefile is shared) but aren't advertised.
+STUDENT_TARGETS := help setup lab check status submit test
+RELEASE := $(if $(wildcard tools/exsrc),master,student)
+
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
+	    $(if $(filter student,$(RELEASE)),| grep -E '^($(subst $(eval) ,|,$(strip $(STUDENT_TARGETS))))[[:space:]]') \
+	    | expand -t 18
 
 setup: $(STAMP)  ## create .venv, install labkit + tools, make sure `dot` and chromium exist, register the kernel
 	@# the student release's .gitattributes names a filter: git then sees notebooks' sources only
