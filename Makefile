@@ -11,7 +11,7 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
-        bench-course bench-grading record-gpu gpu-check notebooks student check grade clean \
+        bench-course bench-grading record-gpu gpu-check notebooks student check submit grade clean \
         hub hub-setup hub-roster hub-release bench-hub test-hub
 
 # The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
@@ -105,6 +105,9 @@ student: setup  ## build the solution-free release in dist/student/
 
 check: setup  ## students: run the visible checks of your own work, per task
 	$(PY) -m labkit.grading check $(if $(TASK),--task $(TASK))
+
+submit: setup  ## students: check your notebooks are saved and your files in place, then write dist/submission.zip to upload
+	@$(PY) -m labkit.grading.submit $(if $(OUT),--out "$(OUT)")
 
 grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -> grades/ (each student in a bwrap sandbox)
 	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)" --jobs $(or $(JOBS),1) \

@@ -60,3 +60,58 @@ def test_make_help_lists_only_student_targets(release: Path) -> None:
 def test_release_turns_the_notebook_filter_on(release: Path) -> None:
     assert "filter=labkit-notebook" in (release / ".gitattributes").read_text()
     assert (release / "tools" / "nb_git_clean.py").exists()
+
+
+def test_submit_packs_exactly_what_grading_reads(release: Path, tmp_path: Path) -> None:
+    """`make submit` in a fresh release: the zip holds the exercise notebooks and owned library
+    files at their paths, and a manifest of their hashes; nothing else."""
+    import hashlib
+    import json
+    import zipfile
+
+    from labkit.grading import submit
+
+    rubric = R.load()
+    out = tmp_path / "submission.zip"
+    assert submit.main(["--root", str(release), "--out", str(out)]) == 0
+    with zipfile.ZipFile(out) as z:
+        names = sorted(z.namelist())
+        manifest = json.loads(z.read("MANIFEST.json"))
+        assert names == sorted([*submit.files(rubric), "MANIFEST.json"])
+        for rel, digest in manifest["files"].items():
+            assert hashlib.sha256(z.read(rel)).hexdigest() == digest == \
+                hashlib.sha256((release / rel).read_bytes()).hexdigest()
+    assert set(rubric.notebooks) <= set(names) and set(rubric.library_files()) <= set(names)
+
+
+def test_submit_refuses_unsaved_or_broken_work(release: Path, tmp_path: Path, capsys) -> None:
+    import json
+    import os
+
+    from labkit.grading import submit
+
+    rubric = R.load()
+    work = tmp_path / "work"
+    shutil.copytree(release, work, ignore=shutil.ignore_patterns(".git"))
+    nb_path = rubric.notebooks[0]
+    task = rubric.for_notebook(nb_path)[0]
+    nb = json.loads((work / nb_path).read_text())
+    # a newer checkpoint that differs: JupyterLab saved a state the file doesn't have
+    ckpt = (work / nb_path).parent / ".ipynb_checkpoints" / f"{Path(nb_path).stem}-checkpoint.ipynb"
+    ckpt.parent.mkdir()
+    newer = json.loads(json.dumps(nb))
+    next(c for c in newer["cells"] if c.get("id") == task.editable[0])["source"] = "answer = 1\n"
+    ckpt.write_text(json.dumps(newer))
+    os.utime(ckpt, (os.path.getmtime(work / nb_path) + 60,) * 2)
+    # a half-typed answer, and a missing library file
+    next(c for c in nb["cells"] if c.get("id") == task.editable[0])["source"] = "def f(:\n"
+    (work / nb_path).write_text(json.dumps(nb))
+    os.utime(ckpt, (os.path.getmtime(work / nb_path) + 60,) * 2)
+    lib = rubric.library_files()[0]
+    (work / lib).unlink()
+    out = tmp_path / "submission.zip"
+    assert submit.main(["--root", str(work), "--out", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert f"Task {task.id}'s answer cell is not valid Python" in said
+    assert "checkpoint is newer" in said and f"{lib}: missing" in said
+    assert not out.exists() and not out.with_suffix(".zip.part").exists()
