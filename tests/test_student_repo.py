@@ -130,3 +130,13 @@ def test_make_lab_opens_the_browser_only_where_there_is_a_display(monkeypatch) -
     assert "--ServerApp.open_browser=True" in lab_command(open_browser=True)[0]
     argv = lab_command()[0]
     assert "--ServerApp.open_browser=False" in argv and "--no-browser" not in argv
+
+
+def test_post_save_hook_never_fails_a_save(tmp_path: Path, monkeypatch) -> None:
+    """Outside a git repository, or with no git at all, the hook does nothing (a failing post-save
+    hook would make JupyterLab's save fail)."""
+    nb = tmp_path / "a.ipynb"
+    nb.write_text("{}")
+    post_save(model={}, os_path=str(nb), contents_manager=None)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    post_save(model={}, os_path=str(nb), contents_manager=None)

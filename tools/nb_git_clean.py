@@ -87,7 +87,14 @@ def post_save(model: dict | None = None, os_path: str = "", contents_manager: ob
     ``git diff`` is empty. ``git add`` of a file that cleans to its index blob stages nothing and
     refreshes the index's stat, so the status is clean again. Files with edits are left alone.
     """
-    path = Path(os_path)
+    try:
+        _refresh_if_unchanged(Path(os_path))
+    except (OSError, subprocess.SubprocessError):
+        pass  # no git here, or it failed: the save itself must never fail because of this hook
+
+
+def _refresh_if_unchanged(path: Path) -> None:
+    """``git add`` ``path`` if it is a filtered notebook whose cleaned content is the index's."""
     if path.suffix != ".ipynb" or not path.is_file():
         return
     cwd = str(path.parent)
@@ -97,9 +104,9 @@ def post_save(model: dict | None = None, os_path: str = "", contents_manager: ob
         return  # not a course notebook in a student's repository (or no git at all)
     if subprocess.run(["git", "config", f"filter.{FILTER}.clean"], cwd=cwd, capture_output=True).returncode:
         return  # filter not installed: the file really differs for git; staging it would be wrong
-    diff = subprocess.run(["git", "diff", "--", path.name], cwd=cwd, capture_output=True)
+    diff = subprocess.run(["git", "diff", "--", path.name], cwd=cwd, capture_output=True, timeout=60)
     if diff.returncode == 0 and not diff.stdout:
-        subprocess.run(["git", "add", "--", path.name], cwd=cwd, capture_output=True)
+        subprocess.run(["git", "add", "--", path.name], cwd=cwd, capture_output=True, timeout=60)
 
 
 def install(repo: str = ".") -> None:
