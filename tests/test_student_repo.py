@@ -140,3 +140,14 @@ def test_post_save_hook_never_fails_a_save(tmp_path: Path, monkeypatch) -> None:
     post_save(model={}, os_path=str(nb), contents_manager=None)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
     post_save(model={}, os_path=str(nb), contents_manager=None)
+
+
+def test_chapter_notebooks_are_stored_in_normal_form() -> None:
+    """`tools/build_notebooks.py --renormalise` would change no committed chapter notebook (a merge
+    or a hand edit that leaves one out of form fails here; that command fixes it)."""
+    import nbformat
+    from build_notebooks import OUT, normalise, text
+
+    stale = [p.name for p in sorted(OUT.glob("[0-9][0-9]_*.ipynb"))
+             if text(normalise(nbformat.read(p, as_version=4))) != p.read_text()]
+    assert not stale, f"run `python tools/build_notebooks.py --renormalise`: {stale}"
