@@ -11,13 +11,23 @@ NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanit
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
-        bench-course bench-grading record-gpu gpu-check notebooks student check grade clean \
+        bench-course bench-grading record-gpu gpu-check notebooks student check submit grade clean \
         hub hub-setup hub-roster hub-release bench-hub test-hub
 
+# The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
+# only what a student runs; the other targets stay (the Makefile is shared) but aren't advertised.
+STUDENT_TARGETS := help setup lab check status submit test
+RELEASE := $(if $(wildcard tools/exsrc),master,student)
+
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
+	    $(if $(filter student,$(RELEASE)),| grep -E '^($(subst $(eval) ,|,$(strip $(STUDENT_TARGETS))))[[:space:]]') \
+	    | expand -t 18
 
 setup: $(STAMP)  ## create .venv, install labkit + tools, make sure `dot` and chromium exist, register the kernel
+	@# the student release's .gitattributes names a filter: git then sees notebooks' sources only
+	@if grep -qs 'filter=labkit-notebook' .gitattributes && git rev-parse --git-dir >/dev/null 2>&1; then \
+	    python3 tools/nb_git_clean.py --install; fi
 
 $(STAMP): pyproject.toml tools/setup_system.sh
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -28,7 +38,7 @@ $(STAMP): pyproject.toml tools/setup_system.sh
 	@touch $(STAMP)
 	@echo "setup done: $$($(PY) -c 'import labkit, json; print(json.dumps(labkit.versions()))')"
 
-lab: setup  ## start JupyterLab on the repo, opening notebooks/00_overview.ipynb (127.0.0.1, token auth on)
+lab: setup  ## start JupyterLab on the repo and open notebooks/00_overview.ipynb in your browser (no display or LAB_BROWSER=0: prints the URL)
 	$(PY) tools/serve_lab.py
 
 test: setup  ## CI: the library tests but those marked slow, then nbval over every chapter notebook
@@ -95,6 +105,9 @@ student: setup  ## build the solution-free release in dist/student/
 
 check: setup  ## students: run the visible checks of your own work, per task
 	$(PY) -m labkit.grading check $(if $(TASK),--task $(TASK))
+
+submit: setup  ## students: check your notebooks are saved and your files in place, then write dist/submission.zip to upload
+	@$(PY) -m labkit.grading.submit $(if $(OUT),--out "$(OUT)")
 
 grade: setup  ## instructors: make grade SUBMISSIONS=<dir> [JOBS=2] [UNSAFE=1] -> grades/ (each student in a bwrap sandbox)
 	$(PY) -m labkit.grading grade --submissions "$(SUBMISSIONS)" --jobs $(or $(JOBS),1) \

@@ -576,3 +576,97 @@ def test_show_widget_renders_in_jupyterlab(lab, browser, tmp_path):
     finally:
         page.close()
         _shut_down_kernels(lab)
+
+
+# -- the student's repository stays theirs -----------------------------------------------------
+# Each view of a widget drawn without a live kernel carries this class; ipywidgets draws a red
+# broken-link icon (Font Awesome's chain-broken, \f127) as its ::before.
+_BROKEN_LINKS_JS = """() => [...document.querySelectorAll('.jp-Notebook .jupyter-widgets-disconnected')]
+  .filter(e => getComputedStyle(e, '::before').content.includes('\\uf127')).length"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=student", "-c", "user.email=s@localhost", *args],
+                          cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def _git_status_settled(repo: Path, timeout_s: float = 20) -> str:
+    """`git status --porcelain` once it is empty, or after ``timeout_s``: the server's post-save
+    hook runs after the file is written, so the first look may come before it."""
+    deadline = time.time() + timeout_s
+    while (status := _git(repo, "status", "--porcelain")) and time.time() < deadline:
+        time.sleep(0.5)
+    return status
+
+
+@pytest.mark.slow
+def test_open_and_save_leaves_git_clean(tmp_path):
+    """A student's clone (the release's .gitattributes, the filter `make setup` installs), served as
+    `make lab` serves it: open 00 and save it unedited, then Run All and save: `git status` and
+    `git diff` stay empty. Reopened with a new kernel, the saved widgets show no broken-link icon."""
+    if not Path(CHROMIUM).exists() or not shutil.which("git"):
+        pytest.skip(f"needs Chromium at {CHROMIUM} and git")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    from playwright.sync_api import sync_playwright
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "notebooks", repo / "notebooks")
+    shutil.copytree(ROOT / "figures", repo / "figures")
+    (repo / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "nb_git_clean.py", repo / "tools")
+    (repo / ".gitattributes").write_text("notebooks/**/*.ipynb filter=labkit-notebook\n")
+    (repo / ".gitignore").write_text(".ipynb_checkpoints/\n")
+    nb_path = repo / FIRST_NOTEBOOK
+    kernel = _kernel_name()
+    if kernel != "labkit":  # a missing kernel opens a blocking dialog; commit the usable one
+        nb = json.loads(nb_path.read_text())
+        nb["metadata"]["kernelspec"]["name"] = kernel
+        nb_path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    _git(repo, "init", "-q")
+    subprocess.run(["python3", "tools/nb_git_clean.py", "--install"], cwd=repo, check=True)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "release")
+
+    port, token = free_port(), secrets.token_urlsafe(16)
+    argv, token = lab_command(root_dir=repo, port=port, token=token)
+    argv += [f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
+             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"]
+    proc, log = _start(argv, tmp_path / "lab.log", repo, _kernel_env(tmp_path), port, token)
+    lab = Lab(f"http://127.0.0.1:{port}", token, repo, tmp_path / "lab.log")
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(nb_path.read_text())["cells"])
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = _open(browser, lab, FIRST_NOTEBOOK)
+            try:
+                saved = _save(page, nb_path)  # what opening alone changed, written to disk
+                assert saved["metadata"]["language_info"].get("version"), "JupyterLab added nothing?"
+                assert _git_status_settled(repo) == "", "opened and saved, unedited"
+                assert _git(repo, "diff") == ""
+                live = _run_all(page, n_code)
+                assert not live["errors"], live["errors"]
+                live = _settled(page)
+                saved = _save(page, nb_path)
+                assert saved["metadata"]["widgets"][WIDGET_STATE]["state"], "no widget state saved"
+                assert _git_status_settled(repo) == "", "run and saved, unedited"
+                assert _git(repo, "diff") == ""
+            finally:
+                page.close()
+            _shut_down_kernels(lab)
+            page = _open(browser, lab, FIRST_NOTEBOOK)
+            try:
+                st = _settled(page, expect_outputs=live["widgetOutputs"])
+                _expect_content(st, live, "reopened with a new kernel")
+                assert page.evaluate(_BROKEN_LINKS_JS) == 0, "broken-link icons over saved widgets"
+                page.mouse.move(0, 0)
+                page.locator(".lk-widget").first.screenshot(path=str(tmp_path / "reopened.png"))
+            except BaseException:
+                page.screenshot(path=str(tmp_path / "failed.png"))
+                raise
+            finally:
+                page.close()
+            browser.close()
+        _shut_down_kernels(lab)
+    finally:
+        _stop(proc, log)
+    assert _git(repo, "status", "--porcelain") == ""

@@ -32,17 +32,20 @@ def lab_command(
     token: str | None = None,
     python: str = sys.executable,
     open_first: str | None = FIRST_NOTEBOOK,
+    open_browser: bool = False,
 ) -> tuple[list[str], str]:
     """The argv that starts JupyterLab bound to 127.0.0.1 with token auth, and the token.
 
-    ``open_first``: the notebook (relative to ``root_dir``) the browser opens at /lab, or None.
+    ``open_first``: the notebook (relative to ``root_dir``) the browser opens at /lab, or None;
+    ``open_browser``: JupyterLab opens it in the default browser (through a local file that holds
+    the token, so it never appears in the browser's history).
     """
     token = token or secrets.token_urlsafe(24)
     if not token:
         raise ValueError("an empty token would turn authentication off; refusing")
     argv = [
         python, "-m", "jupyter", "lab",
-        "--no-browser",
+        "--ServerApp.open_browser=" + ("True" if open_browser else "False"),
         "--ServerApp.ip=127.0.0.1",  # never 0.0.0.0: the notebook server runs code as you
         f"--ServerApp.port={port}",
         f"--ServerApp.root_dir={Path(root_dir).resolve()}",
@@ -55,6 +58,8 @@ def lab_command(
         # jupytext (which builds the notebooks) brings a server extension that serves every .py as
         # a notebook: the library files students edit must open as the text files they are
         "--ContentsManager.notebook_extensions=ipynb",
+        # a save that changes no cell source leaves `git status` clean (tools/nb_git_clean.py)
+        f"--config={APP_SETTINGS.parent / 'jupyter_server_config.py'}",
     ]
     if open_first:
         argv.append(f"--LabApp.default_url=/lab/tree/{open_first}")  # LabApp's wins over ServerApp's
@@ -92,11 +97,25 @@ def wait_until_up(proc: subprocess.Popen, port: int, token: str, timeout: float 
     return False
 
 
+def has_display() -> bool:
+    """Whether a browser can open here: macOS or Windows, or X11/Wayland on Linux, and not over SSH
+    without a forwarded display. LAB_BROWSER=0/1 overrides."""
+    if os.environ.get("LAB_BROWSER") in ("0", "1"):
+        return os.environ["LAB_BROWSER"] == "1"
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def main() -> None:
-    """Exec JupyterLab; prints the URL (with its token) to open."""
+    """Exec JupyterLab, opening the chapter in the browser where there is a display; prints the URL
+    (with its token) to open by hand either way."""
     port = int(os.environ.get("LAB_PORT", "8888"))
-    argv, token = lab_command(port=port)
-    print(f"JupyterLab: http://127.0.0.1:{port}/lab/tree/{FIRST_NOTEBOOK}?token={token}", flush=True)
+    browser = has_display()
+    argv, token = lab_command(port=port, open_browser=browser)
+    url = f"http://127.0.0.1:{port}/lab/tree/{FIRST_NOTEBOOK}?token={token}"
+    how = "opening it in your browser; if nothing opens, open" if browser else "open this in your browser:"
+    print(f"JupyterLab: {how} {url}", flush=True)
     os.execv(argv[0], argv)
 
 

@@ -38,8 +38,17 @@ from labkit.grading.runner import execute, grading_env
 # the tests that run those solutions or hold other right answers, and the student README's master
 # copy (it becomes README.md).
 INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_grading_fairness.py",
-                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md")
+                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md",
+                   # the instructor's docs (the release has its own README and checks page)
+                   "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
+                   # hosting a class: the hub, its tests, benchmarks and setup
+                   "deploy/", "tests/test_hub.py", "tests/hub_harness.py", "tests/fake_lti_platform.py",
+                   "benchmarks/bench_hub.py", "benchmarks/bench_grading.py", "tools/setup_hub.sh")
 STUDENT_README = "docs/student-README.md"
+# the student's "how your work is checked" page: prose in the master, task table from the rubric
+STUDENT_CHECKS = "docs/student-checks.md"
+RELEASED_CHECKS = "docs/how-your-work-is-checked.md"
+TASKS_MARKER = re.compile(r"^<!-- TASKS:.*-->$", re.M)
 MASTER_MESSAGE = """\
 make check: this is the instructor's master copy, not a student release.
 
@@ -86,6 +95,13 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
         shutil.copy2(root / rel, dest / rel)
     if (root / STUDENT_README).exists():
         shutil.copy2(root / STUDENT_README, dest / "README.md")
+    if (root / STUDENT_CHECKS).exists():
+        page = TASKS_MARKER.sub(lambda _: task_table(rubric), (root / STUDENT_CHECKS).read_text())
+        (dest / RELEASED_CHECKS).parent.mkdir(parents=True, exist_ok=True)
+        (dest / RELEASED_CHECKS).write_text(page)
+    # git sees notebooks through tools/nb_git_clean.py (`make setup` configures it): opening and
+    # running a lesson leaves `git status` clean; only the student's edits to cell sources show
+    (dest / ".gitattributes").write_text("notebooks/**/*.ipynb filter=labkit-notebook\n")
     stubbed = []
     for path in sorted((dest / "labkit").rglob("*.py")):
         if any(BEGIN.match(line) for line in path.read_text().splitlines()):
@@ -109,6 +125,19 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
     if commit and shutil.which("git"):
         _git_commit(dest)
     return stubbed
+
+
+def task_table(rubric: Rubric) -> str:
+    """The tasks as a Markdown table (what, where, points, difficulty, time), with a total line."""
+    rows = ["| task | what | where | points | difficulty | time |", "|---|---|---|---|---|---|"]
+    for t in rubric.tasks:
+        where = ", ".join(f"`{f}`" for f in (([t.notebook] if t.notebook else []) + list(t.files)))
+        diff = f"{t.difficulty}/3" if t.difficulty else ""
+        rows.append(f"| {t.id} | {t.title} | {where} | {t.points:g} | {diff} | "
+                    f"{f'{t.minutes} min' if t.minutes else ''} |")
+    total = sum(t.points for t in rubric.tasks)
+    hours = sum(t.minutes for t in rubric.tasks) / 60
+    return "\n".join(rows) + f"\n\n{len(rubric.tasks)} tasks, {total:g} points, about {hours:.0f} hours in all."
 
 
 def _git_commit(dest: Path) -> None:

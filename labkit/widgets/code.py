@@ -303,6 +303,13 @@ CSS = """
 .lk-widget .widget-html, .lk-widget .widget-html-content, .lk-widget .widget-box,
 .lk-widget .widget-box > * { min-width: 0; max-width: 100%; }
 .lk-widget .widget-html-content { white-space: normal; }
+/* Reopened with a new kernel, a page is drawn from the widget state saved with the notebook, and
+   ipywidgets marks every view without a live kernel "disconnected" with a red broken-link icon (8
+   on one page), which reads as an error. The content is all there and the tabs switch: one quiet
+   line on the page says what it is instead. */
+.lk-widget .jupyter-widgets-disconnected::before { content: none; display: none; }
+.lk-widget.jupyter-widgets-disconnected::before { content: "saved output: run the cell again to explore it live";
+  display: block; font: italic 12px system-ui, sans-serif; color: #777; margin: 0 0 4px; }
 """
 
 
