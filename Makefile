@@ -16,7 +16,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 # The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
 # only what a student runs; the other targets stay (the Makefile is shared) but aren't advertised.
-STUDENT_TARGETS := help setup lab check status submit test
+STUDENT_TARGETS := help setup lab check submit test
 RELEASE := $(if $(wildcard tools/exsrc),master,student)
 
 help:  ## list the targets
