@@ -66,6 +66,7 @@ def _lk_min(a, b):
 
 @triton.jit
 def _lk_round_bf(x):  # float32 -> nearest-even bfloat16, kept in float32 (the interpreter truncates)
+    x = x.to(tl.float32)  # a float64 value first rounds to float32 (its bits are 64 wide)
     u = x.to(tl.uint32, bitcast=True)
     r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
     return tl.where(x != x, x, r)
