@@ -9,7 +9,6 @@ import csv
 import html
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,9 +18,9 @@ from pathlib import Path
 
 import nbformat
 
+from labkit.grading import judge, sandbox
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as rubric_mod
-from labkit.grading import sandbox
 from labkit.grading.grade import (
     Report,
     Setup,
@@ -189,23 +188,13 @@ def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report
         references = {nb: nbs.read(root / checks_path(nb)) for nb in rubric.notebooks}
     else:
         raise NotARelease(MASTER_MESSAGE)
-    setup = Setup(root, rubric, references, seed=0, stub=False, unlink=False,
-                  sandboxed=sandbox.available() == "", strict=False)
     with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
-        report = grade_one(setup, root, "self-check", Path(tmp))
-    for score in report.scores:     # the check's own reasons (the student's output, no secret)
-        if score.points < score.max_points:
-            score.feedback.extend(sorted(set(own_verdicts(report.logs, score.task))))
-    return report
-
-
-VERDICT = re.compile(r"Task (\d+\.\d+): FAIL — ([^\n]*)")
-
-
-def own_verdicts(logs: list[str], task: str) -> list[str]:
-    """The FAIL reasons a task's check cell printed in the student's run (from nbval's diff)."""
-    return [f"your check printed: {m[2].strip()}" for log in logs for m in VERDICT.finditer(log)
-            if m[1] == task]
+        env = grading_env(0, Path(tmp) / "cache", root)
+        specs = judge.measure(references, rubric, 0, Path(tmp), env,
+                              max(600, 3 * rubric.cell_timeout_s))
+        setup = Setup(root, rubric, references, seed=0, specs=specs, stub=False, unlink=False,
+                      sandboxed=sandbox.available() == "", strict=False)
+        return grade_one(setup, root, "self-check", Path(tmp))
 
 
 # -- grading outputs -------------------------------------------------------------------------------
