@@ -151,3 +151,21 @@ def test_predictions_sandbox_has_no_torch_but_loads_the_evidence_module(tmp_path
         S.end(box)
     assert "NO TORCH: not installed here" in res.stdout, res.stdout + res.stderr
     assert "[2, 4]" in res.stdout
+
+
+def test_release_build_fails_on_a_solution_line_anywhere(tmp_path, monkeypatch):
+    """Not only fences: a solution's line in a lesson, the library or a doc stops `make student`."""
+    from labkit.grading import commands as C
+    from labkit.grading import rubric as R
+
+    if not C.answer_lines(ROOT):
+        pytest.skip("a release holds no solutions to look for")
+    leak = tmp_path / "leak"
+    (leak / "docs").mkdir(parents=True)
+    line = sorted(C.answer_lines(ROOT))[0]
+    (leak / "docs" / "notes.md").write_text(f"a hint:\n    {line}  # copied\n")
+    assert C.answer_leaks(ROOT, leak) == [("docs/notes.md", line)]
+    monkeypatch.setattr(C, "PENDING_LEAKS", {})     # the listed, known ones count too
+    with pytest.raises(RuntimeError, match="outside any fence") as err:
+        C.build_student(ROOT, tmp_path / "student", R.load(), commit=False)
+    assert "labkit/examples.py" in str(err.value) and not (tmp_path / "student").exists()
