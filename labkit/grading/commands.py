@@ -104,8 +104,10 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
     if leaks:
         shutil.rmtree(dest)
         raise RuntimeError(f"solution fences left in the release (nothing written): {leaks}")
-    copied = [(rel, line) for rel, line in answer_leaks(root, dest)
-              if rel not in PENDING_LEAKS]
+    found = answer_leaks(root, dest)
+    for rel in sorted({rel for rel, _ in found if rel in PENDING_LEAKS}):
+        print(f"warning: {rel} holds solution lines: {PENDING_LEAKS[rel]}", file=sys.stderr)
+    copied = [(rel, line) for rel, line in found if rel not in PENDING_LEAKS]
     if copied:
         shutil.rmtree(dest)
         raise RuntimeError("a solution's line is in the release outside any fence (nothing "
