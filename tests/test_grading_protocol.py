@@ -169,3 +169,11 @@ def test_release_build_fails_on_a_solution_line_anywhere(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="outside any fence") as err:
         C.build_student(ROOT, tmp_path / "student", R.load(), commit=False)
     assert "labkit/examples.py" in str(err.value) and not (tmp_path / "student").exists()
+
+
+def test_the_docs_table_and_counts_are_the_rubrics():
+    from labkit.grading import commands as C
+    from labkit.grading import rubric as R
+
+    text = (ROOT / C.DOC).read_text()
+    assert C.rubric_table(R.load()) in text, "run `python -m labkit.grading docs`"
