@@ -177,3 +177,57 @@ def test_the_docs_table_and_counts_are_the_rubrics():
 
     text = (ROOT / C.DOC).read_text()
     assert C.rubric_table(R.load()) in text, "run `python -m labkit.grading docs`"
+
+
+ONE_BLOCK = """\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, num / tl.sum(num, axis=0), mask=mask)
+"""
+
+
+def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
+    """Only softmax_kernel's definition is loaded; a launcher that returns torch.softmax gains
+    nothing, and the kernel's outputs must fill what the check's launcher left NaN."""
+    import random
+
+    from labkit import _torch
+    from labkit.grading.rubric import BEGIN, END, stub_text
+
+    text = (ROOT / "labkit/exercises/triton_softmax.py").read_text()
+    if not any(BEGIN.match(line) for line in text.splitlines()):
+        pytest.skip("a release holds the stub only")
+    _torch.interpret_triton_without_gpu()
+    import torch
+    import triton
+    import triton.language as tl
+
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if BEGIN.match(line))
+    end = next(i for i, line in enumerate(lines) if END.match(line))
+    stub = stub_text(text, "7.1")
+    answers = {
+        "solution": text,
+        "one block": "".join(lines[:start] + [ONE_BLOCK] + lines[end + 1:]),
+        "stub": stub,
+        "launcher returns torch.softmax": stub + "\ndef softmax(x, block=16):\n"
+                                                "    return torch.softmax(x, -1)\n",
+        "tl rebound": "".join(lines[:start] + ["    tl = torch\n", "    tl.load('x.pt')\n"]
+                              + lines[end + 1:]),
+    }
+    ctx = {"torch": torch, "triton": triton, "tl": tl}
+    params = ev.canonical(harness.TASKS["7.1"].params(random.Random(3)))
+    spec = harness.spec("7.1", params, ctx)
+    verdicts = {}
+    for name, source in answers.items():
+        ns = harness.load_answer("7.1", harness.library_answer("7.1", source), ctx)
+        verdicts[name] = ev.compare(spec, ev.canonical(harness.measure("7.1", ns, params, ctx)))
+    assert verdicts["solution"] == []
+    assert verdicts["one block"] == ["the kernel's outputs differ from torch.softmax "
+                                     "(or it left columns unwritten)"]
+    assert verdicts["stub"] == verdicts["launcher returns torch.softmax"] == \
+        ["softmax_kernel is not implemented yet"]
+    assert "may not be rebound" in verdicts["tl rebound"][0]

@@ -291,6 +291,8 @@ def judged_as(task: rubric_mod.Task) -> str:
     """How grading judges a task: where the student's code runs and what is compared."""
     from labkit.grading.harness import TASKS
 
+    if task.tests and task.id in TASKS:
+        return "kernel (restricted, harness) + library tests"
     if task.tests:
         return "library tests (values outside)"
     if task.id in TASKS:
@@ -304,7 +306,8 @@ def rubric_table(rubric: Rubric) -> str:
     for task in rubric.tasks:
         kinds.setdefault(judged_as(task), []).append(task)
     total = sum(t.points for t in rubric.tasks)
-    nouns = {"prediction": "predictions", "fix": "fixes", "library tests": "library tasks"}
+    nouns = {"prediction": "predictions", "fix": "fixes", "library tests": "library tasks",
+             "kernel": "kernel task"}
     parts = ", ".join(f"{len(ts)} {nouns[kind.split(' (')[0]]} ({_num(sum(t.points for t in ts))}"
                       " points)" for kind, ts in kinds.items())
     rows = ["| task | points | judged as | where | what | difficulty | time |",

@@ -31,6 +31,7 @@ from labkit.grading import judge as jg
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
+from labkit.grading.restrict import definitions
 from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (
     EVIDENCE_REJECTED,
@@ -44,6 +45,7 @@ from labkit.grading.runner import (
 from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python, torch_folders
 from labkit.grading.sandbox import run as run_box
 
+ANSWER_NAMES = {"7.1": ("softmax_kernel",)}   # what a library task's answer is (harness.TASKS)
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
 
@@ -250,6 +252,10 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                 cell_problems[(Path(nb_path).name, cid)] = what
             cells = nbs.cells_by_id(result.notebook)
             sources[nb_path] = {cid: cells[cid].source for cid in editable}
+            for task in rubric.for_notebook(nb_path):   # an answer in a library file (7.1)
+                if task.files and task.graded:
+                    text = (work / "code" / task.files[0]).read_text(errors="replace")
+                    sources[nb_path][task.id] = definitions(text, ANSWER_NAMES.get(task.id, ()))
         phases = {"workspace": time.monotonic() - start}
         box = _box(setup, work, slot)
         evidence_py = str(work / "code" / "labkit" / "grading" / "evidence.py")

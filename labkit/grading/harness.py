@@ -24,9 +24,10 @@ from typing import Any
 
 import torch
 
+from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
-from labkit.grading.restrict import Refused, allowed_context, check_source
+from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -109,7 +110,8 @@ class Fix:
     params: Callable[[Any], dict[str, Any]]
     rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
     measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
-    note: str = ""
+    modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
+    source: str = ""                   # a library file: the answer is its ``answer`` definitions
 
 
 def _p22(r: Any) -> dict[str, Any]:
@@ -444,6 +446,48 @@ def _m12(task: str) -> Callable[[dict[str, Any], dict[str, Any], dict[str, Any]]
     return measure
 
 
+def _p71(r: Any) -> dict[str, Any]:
+    shapes = [(r.randrange(1, 5), r.randrange(20, 200), r.choice([8, 16, 32]), r.choice([1, 50, 400]))
+              for _ in range(3)]
+    return {"shapes": [list(s) for s in shapes], "x": [r.randrange(2**31) for _ in shapes]}
+
+
+def _in71(p: dict[str, Any]) -> list[tuple[torch.Tensor, int]]:
+    cases = [(gen(seed, rows, cols) * scale, block)
+             for (rows, cols, block, scale), seed in zip(p["shapes"], p["x"])]
+    big = torch.full((2, 70), -50.0)          # the max in a late / an early block, huge values
+    big[0, 65], big[1, 3] = 1000.0, 2000.0
+    strided = gen(p["x"][0] + 1, 6, 90)[::2, :77]
+    return [*cases, (big, 16), (strided, 16)]
+
+
+def launch(kernel: Any, x: torch.Tensor, block: int) -> torch.Tensor:
+    """The instructor's launcher of a row-softmax kernel: one program per row, NaN where it wrote
+    nothing (the student owns only the kernel's body: it must have run to fill ``out``)."""
+    out = torch.full_like(x, float("nan"))
+    with _torch.jitted_helpers_in_python(kernel):
+        kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
+    return out
+
+
+def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    want = [torch.softmax(x, dim=-1) for x, _ in _in71(p)]
+    return [{"field": "kernel", "rule": "true",
+             "say": "softmax_kernel is not a @triton.jit kernel of its own"},
+            {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want],
+             "tol": 1e-5, "after": True,
+             "say": "the kernel's outputs differ from torch.softmax (or it left columns unwritten)"}]
+
+
+def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    import triton
+
+    kernel = ns["softmax_kernel"]
+    if not isinstance(kernel, triton.runtime.jit.KernelInterface):   # JIT, or the interpreter's
+        return {"kernel": False}
+    return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
+
+
 TASKS: dict[str, Fix] = {
     "2.2": Fix(("train_fixed",), _p22, _r22, _m22),
     "3.3": Fix(("ScorerFixed",), _p33, _r33, _m33),
@@ -451,6 +495,8 @@ TASKS: dict[str, Fix] = {
     "4.3": Fix(("block_lean",), _p43, _r43, _m43),
     "9.1": Fix((), _p91, _r91, _m91),
     "9.3": Fix(("clip2_",), _p93, _r93, _m93),
+    "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
+               source="labkit/exercises/triton_softmax.py"),
     **{t: Fix((name,), _p12, _r12(t), _m12(t))
        for t, name in (("12.1", "log_stats"), ("12.2", "loss"), ("12.3", "as_argument"),
                        ("12.4", "mark_lengths"))},
@@ -464,18 +510,30 @@ def spec(task: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, An
             "rules": ev.canonical(TASKS[task].rules(params, ctx))}
 
 
+def library_answer(task: str, text: str) -> str:
+    """From a student's library file, only the definitions the task's answer is (see
+    :func:`restrict.definitions`): nothing else of the file runs, its imports neither."""
+    return definitions(text, TASKS[task].answer)
+
+
 def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     """Run the student's answer source, checked by the restricted policy, in a namespace of its
     own (the notebook's allowed names copied in); a refusal or an error is kept for the evidence."""
-    try:
-        code = check_source(source, f"<answer {task}>")
-    except Refused as exc:
-        return {"__refused__": str(exc)}
-    name = f"labkit_answer_{task.replace('.', '_')}"
-    module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
-    module.__dict__.update(allowed_context(ctx))
+    import linecache
     import sys
 
+    name = f"labkit_answer_{task.replace('.', '_')}"
+    filename = f"<{name}>"
+    extra = TASKS[task].modules
+    try:
+        code = check_source(source, filename, extra)
+    except Refused as exc:
+        return {"__refused__": str(exc)}
+    # the source where inspect finds it (triton.jit reads its function's source)
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
+    module.__dict__.update(allowed_context(ctx, extra))
+    module.__file__ = filename
     sys.modules[name] = module
     try:
         with quiet():
@@ -501,6 +559,8 @@ def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str
     except NotImplementedError:
         return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
     except Exception as exc:  # noqa: BLE001 - reported by name only
+        if "NotImplementedError" in str(exc):          # a stub, wrapped by Triton's interpreter
+            return {"error": f"{', '.join(TASKS[task].answer)} is not implemented yet"}
         return {"error": f"the check raised {type(exc).__name__} running your answer"}
     return found
 
@@ -525,7 +585,14 @@ def check(task: str, ctx: dict[str, Any]) -> None:
         nc.record(trusted)
         print(f"Task {task}: measured")
         return
-    found = ev.canonical(measure(task, dict(ctx), trusted["params"], ctx))
+    ns = dict(ctx)
+    if TASKS[task].source:       # the library answer as grading loads it: its definitions only
+        import importlib
+
+        path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source
+        with open(path) as fh:
+            ns = load_answer(task, library_answer(task, fh.read()), ctx)
+    found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found))
 
 

@@ -63,7 +63,7 @@ def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch
     for nb_path, master in masters.items():
         editable = {c for t in rubric.for_notebook(nb_path) for c in t.editable}
         wanted = [t.id for t in rubric.for_notebook(nb_path)
-                  if t.graded and t.kind == "notebook" and (not only or t.id in only)]
+                  if t.graded and (not only or t.id in only)]
         if not wanted:
             continue
         nb = copy.deepcopy(master)
@@ -159,7 +159,8 @@ def fix_notebook(nb_path: str, master: NotebookNode, task: Task, answer: str,
     skip = task_cells(rubric, nb_path)
     cells = [_cell(f"j-{k}", c.source) for k, c in enumerate(master.cells)
              if c.cell_type == "code" and c.get("id") not in skip]
-    (editable,), (graded,) = task.editable, task.graded
+    (graded,) = task.graded
+    editable = task.editable[0] if task.editable else f"j-answer-{task.id}"   # a library answer
     cells.append(_cell("j-harness", "from labkit.grading import harness as _harness"))
     cells.append(_cell(editable, f"ANSWER = _harness.load_answer({task.id!r}, {answer!r}, globals())"))
     params = json.dumps(spec["params"], sort_keys=True)
@@ -179,7 +180,8 @@ def judge_notebooks(rubric: Rubric, masters: dict[str, NotebookNode],
                     evidence_py: str, dest: Path) -> tuple[list[Path], list[Path]]:
     """Write the submission's judge notebooks under ``dest``: (predictions, fix-type) paths.
 
-    ``sources``: notebook path -> answer cell id -> the student's source (stubs where missing).
+    ``sources``: notebook path -> answer cell id (or task id, for a task whose answer is in a
+    library file) -> the student's source (stubs where missing).
     """
     predict_paths, fix_paths = [], []
     for nb_path, master in masters.items():
@@ -194,7 +196,7 @@ def judge_notebooks(rubric: Rubric, masters: dict[str, NotebookNode],
             predict_paths.append(path)
         for task in (t for t in tasks if kind_of(t, specs) == "fix"):
             path = dest / "fix" / task.id.replace(".", "_") / name
-            nbs.write(fix_notebook(nb_path, master, task, answers[task.editable[0]],
-                                   specs[task.id], rubric), path)
+            answer = answers[task.editable[0] if task.editable else task.id]
+            nbs.write(fix_notebook(nb_path, master, task, answer, specs[task.id], rubric), path)
             fix_paths.append(path)
     return predict_paths, fix_paths

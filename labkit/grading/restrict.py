@@ -79,8 +79,12 @@ def _plain_format(receiver: ast.AST) -> bool:
 
 
 class _Policy(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, modules: frozenset[str] = MODULES) -> None:
         self.parents: dict[int, ast.AST] = {}
+        self.modules = modules
+        # Triton's language module loads and stores through tl.load: allowed where Triton is,
+        # as long as the name tl is never rebound (tl = torch would make it torch.load)
+        self.kept = {("tl", "load")} if "triton.language" in modules else set()
 
     def refuse(self, node: ast.AST, why: str) -> None:
         raise Refused(f"line {getattr(node, 'lineno', '?')}: {why}")
@@ -90,15 +94,25 @@ class _Policy(ast.NodeVisitor):
             self.parents[id(child)] = node
         super().generic_visit(node)
 
+    def visit_arg(self, node: ast.arg) -> None:
+        if any(node.arg == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.arg}' may not be rebound in a graded answer")
+        self.generic_visit(node)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        if any((node.asname or node.name) == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.asname or node.name}' may not be rebound in a graded answer")
+        self.generic_visit(node)
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name not in MODULES or alias.name == "torch._dynamo":
+            if alias.name not in self.modules or alias.name == "torch._dynamo":
                 self.refuse(node, f"'import {alias.name}' is not allowed in a graded answer")
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        if node.level or module not in MODULES:
+        if node.level or module not in self.modules:
             self.refuse(node, f"'from {'.' * node.level}{module} import' is not allowed in a graded answer")
         for alias in node.names:
             if alias.name == "*" or alias.name.startswith("_") or (
@@ -107,6 +121,8 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del) and any(node.id == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.id}' may not be rebound in a graded answer")
         if node.id in BUILTINS_DENIED:
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
         if node.id.startswith("__") and node.id.endswith("__"):
@@ -123,7 +139,8 @@ class _Policy(ast.NodeVisitor):
         if node.attr == "format" and not _plain_format(node.value):
             self.refuse(node, "'.format' on anything but a string literal without attribute "
                               "or index fields is not allowed (use an f-string)")
-        if node.attr in ATTRS_DENIED:
+        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
+        if node.attr in ATTRS_DENIED and not kept:
             self.refuse(node, f"'.{node.attr}' is not allowed in a graded answer")
         if isinstance(node.ctx, ast.Store | ast.Del):
             root = _root(node)
@@ -140,25 +157,40 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_source(source: str, filename: str) -> types.CodeType:
-    """``source`` compiled, once the policy has found nothing to refuse (else :class:`Refused`)."""
+def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
+    """``source`` compiled, once the policy has found nothing to refuse (else :class:`Refused`);
+    ``extra``: modules this task's answer may use beyond :data:`MODULES` (Triton for 7.1)."""
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         raise Refused(f"line {exc.lineno}: syntax error") from None
-    _Policy().visit(tree)
+    _Policy(MODULES | frozenset(extra)).visit(tree)
     return compile(tree, filename, "exec", dont_inherit=True)
 
 
-def allowed_context(ctx: dict[str, Any]) -> dict[str, Any]:
-    """The notebook's names an answer may use: no private names, and modules from MODULES only."""
+def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The notebook's names an answer may use: no private names, modules from MODULES (and
+    ``extra``) only."""
     out = {}
     for name, value in ctx.items():
         if name.startswith("_") or name in BUILTINS_DENIED:
             continue
-        if isinstance(value, types.ModuleType) and value.__name__ not in MODULES:
+        if isinstance(value, types.ModuleType) and value.__name__ not in MODULES | set(extra):
             continue
         if type(value).__module__.startswith(("IPython", "ipykernel", "labkit.grading")):
             continue                       # the shell (run_cell!), the harness's own objects
         out[name] = value
     return out
+
+
+def definitions(text: str, names: tuple[str, ...]) -> str:
+    """The source of the top-level functions and classes ``names`` in ``text`` (decorators
+    included), and nothing else; source that raises SyntaxError when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "raise SyntaxError('the file does not parse')\n"
+    lines = text.splitlines(keepends=True)
+    keep = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
+    return "".join("".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:
+                                 n.end_lineno]) + "\n" for n in keep)
