@@ -179,16 +179,6 @@ def test_the_docs_table_and_counts_are_the_rubrics():
     assert C.rubric_table(R.load()) in text, "run `python -m labkit.grading docs`"
 
 
-ONE_BLOCK = """\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
-    num = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + row * out_stride + cols, num / tl.sum(num, axis=0), mask=mask)
-"""
-
-
 def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
     """Only softmax_kernel's definition is loaded; a launcher that returns torch.softmax gains
     nothing, and the kernel's outputs must fill what the check's launcher left NaN."""
@@ -200,6 +190,7 @@ def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
     text = (ROOT / "labkit/exercises/triton_softmax.py").read_text()
     if not any(BEGIN.match(line) for line in text.splitlines()):
         pytest.skip("a release holds the stub only")
+    one_block = pytest.importorskip("test_exercise_tasks").ONE_BLOCK     # instructor-only
     _torch.interpret_triton_without_gpu()
     import torch
     import triton
@@ -211,7 +202,7 @@ def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
     stub = stub_text(text, "7.1")
     answers = {
         "solution": text,
-        "one block": "".join(lines[:start] + [ONE_BLOCK] + lines[end + 1:]),
+        "one block": "".join(lines[:start] + [one_block] + lines[end + 1:]),
         "stub": stub,
         "launcher returns torch.softmax": stub + "\ndef softmax(x, block=16):\n"
                                                 "    return torch.softmax(x, -1)\n",
