@@ -160,7 +160,7 @@ def fix_notebook(nb_path: str, master: NotebookNode, task: Task, answer: str,
     cells = [_cell(f"j-{k}", c.source) for k, c in enumerate(master.cells)
              if c.cell_type == "code" and c.get("id") not in skip]
     (graded,) = task.graded
-    editable = task.editable[0] if task.editable else f"j-answer-{task.id}"   # a library answer
+    editable = task.editable[0] if task.editable else f"j-answer-{task.id.replace('.', '-')}"
     cells.append(_cell("j-harness", "from labkit.grading import harness as _harness"))
     cells.append(_cell(editable, f"ANSWER = _harness.load_answer({task.id!r}, {answer!r}, globals())"))
     params = json.dumps(spec["params"], sort_keys=True)
