@@ -222,3 +222,15 @@ def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
     assert verdicts["stub"] == verdicts["launcher returns torch.softmax"] == \
         ["softmax_kernel is not implemented yet"]
     assert "may not be rebound" in verdicts["tl rebound"][0]
+
+
+def test_without_a_sandbox_make_check_still_refuses_torch_to_predictions():
+    """No bwrap (a student's laptop): an import hook stands in, so `make check` fails a prediction
+    that imports torch as grading will (there it is the files' absence that refuses it)."""
+    import sys
+
+    from labkit.grading.judge import NO_TORCH_HOOK
+
+    code = NO_TORCH_HOOK + "try:\n    import torch\nexcept ImportError as exc:\n    print('refused:', exc)\n"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "refused: not installed here" in res.stdout, res.stdout + res.stderr

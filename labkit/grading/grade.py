@@ -260,7 +260,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
         box = _box(setup, work, slot)
         evidence_py = str(work / "code" / "labkit" / "grading" / "evidence.py")
         predict_nbs, fix_nbs = jg.judge_notebooks(rubric, setup.references, sources, setup.specs,
-                                                  evidence_py, trusted / "judge")
+                                                  evidence_py, trusted / "judge", setup.sandboxed)
         outcomes: list[Outcome] = []
         logs: list[str] = []
         seconds_left = float(rubric.submission_timeout_s)

@@ -127,11 +127,21 @@ def _notebook(cells: list[NotebookNode]) -> NotebookNode:
     return nb
 
 
+NO_TORCH_HOOK = """import sys as _sys
+class _Absent:    # no sandbox here (make check without bwrap): torch refused as grading's is absent
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "functorch", "torchgen"):
+            raise ImportError("not installed here: predictions are made without torch")
+_sys.meta_path.insert(0, _Absent())
+"""
+
+
 def predictions_notebook(nb_path: str, master: NotebookNode, tasks: list[Task],
                          answers: dict[str, str], specs: dict[str, dict[str, Any]],
-                         evidence_py: str, rubric: Rubric) -> NotebookNode:
-    """The judge notebook of a notebook's prediction tasks (runs where torch is absent)."""
-    head = (f"import ast as _ast, importlib.util as _util\n"
+                         evidence_py: str, rubric: Rubric, sandboxed: bool = True) -> NotebookNode:
+    """The judge notebook of a notebook's prediction tasks (runs where torch is absent; without a
+    sandbox, an import hook stands in for the absence so `make check` says what grading will)."""
+    head = ("" if sandboxed else NO_TORCH_HOOK) + (f"import ast as _ast, importlib.util as _util\n"
             f"_spec = _util.spec_from_file_location('labkit_evidence', {evidence_py!r})\n"
             f"_ev = _util.module_from_spec(_spec)\n_spec.loader.exec_module(_ev)\n"
             + constants(master, task_cells(rubric, nb_path)))
@@ -177,7 +187,8 @@ def kind_of(task: Task, specs: dict[str, dict[str, Any]]) -> str:
 
 def judge_notebooks(rubric: Rubric, masters: dict[str, NotebookNode],
                     sources: dict[str, dict[str, str]], specs: dict[str, dict[str, Any]],
-                    evidence_py: str, dest: Path) -> tuple[list[Path], list[Path]]:
+                    evidence_py: str, dest: Path, sandboxed: bool = True
+                    ) -> tuple[list[Path], list[Path]]:
     """Write the submission's judge notebooks under ``dest``: (predictions, fix-type) paths.
 
     ``sources``: notebook path -> answer cell id (or task id, for a task whose answer is in a
@@ -192,7 +203,7 @@ def judge_notebooks(rubric: Rubric, masters: dict[str, NotebookNode],
         if mine:
             path = dest / "predict" / name
             nbs.write(predictions_notebook(nb_path, master, mine, answers, specs, evidence_py,
-                                           rubric), path)
+                                           rubric, sandboxed), path)
             predict_paths.append(path)
         for task in (t for t in tasks if kind_of(t, specs) == "fix"):
             path = dest / "fix" / task.id.replace(".", "_") / name
