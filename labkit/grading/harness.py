@@ -480,10 +480,8 @@ def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    import triton
-
     kernel = ns["softmax_kernel"]
-    if not isinstance(kernel, triton.runtime.jit.KernelInterface):   # JIT, or the interpreter's
+    if not _torch.is_triton_kernel(kernel):
         return {"kernel": False}
     return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
 
