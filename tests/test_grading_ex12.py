@@ -77,8 +77,8 @@ def solution(task: str) -> str:
 def test_release_stub_fails(task, monkeypatch):
     stub = stub_text(solution(task), task)
     assert "BEGIN" not in stub and "NotImplementedError" in stub
-    with pytest.raises(NotImplementedError, match=f"Task {task}"):
-        run(task, stub, 0, monkeypatch)
+    name = {"12.1": "log_stats", "12.2": "loss", "12.3": "as_argument", "12.4": "mark_lengths"}[task]
+    assert run(task, stub, 0, monkeypatch) == f"Task {task}: FAIL — {name} is not implemented yet\n"
 
 
 @pytest.mark.slow
