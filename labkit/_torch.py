@@ -414,6 +414,11 @@ def interpret_triton_without_gpu() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def is_triton_kernel(obj: Any) -> bool:
+    """Whether ``obj`` is a ``@triton.jit`` kernel (compiled, or run by the interpreter)."""
+    return isinstance(obj, _api("triton.runtime.jit", "KernelInterface"))
+
+
 @contextlib.contextmanager
 def jitted_helpers_in_python(kernel: Any) -> Iterator[None]:
     """While open, an interpreted ``kernel`` may call Triton's jitted helpers (``tl.max``, ``tl.sum``)."""

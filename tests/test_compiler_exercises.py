@@ -103,6 +103,16 @@ def test_softmax_fuses_into_one_kernel() -> None:
     assert len(p.schedule.kernels) == 1
 
 
+@pytest.mark.task5_4
+def test_fused_kernels_compute_what_eager_does() -> None:
+    """The fusion rule's kernels, checked by value (recorded, and compared outside when grading):
+    a row reduction with its prologue and epilogue, and a per-element chain after it."""
+    r = nc.rng("5.4v")
+    x = nc.randn("5.4v", r.randrange(2, 9), r.randrange(8, 80))
+    assert_same_as_eager(lambda x: (torch.softmax(x * 2, -1),
+                                    (x - x.mean(-1, keepdim=True)).relu() * 3), x)
+
+
 def test_fenced_units_are_small() -> None:
     """Every exercise body stays between the fences and is 1-25 lines long."""
     import inspect

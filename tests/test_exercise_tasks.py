@@ -509,8 +509,6 @@ def test_every_check_cell_prints_one_verdict_line_for_its_task() -> None:
             verdicts = [line for line in text.splitlines() if line.startswith("Task ")]
             assert all(o.get("output_type") == "stream" for o in cells[cid].outputs), \
                 (task.id, "a check shows only its printed lines")
-            if task.id.startswith("12."):
-                continue      # ex12's checks print their own summary line (tests/test_grading_ex12.py)
             assert len(verdicts) == 1 and verdicts[0].startswith(f"Task {task.id}: PASS"), \
                 (task.id, text[-500:])
 
@@ -525,7 +523,7 @@ def test_release_check_passes_the_solution_and_fails_a_wrong_answer(release: Pat
     _answer(nb, "t3-2", WRONG_3_2)
     wrong = _make_check(release, "3.2")
     assert wrong.returncode != 0 and "FAIL  Task 3.2" in wrong.stdout, wrong.stdout + wrong.stderr
-    assert "your check printed: " in wrong.stdout and "lines wrong" in wrong.stdout
+    assert "lines wrong" in wrong.stdout          # the judge's counts, outside the kernel
     assert "shape-specialised" not in wrong.stdout.split("FAIL  Task 3.2")[1]   # no answer shown
 
 
@@ -623,17 +621,16 @@ def test_check_predictions_predicts_all_first_without_compiling_and_never_shows_
     nc.check_predictions("0.1", predict, [(1,), (2,), (3,)], measure, "cases", "things")
     assert order == [("predict", 1), ("predict", 2), ("predict", 3),
                      ("measure", 1), ("measure", 2), ("measure", 3)]
-    recorded, verdict_line = capsys.readouterr().out.splitlines()
-    assert recorded == f"Predictions for Task 0.1 recorded before measuring: [{nc.salted(0, '0.1', [1, 2, 3])}]"
+    (verdict_line,) = capsys.readouterr().out.splitlines()
     assert verdict_line == "Task 0.1: FAIL — 1 of 3 cases wrong (#1; 1 predicted too few things; 0 too many)"
 
     def cheat(x: int) -> int:                    # measuring inside a prediction is refused
         return torch.compile(lambda t: t)(torch.ones(x)).numel()
 
     nc.check_predictions("0.2", cheat, [(1,)], lambda x: x, "cases")
-    assert capsys.readouterr().out.endswith("\nTask 0.2: FAIL — cheat raised CompileDuringPrediction\n")
+    assert capsys.readouterr().out == "Task 0.2: FAIL — cheat raised CompileDuringPrediction\n"
     nc.check_predictions("0.3", predict, [(4,)], lambda x: x, "cases")
-    assert capsys.readouterr().out.splitlines()[1].startswith("Task 0.3: PASS — 1 cases [")
+    assert capsys.readouterr().out == "Task 0.3: PASS — 1 cases\n"
 
     class AlwaysEqual(int):                     # a prediction that says yes to every comparison
         def __eq__(self, other: object) -> bool:

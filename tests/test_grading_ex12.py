@@ -77,17 +77,16 @@ def solution(task: str) -> str:
 def test_release_stub_fails(task, monkeypatch):
     stub = stub_text(solution(task), task)
     assert "BEGIN" not in stub and "NotImplementedError" in stub
-    with pytest.raises(NotImplementedError, match=f"Task {task}"):
-        run(task, stub, 0, monkeypatch)
+    name = {"12.1": "log_stats", "12.2": "loss", "12.3": "as_argument", "12.4": "mark_lengths"}[task]
+    assert run(task, stub, 0, monkeypatch) == f"Task {task}: FAIL — {name} is not implemented yet\n"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", list(WRONG))
 def test_solution_passes_and_wrong_answer_fails(task, monkeypatch):
     right = {seed: run(task, solution(task), seed, monkeypatch) for seed in (0, 12345)}
-    assert right[0] == stored(task)  # the stored reference
-    assert right[12345] != stored(task)  # a hidden variant: other sizes, lengths or temperatures
-    assert "False" not in right[12345] and "graphs=1" in right[12345]
+    assert right[0] == stored(task) == f"Task {task}: PASS\n"  # the stored reference
+    assert right[12345] == right[0]     # a hidden variant: other sizes, lengths or temperatures
     for seed in (0, 12345):
         wrong = run(task, WRONG[task], seed, monkeypatch)
-        assert wrong != right[seed], (task, seed, wrong)
+        assert wrong.startswith(f"Task {task}: FAIL — "), (task, seed, wrong)

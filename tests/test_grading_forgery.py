@@ -1,85 +1,221 @@
-"""Forging a predict-then-verify check from inside the kernel (ex03, Task 3.1), without a grader.
+"""Forging a verdict, graded for real: every way the red team forged a check, in one sandboxed run.
 
-The check cell and the student's cell share one kernel, so these attacks are the same in the
-sandbox as here: each runs the notebook's setup, the attacker's cell and the check at a secret
-seed in one module (as a kernel's ``__main__``) and compares the check's output with the
-solution's at that seed, which is what nbval compares at grading time. An attack gains nothing
-when its output differs. The controls (the solution passes, a wrong answer fails) show that the
-harness can tell them apart.
-
-nbval compares the check's lines with the reference's at the same seed: the predictions' digest,
-printed before anything is measured, and the verdict line. An attack that still succeeded would be
-marked xfail(strict) in STILL_OPEN with its reason (docs/grading.md, "Residual risks").
+ex03's Task 3.1 and 3.2 are predictions (judged where torch is absent), Task 3.3 a fix (loaded
+after the harness under the restricted policy). Every attacker's own answers are wrong, so any point
+it gets is a point its attack gained. The honest student (the master's answers) gets full marks, the
+empty release 0. What the attacks tried (issue 29): rebinding the check (``nc.verdict``,
+``nc.check_predictions``, ``count_graphs``) from a cell before it; a prediction that walks the stack
+to the measurement, or measures by itself; patching what records or reports the evidence; and for
+the fix, reaching the harness through frames, modules or the shell.
 """
 
 from __future__ import annotations
 
-import builtins
-import contextlib
-import io
-import sys
-import types
+import copy
+import dataclasses
 from pathlib import Path
 
 import nbformat
 import pytest
-from grading_cases import IN_KERNEL, NB, WRONG_3_1
+from grading_cases import WRONG_3_1, WRONG_3_2
 
-from labkit.grading import nbcheck as nc
+from labkit.grading import grade as G
+from labkit.grading import notebooks as nbs
+from labkit.grading import rubric as R
+from labkit.grading import sandbox as S
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(S.available() != "", reason=f"no sandbox: {S.available()}")]
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow           # ~35 s: six checks, each compiling eight functions
-SEED = 424242                             # a "secret" seed: not the released seed 0
+NB = "notebooks/exercises/ex03_graph_breaks.ipynb"
+TASKS = ["3.1", "3.2", "3.3"]
+FULL = {"3.1": 2.0, "3.2": 2.0, "3.3": 3.0}
+WRONG_3_3 = '''
+class ScorerFixed(torch.nn.Module):      # the counter stays a Python int: one graph per call
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        self.calls = 0
+    def forward(self, x):
+        self.calls += 1
+        h = self.proj(x).tanh()
+        h = h / (h.abs().max() + 1e-6)
+        return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)
+'''
 
-# Attacks that still gain something would be listed here, each with why (xfail strict); the fixes in
-# nbcheck closed all five: PASS lines salted by seed and answers (replay), plain-data predictions
-# (always_equal), Dynamo work during a prediction refused (measure_in_predict), and the predictions'
-# digest printed before measuring (patch_verdict, overwrite_prediction).
-STILL_OPEN: dict[str, str] = {}
+# -- predictions (cell t3-1 / t3-2): each runs in the judge kernel, where torch is absent ----------
+PREDICT = {
+    # measure instead of predicting: the red team kept torch._dynamo.optimize from before the check
+    "measure_in_predict": '''
+import torch, torch._dynamo as _dynamo
+from torch._dynamo.testing import CompileCounter as _Counter
+def predict_graphs(statements):
+    counter = _Counter()
+    _dynamo.optimize(counter)(build(statements))(torch.rand(8) + 0.1)
+    return counter.frame_count
+''',
+    # the same in another interpreter: whatever python the sandbox has
+    "measure_in_subprocess": '''
+import subprocess, sys, json
+def predict_graphs(statements):
+    code = "import torch; print(1)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return int(out.stdout or 100)
+''' + WRONG_3_1.replace("def predict_graphs", "def _unused"),
+    # walk up the stack to whatever measures, or holds the answers, and take them
+    "stack_walk": '''
+import sys
+def predict_graphs(statements):
+    f = sys._getframe(1)
+    while f is not None:
+        for names in (f.f_locals, f.f_globals):
+            for key in ("measured", "expected", "measure", "spec"):
+                if key in names and isinstance(names[key], list):
+                    return names[key][0]
+        f = f.f_back
+    return len(statements) + 100
+''',
+    # rebind the check, as the red team did in the kernel (nbcheck needs torch: it cannot load)
+    "rebind_check": '''
+from labkit.grading import nbcheck as nc
+nc.check_predictions = lambda *a, **k: print("Task 3.1: PASS")
+nc.verdict = lambda task, problems, *a, **k: print(f"Task {task}: PASS")
+''' + WRONG_3_1,
+    # print the evidence line of one's choice, and the PASS line, whatever the check prints
+    "rebind_print": '''
+import builtins
+_print = builtins.print
+def _fake(*args, **kwargs):
+    if args and str(args[0]).startswith("EVIDENCE "):
+        return _print('EVIDENCE {"predictions": [1, 1, 1, 1, 1, 1, 1, 1]}')
+    return _print(*args, **kwargs)
+builtins.print = _fake
+print("Task 3.1: PASS")
+''' + WRONG_3_1,
+    # look for the expected answers anywhere the sandbox can see
+    "hunt_files": r'''
+import glob, json, os
+_found = []
+for top in ("/", "/tmp", os.getcwd(), os.path.expanduser("~")):
+    for path in glob.glob(os.path.join(top, "**", "*.ipynb"), recursive=True)[:200]:
+        try:
+            if "EVIDENCE-SPEC" in open(path).read():
+                _found.append(path)
+        except OSError:
+            pass
+def predict_graphs(statements):
+    if _found:
+        raise SystemExit(f"found {_found}")
+    return len(statements) + 100
+''',
+}
+
+# -- the fix (cell t3-3): loaded by the harness under the restricted policy ------------------------
+FIX = {
+    "rebind_count_graphs": '''
+from labkit.grading import nbcheck as nc
+nc.graph_stats = lambda: {"graphs": 1, "breaks": 0}
+''' + WRONG_3_3,
+    "frame_walk": '''
+import sys
+def _up():
+    f = sys._getframe(2)
+    f.f_locals["graphs"].clear()
+''' + WRONG_3_3,
+    "generator_frame": '''
+def _g():
+    yield 1
+_frame = _g().gi_frame
+''' + WRONG_3_3,
+    "module_attribute": '''
+torch.compile = lambda model, **kwargs: model        # eager: one "graph"? no graph at all
+''' + WRONG_3_3,
+    "shell": '''
+get_ipython().run_cell("import labkit.grading.harness as h; h.measure = lambda *a: {}")
+''' + WRONG_3_3,
+    "getattr_private": '''
+getattr(torch, "_dynamo").reset()
+''' + WRONG_3_3,
+    "os_through_torch": '''
+torch.os.system("true")
+''' + WRONG_3_3,
+    # no compile at all: Dynamo switched off inside the forward (the values would match)
+    "disable_dynamo": '''
+class ScorerFixed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        self.calls = 0
+    @torch.compiler.disable
+    def forward(self, x):
+        self.calls += 1
+        h = self.proj(x).tanh()
+        h = h / (h.abs().max() + 1e-6)
+        return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)
+''',
+}
 
 
-def _cells() -> dict[str, str]:
-    return {c.get("id"): c.source for c in nbformat.read(str(ROOT / NB), as_version=4).cells}
+def _put(folder: Path, nb: nbformat.NotebookNode) -> None:
+    (folder / NB).parent.mkdir(parents=True, exist_ok=True)
+    (folder / NB).write_text(nbformat.writes(nb))
 
 
-def check_output(answer: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The stdout of ex03's setup, helper, ``answer`` as cell t3-1 and the check c3-1."""
-    monkeypatch.setenv("LABKIT_GRADE_SEED", str(SEED))
-    cells = _cells()
-    module = types.ModuleType("ex03_forgery")
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    out = io.StringIO()
-    saved, saved_print = dict(vars(nc)), builtins.print  # attacks patch these; later tests need them
-    try:
-        with contextlib.redirect_stdout(out):
-            for source in (cells["setup"], cells["build-3-1"], answer, cells["c3-1"]):
-                exec(compile(source, "<ex03 cell>", "exec"), module.__dict__)
-    finally:
-        sys.setprofile(None)
-        vars(nc).update(saved)
-        builtins.print = saved_print
-    return out.getvalue()
+def _with(nb: nbformat.NotebookNode, **sources: str) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        key = cell.get("id", "").replace("-", "_")
+        if key in sources:
+            cell.source = sources[key]
+    return nb
 
 
 @pytest.fixture(scope="module")
-def solution_output() -> str:
-    with pytest.MonkeyPatch.context() as mp:
-        out = check_output(_cells()["t3-1"], mp)
-    assert "Task 3.1: PASS" in out, out
-    return out
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, G.Report]:
+    base = tmp_path_factory.mktemp("forgery")
+    subs = base / "subs"
+    master = nbformat.read(str(ROOT / NB), as_version=4)
+    rubric = dataclasses.replace(R.load().only(TASKS), cell_timeout_s=120)
+    editable = [c for t in rubric.for_notebook(NB) for c in t.editable]
+    graded = [c for t in rubric.for_notebook(NB) for c in t.graded]
+    _put(subs / "aa_honest", master)
+    _put(subs / "empty_release", nbs.released(master, editable, graded, keep_outputs=False))
+    _put(subs / "wrong", _with(master, t3_1=WRONG_3_1, t3_2=WRONG_3_2, t3_3=WRONG_3_3))
+    for name, code in PREDICT.items():
+        _put(subs / f"p_{name}", _with(master, t3_1=code, t3_2=WRONG_3_2, t3_3=WRONG_3_3))
+    for name, code in FIX.items():
+        _put(subs / f"f_{name}", _with(master, t3_1=WRONG_3_1, t3_2=WRONG_3_2, t3_3=code))
+    _put(subs / "zz_honest", master)
+    setup = G.prepare(ROOT, rubric, G.seed_from_key("forgery-key"), base, library=False)
+    return {r.student: r for r in G.grade_all(setup, subs, base, jobs=2)}
 
 
-def test_controls_solution_passes_wrong_answer_fails(solution_output, monkeypatch):
-    wrong = check_output(WRONG_3_1, monkeypatch)
-    assert "Task 3.1: FAIL" in wrong and wrong != solution_output
+def _points(run: dict[str, G.Report], name: str) -> dict[str, float]:
+    return {s.task: s.points for s in run[name].scores}
 
 
-@pytest.mark.parametrize("attack", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=STILL_OPEN[name]))
-    if name in STILL_OPEN else name for name in IN_KERNEL])
-def test_in_kernel_forgery_gains_nothing(attack, solution_output, monkeypatch):
-    cells = nbformat.read(str(ROOT / NB), as_version=4).cells
-    visible = next("".join(o.get("text", "")) for c in cells if c.get("id") == "c3-1"
-                   for o in c.outputs).rstrip("\n")          # the self-check copy shows this
-    source = f"VISIBLE = {visible!r}\n" + IN_KERNEL[attack]
-    assert check_output(source, monkeypatch) != solution_output
+def test_honest_students_get_full_marks_around_the_attacks(run):
+    for name in ("aa_honest", "zz_honest"):
+        assert _points(run, name) == FULL, run[name].scores
+
+
+def test_empty_release_and_wrong_answers_score_zero(run):
+    for name in ("empty_release", "wrong"):
+        assert _points(run, name) == dict.fromkeys(TASKS, 0.0), run[name].scores
+    feedback = {s.task: s.feedback for s in run["wrong"].scores}
+    assert any("of 8 functions wrong" in f for f in feedback["3.1"]), feedback
+    assert any("graphs compiled (at most 2)" in f for f in feedback["3.3"]), feedback
+
+
+@pytest.mark.parametrize("name", sorted(PREDICT))
+def test_prediction_forgery_gains_nothing(run, name):
+    assert _points(run, f"p_{name}") == dict.fromkeys(TASKS, 0.0), run[f"p_{name}"].scores
+
+
+@pytest.mark.parametrize("name", sorted(FIX))
+def test_fix_forgery_gains_nothing_and_says_why(run, name):
+    report = run[f"f_{name}"]
+    assert _points(run, f"f_{name}") == dict.fromkeys(TASKS, 0.0), report.scores
+    (fix,) = [s for s in report.scores if s.task == "3.3"]
+    assert any("refused: line" in f for f in fix.feedback), fix.feedback

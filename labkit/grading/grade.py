@@ -27,22 +27,25 @@ from pathlib import Path
 
 from nbformat import NotebookNode
 
+from labkit.grading import judge as jg
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
+from labkit.grading.restrict import definitions
 from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (
+    EVIDENCE_REJECTED,
     SANITIZE,
     Outcome,
     build_workspace,
-    execute,
     grading_env,
     run_pytest,
     sandbox_env,
 )
-from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python
+from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python, torch_folders
 from labkit.grading.sandbox import run as run_box
 
+ANSWER_NAMES = {"7.1": ("softmax_kernel",)}   # what a library task's answer is (harness.TASKS)
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
 
@@ -80,8 +83,9 @@ class Setup:
 
     root: Path                              # the tree the workspace is copied from
     rubric: Rubric
-    references: dict[str, NotebookNode]     # notebook path -> reference with expected outputs
+    references: dict[str, NotebookNode]     # notebook path -> the trusted notebook (its context cells)
     seed: int
+    specs: dict[str, dict] = field(default_factory=dict)   # task -> trusted spec (pass 1, outside)
     stub: bool = True                       # stub the library's solutions in the workspace
     unlink: bool = True                     # delete the graded notebooks once nbval has read them
     sandboxed: bool = True                  # False: --unsafe-no-sandbox (every report is marked)
@@ -107,24 +111,38 @@ def load_key(out: Path, key: str | None) -> str:
     return path.read_text().strip()
 
 
-def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: bool = True) -> Setup:
-    """Pass 1: this run's expected outputs (notebooks) and expected values (library tasks).
+def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: bool = True,
+            references: dict[str, NotebookNode] | None = None, library: bool = True) -> Setup:
+    """Pass 1: the notebook tasks' trusted specs (measured) and the library tasks' expected values.
 
-    The notebooks are executed with the instructor's solution under ``seed`` while, on the other
-    core, the library tasks' tests run on the instructor's library in a sandbox. Seed 0 reuses the
-    outputs stored in the master notebooks (the released, visible values): fast, for smoke tests,
-    but never for real grading, since students can see those values.
+    The notebooks are executed with every answer stubbed under ``seed`` (:func:`judge.measure`:
+    the checks measure their cases and record specs; no answer is loaded) while, on the other
+    core, the library tasks' tests run on the instructor's library in a sandbox. ``references``:
+    the trusted notebooks (default: the master's; ``make check``: the release's self-check copies).
     """
-    setup = Setup(root, rubric, {}, seed, sandboxed=sandboxed)
+    if references is None:
+        references = {}
+        for nb_path in rubric.notebooks:
+            master = nbs.read(root / nb_path)
+            nbs.precheck(master, [c for t in rubric.for_notebook(nb_path) for c in t.graded], nb_path)
+            references[nb_path] = master
+    setup = Setup(root, rubric, references, seed, sandboxed=sandboxed)
     setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
     build_workspace(root, setup.template, rubric)
-    tested = [t for t in rubric.tasks if t.tests]
+    tested = [t for t in rubric.tasks if t.tests] if library else []
     with ThreadPoolExecutor(max_workers=1) as pool:
-        library = pool.submit(_library_reference, setup, tested, scratch) if tested else None
-        setup.references = _notebook_references(root, rubric, seed, scratch)
-        setup.lib_reference = library.result() if library is not None else None
+        lib = pool.submit(_library_reference, setup, tested, scratch) if tested else None
+        env = grading_env(seed, scratch / "cache", root)
+        setup.specs = jg.measure(references, rubric, seed, scratch, env,
+                                 max(600, 3 * rubric.cell_timeout_s))
+        setup.lib_reference = lib.result() if lib is not None else None
     setup.warm = _compiled_only(scratch / "cache" / "inductor", scratch / "warm")
     return setup
+
+
+def library_seed(seed: int) -> int:
+    """The seed the library tests see in their sandbox: derived, so it tells nothing of ``seed``."""
+    return int(hashlib.sha256(f"library:{seed}".encode()).hexdigest()[:8], 16)
 
 
 def _compiled_only(cache: Path, dest: Path) -> Path | None:
@@ -142,29 +160,6 @@ def _compiled_only(cache: Path, dest: Path) -> Path | None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(so, target)
     return dest if dest.is_dir() else None
-
-
-def _notebook_references(root: Path, rubric: Rubric, seed: int, scratch: Path
-                         ) -> dict[str, NotebookNode]:
-    """Each master notebook executed under ``seed``, outputs kept only for graded cells."""
-    references = {}
-    for nb_path in rubric.notebooks:
-        graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
-        master = nbs.read(root / nb_path)
-        nbs.precheck(master, graded, nb_path)
-        executed = master
-        if seed != 0:   # seed 0 is what the master's stored outputs were made with
-            run_dir = Path(tempfile.mkdtemp(prefix="ref-", dir=scratch))
-            env = grading_env(seed, scratch / "cache", root)
-            # The instructor's own cells: a generous limit, since a timeout here stops the run.
-            executed = execute(master, run_dir, env, max(600, 3 * rubric.cell_timeout_s))
-            nbs.precheck(executed, graded, nb_path + " (executed)")
-            shutil.rmtree(run_dir, ignore_errors=True)
-        for cell in executed.cells:      # only graded outputs are compared; keep nothing else
-            if cell.cell_type == "code" and cell.get("id") not in graded:
-                cell.outputs = []
-        references[nb_path] = executed
-    return references
 
 
 def _library_reference(setup: Setup, tested: list[Task], scratch: Path) -> dict:
@@ -189,6 +184,8 @@ def _library_reference(setup: Setup, tested: list[Task], scratch: Path) -> dict:
 def _category(detail: str) -> str:
     """What went wrong, in words that never quote expected outputs or hidden inputs."""
     text = ANSI.sub("", detail)
+    if EVIDENCE_REJECTED in text:          # the judge's own words (counts and field names)
+        return text.split(EVIDENCE_REJECTED, 1)[1].splitlines()[0].strip()[:600]
     if "Previous cell timed out" in text:
         return "not counted: an earlier cell timed out"
     if "Timeout" in text or "timed out" in text:
@@ -205,12 +202,18 @@ UNSAFE_WARNING = ("WARNING: graded WITHOUT a sandbox (--unsafe-no-sandbox): this
                   "ran as the grader's user and could have read or changed what grading trusts")
 
 
-def _box(setup: Setup, work: Path, slot: int) -> Sandbox:
-    """The sandbox of one run: ``work/code`` read-only, ``work/scratch`` and sockets writable."""
-    scratch = work / "scratch"
-    env = sandbox_env(setup.seed, scratch, work / "code")
-    return Sandbox(code=str(work / "code"), scratch=str(scratch), sockets=str(work / "sock"),
-                   slot=slot, enabled=setup.sandboxed, env=tuple(sorted(env.items())))
+def _box(setup: Setup, work: Path, slot: int, torchless: bool = False) -> Sandbox:
+    """The sandbox of one run: ``work/code`` read-only, its scratch and sockets writable.
+
+    ``torchless``: the predictions' sandbox, a scratch of its own and torch's folders hidden. No
+    sandbox sees the run's seed; the library tests get a seed derived from it.
+    """
+    tag = "-predict" if torchless else ""
+    scratch = work / f"scratch{tag}"
+    env = sandbox_env(library_seed(setup.seed), scratch, work / "code")
+    return Sandbox(code=str(work / "code"), scratch=str(scratch), sockets=str(work / f"sock{tag}"),
+                   slot=slot, enabled=setup.sandboxed, env=tuple(sorted(env.items())),
+                   hide=torch_folders() if torchless and setup.sandboxed else ())
 
 
 def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int = 0) -> Report:
@@ -239,6 +242,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
         else:
             build_workspace(setup.root, work / "code", rubric if setup.stub else None, overlay)
         cell_problems: dict[tuple[str, str], str] = {}
+        sources: dict[str, dict[str, str]] = {}
         for nb_path, reference in setup.references.items():
             editable = [c for t in rubric.for_notebook(nb_path) for c in t.editable]
             result = nbs.graft(reference, staged / nb_path if nb_path in handed else None, editable)
@@ -246,32 +250,43 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                 problems.append(f"{nb_path}: {result.read_error}")
             for cid, what in result.problems.items():
                 cell_problems[(Path(nb_path).name, cid)] = what
-            nbs.write(result.notebook, trusted / "nb" / Path(nb_path).name)
+            cells = nbs.cells_by_id(result.notebook)
+            sources[nb_path] = {cid: cells[cid].source for cid in editable}
+            for task in rubric.for_notebook(nb_path):   # an answer in a library file (7.1)
+                if task.files and task.graded:
+                    text = (work / "code" / task.files[0]).read_text(errors="replace")
+                    sources[nb_path][task.id] = definitions(text, ANSWER_NAMES.get(task.id, ()))
         phases = {"workspace": time.monotonic() - start}
         box = _box(setup, work, slot)
-        if setup.warm is not None:
-            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor")
+        evidence_py = str(work / "code" / "labkit" / "grading" / "evidence.py")
+        predict_nbs, fix_nbs = jg.judge_notebooks(rubric, setup.references, sources, setup.specs,
+                                                  evidence_py, trusted / "judge", setup.sandboxed)
         outcomes: list[Outcome] = []
         logs: list[str] = []
         seconds_left = float(rubric.submission_timeout_s)
-        if setup.references:
-            env = grading_env(setup.seed, trusted / "cache", setup.root)
-            env["LABKIT_GRADING_UNLINK"] = "1" if setup.unlink else "0"
+        env = grading_env(0, trusted / "cache", setup.root)
+        env["LABKIT_GRADING_UNLINK"] = "1" if setup.unlink else "0"
+        for part, paths, run_box_ in (("predictions", predict_nbs, _box(setup, work, slot, True)),
+                                      ("fixes", fix_nbs, box)):
+            if not paths:
+                continue
             run = run_pytest(["--noconftest", "--nbval-lax", "--nbval-current-env",
                               f"--nbval-sanitize-with={SANITIZE}",
                               f"--nbval-cell-timeout={rubric.cell_timeout_s}",
                               "--nbval-kernel-startup-timeout=120",
-                              *sorted(str(p) for p in (trusted / "nb").glob("*.ipynb"))],
-                             trusted, env, seconds_left, trusted / "nb.jsonl", box=box)
+                              *sorted(str(p) for p in paths)],
+                             trusted, env, seconds_left, trusted / f"{part}.jsonl", box=run_box_)
             outcomes += run.outcomes
             logs.append(run.output_tail)
-            phases["notebooks"] = run.seconds
+            phases[part] = run.seconds
             seconds_left = max(30.0, seconds_left - run.seconds)
             if run.timed_out:
-                problems.append("notebooks: the time limit per submission was reached; "
-                                "cells that had not finished score 0")
+                problems.append(f"{part}: the time limit per submission was reached; "
+                                "checks that had not finished score 0")
             elif not run.outcomes:
-                problems.append("a grading run produced no results (see the instructor log)")
+                problems.append(f"{part}: a grading run produced no results (see the instructor log)")
+        if setup.warm is not None:
+            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor", dirs_exist_ok=True)
         tested = [t for t in rubric.tasks if t.tests]
         if tested:
             verdicts, finished = library_run(setup, box, tested, seconds_left, trusted / "lib.log")

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from labkit import _torch
+from labkit.grading import evidence
 from labkit.notebook import setup_notebook
 
 SEED_ENV = "LABKIT_GRADE_SEED"
@@ -132,19 +133,8 @@ def no_compile() -> Iterator[None]:
 
 
 def plain(value: Any) -> Any:
-    """``value`` rebuilt from the base types (None, bool, int, float, str, and lists, tuples, dicts
-    of them); anything else, such as an object whose ``==`` says yes to everything, is a TypeError."""
-    if value is None or type(value) is bool:
-        return value
-    for base, exact in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
-        if isinstance(value, base):
-            return exact(value)  # the base type's own conversion: a subclass's overrides don't run
-    for seq in (tuple, list):
-        if isinstance(value, seq):
-            return seq(plain(v) for v in seq.__iter__(value))
-    if isinstance(value, dict):
-        return {plain(k): plain(v) for k, v in dict.items(value)}
-    raise TypeError(f"a prediction is plain data (numbers, strings, lists), not {type(value).__name__}")
+    """``value`` rebuilt from the base types (see :func:`labkit.grading.evidence.plain`)."""
+    return evidence.plain(value)
 
 
 def _dynamo_work() -> int:
@@ -159,25 +149,21 @@ def predict(fn: Callable[..., Any], *args: Any) -> Any:
     before = _dynamo_work()
     try:
         with no_compile():
-            value = plain(fn(*args))
+            value = evidence.canonical(fn(*args))
     except Exception as exc:  # noqa: BLE001 - a broken prediction is a wrong prediction
         return f"error: {type(exc).__name__}"
     return value if _dynamo_work() == before else f"error: {CompileDuringPrediction.__name__}"
 
 
-def verdict(task: str, problems: list[str], passed_note: str = "", proof: object = None) -> None:
-    """Print the one line a check ends with: ``Task N.M: PASS … [token]`` or ``Task N.M: FAIL — why``.
+def verdict(task: str, problems: list[str], passed_note: str = "") -> None:
+    """Print the one line a check ends with: ``Task N.M: PASS`` or ``Task N.M: FAIL — why``.
 
-    ``problems`` say what was wrong in words that never state the expected answer. A PASS line ends
-    with a token salted by this run's seed and ``proof`` (the right answers, where the check has
-    them), so replaying a stored PASS line, or printing one, does not match the grader's reference
-    at a hidden seed.
+    For the student only: grading never reads this line (it judges evidence, outside the kernel).
     """
     if problems:
         print(f"Task {task}: FAIL — " + "; ".join(problems))
     else:
-        note = f" — {passed_note}" if passed_note else ""
-        print(f"Task {task}: PASS{note} [{salted(task, seed(), proof, n=8)}]")
+        print(f"Task {task}: PASS" + (f" — {passed_note}" if passed_note else ""))
 
 
 def salted(*parts: object, n: int = 12) -> str:
@@ -187,57 +173,57 @@ def salted(*parts: object, n: int = 12) -> str:
     return hashlib.sha256("".join(map(repr, parts)).encode()).hexdigest()[:n]
 
 
-def prediction_problems(name: str, predicted: list[Any], measured: list[Any], noun: str,
-                        unit: str | None = None,
-                        same: Callable[[Any, Any], bool] | None = None) -> list[str]:
-    """What was wrong with a list of predictions, in counts only (never a measured value).
+# -- pass 1: the trusted side measures ------------------------------------------------------------
+MEASURE_ENV = "LABKIT_MEASURE"          # a file: checks record their trusted spec there, no verdict
+TASKS_ENV = "LABKIT_TASKS"              # "3.1,3.2": only these checks run (empty: all)
 
-    ``same(prediction, measured)`` decides a match (default ``==``); the line names the wrong cases
-    by their index in the check's list (from 0); ``unit`` names what numeric predictions count, to
-    say how many were too low or too high.
-    """
-    raised = sorted({p[len("error: "):] for p in predicted
-                     if isinstance(p, str) and p.startswith("error: ")})
-    if raised:
-        return [f"{name} raised {', '.join(raised)}"]
-    same = same or (lambda p, m: p == m)
-    wrong = [k for k, (p, m) in enumerate(zip(predicted, measured)) if not same(p, m)]
-    if not wrong:
-        return []
-    parts = ["#" + ", #".join(map(str, wrong))]           # indices into the check's case list
-    numeric = [k for k in wrong if isinstance(predicted[k], int | float)
-               and not isinstance(predicted[k], bool)]
-    if unit is not None:
-        low = sum(1 for k in numeric if predicted[k] < measured[k])
-        parts += [f"{low} predicted too few {unit}", f"{len(numeric) - low} too many"]
-        if len(numeric) < len(wrong):
-            parts.append(f"{len(wrong) - len(numeric)} not a number")
-    return [f"{len(wrong)} of {len(measured)} {noun} wrong ({'; '.join(parts)})"]
+
+def measuring() -> bool:
+    """Whether this kernel is the trusted side's measuring run (pass 1: answers are stubs)."""
+    return bool(os.environ.get(MEASURE_ENV))
+
+
+def selected(task: str) -> bool:
+    """Whether ``task``'s check runs in this kernel (``make check --task`` runs fewer)."""
+    wanted = [t for t in os.environ.get(TASKS_ENV, "").split(",") if t]
+    return not wanted or task in wanted
+
+
+def record(spec: dict[str, Any]) -> None:
+    """Append one task's trusted spec (cases and measured answers, or rules) to the measure file."""
+    import json
+
+    with open(os.environ[MEASURE_ENV], "a") as fh:
+        fh.write(json.dumps(spec, sort_keys=True, allow_nan=False) + "\n")
 
 
 def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
                       measure: Callable[..., Any], noun: str = "cases",
-                      unit: str | None = None,
-                      same: Callable[[Any, Any], bool] | None = None) -> None:
+                      unit: str | None = None, fields: list[str] | None = None) -> None:
     """The predict-then-verify check: predict every case, then measure every case, then the verdict.
 
-    Every prediction is recorded first, under :func:`no_compile` and on its own copy of the case, so
-    it can neither measure nor see a measurement, and a salted digest of them is printed at once
-    (the grader compares it with the reference's); ``measure(*case)`` then gives the true value.
-    ``same`` compares a prediction with a measurement (default ``==``; a salted hash where the
-    measurement must not show the answer). Prints the task's PASS/FAIL line (returns nothing, so a
-    notebook cell ending with this call shows only that line).
+    In the notebook: every prediction is made first, under :func:`no_compile` and on its own copy
+    of the case, then ``measure(*case)`` gives the true value, and the PASS/FAIL line says how many
+    were wrong (never a measured value). In pass 1 (:func:`measuring`) only the measurements are
+    made, and recorded with the cases: grading runs the student's function where torch is absent,
+    on those cases, and compares outside.
     """
+    if not selected(task):
+        return
+    name = getattr(predict_fn, "__name__", "the prediction")
+    if measuring():
+        expected = [evidence.canonical(measure(*copy.deepcopy(case))) for case in cases]
+        record({"kind": "predict", "task": task, "function": name, "noun": noun, "unit": unit,
+                "fields": fields, "cases": [repr(tuple(c)) for c in cases], "repr": True,
+                "expected": expected})
+        print(f"Task {task}: measured {len(cases)} {noun}")
+        return
     predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
-    # Printed before anything is measured, and compared by the grader (nbval) with the reference's:
-    # what the kernel does after this line can change the verdict line, not the predictions.
-    numbers = [int(p) if isinstance(p, float) and p.is_integer() else p for p in predicted]
-    print(f"Predictions for Task {task} recorded before measuring: [{salted(seed(), task, numbers)}]")
     raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)
-    measured = [None] * len(cases) if raised else [measure(*case) for case in cases]  # no need
-    problems = prediction_problems(getattr(predict_fn, "__name__", "the prediction"),
-                                   predicted, measured, noun, unit, same)
-    verdict(task, problems, f"{len(cases)} {noun}", proof=measured)
+    measured = [None] * len(cases) if raised else [evidence.canonical(measure(*case))
+                                                   for case in cases]
+    problems = evidence.prediction_problems(name, predicted, measured, noun, unit, fields)
+    verdict(task, problems, f"{len(cases)} {noun}")
 
 
 def graph_stats() -> dict[str, int]:

@@ -225,9 +225,45 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register one marker per rubric task; start kernels in the run's sandbox (if one is given)."""
     for line in load().markers():
         config.addinivalue_line("markers", line)
+    _judge_evidence()
     spec = os.environ.get(SANDBOX_ENV)
     if spec:
         _sandbox_kernels(Sandbox.from_json(spec))
+
+
+EVIDENCE_REJECTED = "EVIDENCE REJECTED: "
+
+
+def _judge_evidence() -> None:
+    """A graded cell whose stored output is a spec line is judged by :func:`evidence.compare`.
+
+    This runs here, in the trusted nbval process: the kernel only printed its evidence line; the
+    spec (measured answers, reference values, rules) never left this process. Any other cell is
+    compared by nbval as usual.
+    """
+    from nbval.plugin import IPyNbCell, coalesce_streams
+
+    from labkit.grading import evidence
+
+    original = IPyNbCell.compare_outputs
+    if getattr(original, "labkit_evidence", False):
+        return
+
+    def stdout(outputs: list) -> str:
+        return "".join(o.get("text", "") for o in coalesce_streams(list(outputs))
+                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+    def compare_outputs(self, test, ref, skip_compare=None):
+        spec, _ = evidence.parse(stdout(ref), evidence.SPEC)
+        if spec is None:
+            return original(self, test, ref, skip_compare)
+        got, why = evidence.parse(stdout(test), evidence.MARK)
+        problems = [why] if got is None else evidence.compare(spec, got)
+        self.comparison_traceback = [EVIDENCE_REJECTED + "; ".join(problems)] if problems else []
+        return not problems
+
+    compare_outputs.labkit_evidence = True
+    IPyNbCell.compare_outputs = compare_outputs
 
 
 def _sandbox_kernels(box: Sandbox) -> None:

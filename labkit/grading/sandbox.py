@@ -76,6 +76,7 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     env: tuple[tuple[str, str], ...] = ()
     uid: int = -1                        # the host uid of its processes (root graders); -1: derive
+    hide: tuple[str, ...] = ()           # folders replaced by an empty stub (torch for predictions)
 
     def __post_init__(self) -> None:
         if self.uid < 0:
@@ -91,6 +92,7 @@ class Sandbox:
         raw = json.loads(text)
         raw["limits"] = Limits(**raw["limits"])
         raw["env"] = tuple(tuple(kv) for kv in raw["env"])
+        raw["hide"] = tuple(raw.get("hide", ()))
         return cls(**raw)
 
     def environment(self) -> dict[str, str]:
@@ -138,6 +140,35 @@ class Sandbox:
 def python() -> str:
     """This environment's interpreter by a path that exists inside the sandbox (links resolved)."""
     return str(Path(sys.prefix).resolve() / "bin" / "python")
+
+
+TORCH_PACKAGES = ("torch", "triton", "functorch", "torchgen")
+
+
+def torch_folders() -> tuple[str, ...]:
+    """The installed folders of torch and its compilers, for :attr:`Sandbox.hide` (predictions)."""
+    import importlib.util
+
+    found = []
+    for name in TORCH_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            found.append(str(Path(loc).resolve()))
+    return tuple(found)
+
+
+@functools.cache
+def absent_package() -> Path:
+    """A folder whose ``__init__`` raises ImportError: bound over a hidden package, whose files are
+    then absent from the sandbox's view (no import hook: nothing of the real package is there)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="labkit-absent-"))
+    (folder / "__init__.py").write_text(
+        'raise ImportError("not installed here: predictions are made without torch")\n')
+    os.chmod(folder, 0o755)
+    os.chmod(folder / "__init__.py", 0o644)
+    return folder
 
 
 def _python_roots() -> list[Path]:
@@ -190,6 +221,8 @@ def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
     argv += ["--perms", "1777", "--size", str(box.limits.tmp_bytes), "--tmpfs", "/tmp"]
     for r in _python_roots():
         argv += _dirs_for(r, made) + ["--ro-bind", str(r), str(r)]
+    for folder in box.hide:            # after the environment's own bind: mounted over it
+        argv += ["--ro-bind", str(absent_package()), folder]
     code = Path(box.code)
     argv += _dirs_for(code, made) + ["--ro-bind", str(code), str(code)]
     for rw in (box.scratch, box.sockets):

@@ -160,9 +160,11 @@ lines = [("p", 'print(f"batch {x.shape[0]}: mean {h.mean():.3f}")'),
          ("t", "peak = h.abs().max().item()"),
          ("r", "return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)")]
 lines += [random_line(r) for _ in range(6)]
+cause_of = {kind: next(c for c in CAUSES if nc.salted("3.2", kind, c) == key)
+            for kind, key in KEY.items()}            # the check's own answers, never printed
 kind_of = dict((line, kind) for kind, line in lines)
-nc.check_predictions("3.2", diagnose, [(line,) for _, line in lines], kind_of.get, "lines",
-                     same=lambda cause, kind: nc.salted("3.2", kind, cause) == KEY[kind])
+nc.check_predictions("3.2", diagnose, [(line,) for _, line in lines],
+                     lambda line: cause_of[kind_of[line]], "lines")
 # %% id=t3-3
 # your answer (Task 3.3)
 ### BEGIN SOLUTION
@@ -181,30 +183,8 @@ class ScorerFixed(torch.nn.Module):
 ### END SOLUTION
 # %% id=c3-3
 # NBVAL_CHECK_OUTPUT
-import contextlib, io
-from labkit.grading import nbcheck as nc
+from labkit.grading import harness
 
-problems = []
-r = nc.rng("3.3")
-d, sizes = r.randrange(4, 24), [r.randrange(2, 65) for _ in range(r.randrange(6, 11))]
-if "ScorerFixed" not in globals():
-    problems.append("ScorerFixed is not defined yet")
-else:
-    nc.fresh()
-    want_model, got_model = Scorer(d), ScorerFixed(d)
-    got_model.load_state_dict(want_model.state_dict(), strict=False)
-    compiled = torch.compile(got_model, backend="eager")
-    same = True
-    for k, n in enumerate(sizes):
-        x = nc.randn(f"3.3x{k}", n, d)
-        with contextlib.redirect_stdout(io.StringIO()):
-            want = want_model(x)
-        same &= nc.close(compiled(x), want, 1e-5)
-    stats = nc.graph_stats()
-    if not same:
-        problems.append("ScorerFixed's outputs differ from Scorer's")
-    if stats["breaks"]:
-        problems.append(f"{stats['breaks']} graph breaks")
-    if stats["graphs"] > 2:
-        problems.append(f"{stats['graphs']} graphs compiled over {len(sizes)} calls (at most 2)")
-nc.verdict("3.3", problems)
+# hidden widths and batches; Scorer gives the outputs
+# (the rules and reference values: labkit/grading/harness.py)
+harness.check("3.3", globals())

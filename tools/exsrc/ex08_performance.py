@@ -125,26 +125,18 @@ for _ in range(6):
     if kind == "bmm":
         shapes[1] = (shapes[0][0], k, n)
     cases.append((kind, shapes, dt))
-predicted = [nc.predict(matmul_roofline, kind, list(shapes), dt) for kind, shapes, dt in cases]
-problems = []
-for idx, ((kind, shapes, dt), got) in enumerate(zip(cases, predicted)):
-    if got == "error: NotImplementedError":
-        problems = ["matmul_roofline is not implemented yet"]
-        break
+
+def measure(kind, shapes, dt):
     args = [torch.zeros(s, dtype=getattr(torch, dt), device="meta") for s in shapes]
     op = {"mm": torch.mm, "bmm": torch.bmm, "addmm": torch.addmm}[kind]
     with FlopCounterMode(display=False) as counter:
         out = op(*args)
     flops = counter.get_total_flops()
     nbytes = sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
-    bound = "compute" if flops / PEAK_FLOPS > nbytes / PEAK_BW else "memory"
-    if isinstance(got, str) or not isinstance(got, tuple) or len(got) != 3:
-        problems.append(f"case {idx} ({kind}): {got if isinstance(got, str) else 'not a (flops, bytes, bound) tuple'}")
-        continue
-    bad = [what for what, g, w in zip(("flops", "bytes", "bound"), got, (flops, nbytes, bound)) if g != w]
-    if bad:
-        problems.append(f"case {idx} ({kind}, {dt}): wrong {', '.join(bad)}")
-nc.verdict("8.2", problems, f"{len(cases)} cases")
+    return flops, nbytes, "compute" if flops / PEAK_FLOPS > nbytes / PEAK_BW else "memory"
+
+nc.check_predictions("8.2", matmul_roofline, cases, measure, "cases",
+                     fields=["flops", "bytes", "bound"])
 # %% [markdown] id=t8-3-md
 # ## Task 8.3 — what a training step costs (difficulty 2/3, about 25 min)
 #

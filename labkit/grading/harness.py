@@ -1,0 +1,596 @@
+"""Fix-type tasks: a trusted harness loads the student's answer under a restricted policy and
+reports what it measures of it as plain data; the verdict is :func:`evidence.compare`'s, outside.
+
+Per task (``TASKS``): ``params`` draws the hidden inputs from the grader's random stream (trusted
+side only: pass 1, or the notebook's own check); ``rules`` computes, from the lesson's original
+code (never from an answer), the reference values and the rules a fix must meet; ``measure`` runs
+the student's code on those inputs and returns evidence (graph counts, breaks, how often the
+compiled graphs ran, outputs, gradients, saved bytes, opcheck results). At grading time a judge
+notebook runs, in the submission's sandbox: the notebook's trusted cells, then
+:func:`load_answer` (the answer's source, checked by :mod:`labkit.grading.restrict` and run in
+a namespace of its own), then :func:`emit_evidence`. The spec (rules and reference values) stays
+with nbval, outside. :func:`check` is the same protocol inside a notebook's check cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from labkit import _torch
+from labkit.grading import evidence as ev
+from labkit.grading import nbcheck as nc
+from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
+
+
+# -- what the harness measures with ---------------------------------------------------------------
+def gen(seed: int, *shape: int) -> torch.Tensor:
+    """A normal tensor from a seed the trusted side drew (the hidden inputs, passed in as numbers)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def tensor(t: Any) -> dict[str, Any] | None:
+    """A plain tensor's shape and values (float64), or None for anything that is not one."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    flat = torch.Tensor.tolist(t.detach().to(torch.float64).reshape(-1))
+    return {"shape": list(t.shape), "values": flat}
+
+
+def recorder() -> tuple[Callable[..., Any], list[int], list[int]]:
+    """A Dynamo backend as a plain function (no state a caller can reach), the op counts of the
+    graphs it was given, and a list that grows each time one of them runs."""
+    graphs: list[int] = []
+    runs: list[int] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        graphs.append(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
+        forward = gm.forward
+
+        def run(*args: Any) -> Any:
+            runs.append(1)
+            return forward(*args)
+        return run
+    return backend, graphs, runs
+
+
+def compiled_stats(graphs: list[int], runs: list[int]) -> dict[str, int]:
+    """Graphs (the recorder's and Dynamo's count, the larger), breaks, runs of the compiled graphs."""
+    stats = nc.graph_stats()
+    return {"graphs": max(len(graphs), stats["graphs"]), "breaks": stats["breaks"],
+            "runs": len(runs)}
+
+
+def close_rule(field: str, want: Any, tol: float, say: str, finite: str | None = None
+               ) -> dict[str, Any]:
+    """A rule: evidence ``field`` (a tensor entry) equals ``want`` within ``tol``."""
+    rule = {"field": field, "rule": "close", "want": tensor(want), "tol": tol, "say": say}
+    if finite:
+        rule["finite"] = finite
+    return rule
+
+
+def compile_rules(runs: int, most: int = 2, exactly_one: bool = False) -> list[dict[str, Any]]:
+    """Graphs compiled (at least one; at most ``most``), no break, the graphs ran ``runs`` times."""
+    rules: list[dict[str, Any]] = [
+        {"field": "graphs", "rule": "at_least", "value": 1,
+         "say": "nothing was compiled with the backend the check passed in"},
+        {"field": "breaks", "rule": "eq", "value": 0, "say": "graph breaks"}]
+    if exactly_one:
+        rules.append({"field": "graphs", "rule": "at_most", "value": 1,
+                      "say": "{got} graphs compiled (one graph expected)"})
+    else:
+        rules.append({"field": "graphs", "rule": "at_most", "value": most,
+                      "say": "{got} graphs compiled (at most {limit})"})
+    rules.append({"field": "runs", "rule": "at_least", "value": runs,
+                  "say": "the compiled graphs did not do the work (they ran {got} times)"})
+    return rules
+
+
+@contextlib.contextmanager
+def quiet() -> Any:
+    """The student's and the lesson's prints go nowhere (only the evidence line is output)."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+# -- the tasks ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fix:
+    """One fix-type task: its hidden inputs, its trusted rules, its measurement of an answer."""
+
+    answer: tuple[str, ...]                                         # names the answer defines
+    params: Callable[[Any], dict[str, Any]]
+    rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+    measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
+    modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
+    source: str = ""                   # a library file: the answer is its ``answer`` definitions
+
+
+def _p22(r: Any) -> dict[str, Any]:
+    steps, size = r.randrange(9, 16), r.randrange(3, 40)
+    return {"size": size, "w": r.randrange(2**31), "g": [r.randrange(2**31) for _ in range(steps)],
+            "lrs": [r.uniform(0.01, 0.5) for _ in range(steps)]}
+
+
+def _in22(p: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor], list[float]]:
+    return gen(p["w"], p["size"]), [gen(s, p["size"]) for s in p["g"]], list(p["lrs"])
+
+
+def _r22(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    with torch.compiler.set_stance("force_eager"), quiet():
+        want_w, want_norms = ctx["train_storm"](*_in22(p))
+    return compile_rules(len(p["g"])) + [
+        close_rule("w", want_w, 1e-5, "final w differs from train_storm's"),
+        {"field": "norms_floats", "rule": "true", "say": "norms must be a list of Python floats"},
+        close_rule("norms", torch.tensor(want_norms, dtype=torch.float64), 1e-5,
+                   "norms differ from train_storm's")]
+
+
+def _m22(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    backend, graphs, runs = recorder()
+    nc.fresh()
+    got_w, got_norms = ns["train_fixed"](*_in22(p), backend=backend)
+    floats = isinstance(got_norms, list) and all(type(n) is float for n in got_norms)
+    return {**compiled_stats(graphs, runs), "w": tensor(got_w), "norms_floats": floats,
+            "norms": tensor(torch.tensor(got_norms, dtype=torch.float64)) if floats else None}
+
+
+def _p33(r: Any) -> dict[str, Any]:
+    d, sizes = r.randrange(4, 24), [r.randrange(2, 65) for _ in range(r.randrange(6, 11))]
+    return {"d": d, "sizes": sizes, "init": r.randrange(2**31),
+            "x": [r.randrange(2**31) for _ in sizes]}
+
+
+def _r33(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    torch.manual_seed(p["init"])
+    model = ctx["Scorer"](p["d"])
+    with quiet(), torch.no_grad():
+        want = [model(gen(s, n, p["d"])) for s, n in zip(p["x"], p["sizes"])]
+    return compile_rules(len(p["sizes"])) + [
+        {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want], "tol": 1e-5,
+         "say": "ScorerFixed's outputs differ from Scorer's"}]
+
+
+def _m33(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    torch.manual_seed(p["init"])
+    want_model = ctx["Scorer"](p["d"])
+    got_model = ns["ScorerFixed"](p["d"])
+    got_model.load_state_dict(want_model.state_dict(), strict=False)
+    backend, graphs, runs = recorder()
+    nc.fresh()
+    compiled = torch.compile(got_model, backend=backend)
+    with torch.no_grad():
+        outs = [tensor(compiled(gen(s, n, p["d"]))) for s, n in zip(p["x"], p["sizes"])]
+    return {**compiled_stats(graphs, runs), "outputs": outs}
+
+
+def _p41(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(4, 50), "x": r.randrange(2**31)}
+
+
+def _x41(p: dict[str, Any]) -> torch.Tensor:
+    return (gen(p["x"], p["n"]) * 60).requires_grad_(True)      # magnitudes up to ~200
+
+
+def _r41(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x = _x41(p)
+    out = torch.nn.functional.softplus(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    return [{"field": "ops", "rule": "at_least", "value": 1, "say": "nothing was traced"},
+            {"field": "targets", "rule": "none_contains", "text": "softplus",
+             "say": "a softplus op is in the traced graphs"},
+            close_rule("out", out, 1e-4, "values differ from F.softplus", "some values are not finite"),
+            close_rule("grad", grad, 1e-4, "gradients differ from F.softplus's",
+                       "some gradients are not finite")]
+
+
+def _m41(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    from functorch.compile import aot_function
+
+    seen: list[str] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        seen.extend(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    nc.fresh()
+    x = _x41(p)
+    out = aot_function(ns["softplus"], fw_compiler=keep, bw_compiler=keep)(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    return {"ops": len(seen), "targets": seen, "out": tensor(out), "grad": tensor(grad)}
+
+
+def _p43(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(4, 40), "d": r.randrange(4, 24), "x": r.randrange(2**31),
+            "w": [r.randrange(2**31) for _ in range(r.randrange(2, 5))]}
+
+
+def _in43(p: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    x = gen(p["x"], p["n"], p["d"]).requires_grad_(True)
+    return x, [(gen(s, p["d"], p["d"]) / p["d"] ** 0.5).requires_grad_() for s in p["w"]]
+
+
+def _saved(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) -> tuple:
+    total = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        total[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x, weights)
+    grads = torch.autograd.grad(out.sum(), [x, *weights])
+    return out, grads, total[0]
+
+
+def _r43(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, weights = _in43(p)
+    out, grads, _ = _saved(ctx["block"], x, weights)
+    budget = (x.numel() + sum(w.numel() for w in weights)) * 4
+    return [close_rule("out", out, 1e-5, "values differ from block's"),
+            {"field": "grads", "rule": "close_all", "want": [tensor(g) for g in grads], "tol": 1e-5,
+             "say": "gradients differ from block's"},
+            {"field": "saved", "rule": "at_most", "value": budget,
+             "say": "saves {got} bytes for backward, over the budget of {limit} (x and the weights)"}]
+
+
+def _m43(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    out, grads, saved = _saved(ns["block_lean"], *_in43(p))
+    return {"out": tensor(out), "grads": [tensor(g) for g in grads], "saved": saved}
+
+
+OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def _opcheck(op: Any, args: tuple[Any, ...]) -> list[str]:
+    """The opcheck tests an operator fails (names only)."""
+    try:
+        result = torch.library.opcheck(op, args, raise_exception=False)
+    except Exception as exc:  # noqa: BLE001 - not an operator at all
+        return [type(exc).__name__]
+    return [name for name in OPCHECK if result.get(name) != "SUCCESS"]
+
+
+def _graph_holds(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -> dict[str, Any]:
+    """Compile ``fn`` with fullgraph=True: graphs, whether they call ``name``, the output."""
+    rec = nc.GraphRecorder()
+    nc.fresh()
+    try:
+        out = torch.compile(fn, backend=rec, fullgraph=True)(*args)
+    except Exception as exc:  # noqa: BLE001
+        return {"compiled": f"failed ({type(exc).__name__})"}
+    return {"compiled": "ok", "graphs": len(rec.graphs),
+            "holds": any(name in t for t in rec.targets()), "compiled_out": tensor(out)}
+
+
+def _graph_rules(want: torch.Tensor) -> list[dict[str, Any]]:
+    return [{"field": "compiled", "rule": "eq", "value": "ok",
+             "say": "torch.compile(fullgraph=True) failed"},
+            {"field": "graphs", "rule": "eq", "value": 1, "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            {"field": "holds", "rule": "true", "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            close_rule("compiled_out", want, 1e-5, "compiled values differ from eager")]
+
+
+def _p91(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(2, 9), "m": r.randrange(2, 9), "d": r.randrange(1, 6),
+            "x": r.randrange(2**31), "y": r.randrange(2**31), "u": r.randrange(2**31)}
+
+
+def _in91(p: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = gen(p["x"], p["n"], p["d"]).double().requires_grad_()
+    y = gen(p["y"], p["m"], p["d"]).double().requires_grad_()
+    return x, y, gen(p["u"], p["n"], p["m"]).double()
+
+
+def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, y, u = _in91(p)
+    d = ((x[:, None] - y[None]) ** 2).sum(-1)
+    gx, gy = torch.autograd.grad((d * u).sum(), [x, y])
+    xf, yf = x.detach().float(), y.detach().float()
+    want = ((xf.sin()[:, None] - yf[None]) ** 2).sum(-1) * 2
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (fake kernel, autograd registration or schema)"},
+            {**close_rule("grad_x", gx, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            {**close_rule("grad_y", gy, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            *_graph_rules(want)]
+
+
+def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op = ctx["sqdist"]
+    x, y, u = _in91(p)
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}
+    try:
+        gx, gy = torch.autograd.grad((op(x, y) * u).sum(), [x, y])
+        found.update(grad_x=tensor(gx), grad_y=tensor(gy))
+    except Exception:  # noqa: BLE001 - no backward: the gradient rules say so
+        pass
+    xf, yf = x.detach().float(), y.detach().float()
+    return {**found, **_graph_holds(lambda a, b: op(a.sin(), b) * 2, (xf, yf), "sqdist")}
+
+
+def _p93(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(3, 40), "limit": r.uniform(0.2, 1.5), "x": r.randrange(2**31)}
+
+
+def _r93(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, limit = gen(p["x"], p["n"]) * 2, p["limit"]
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (the declaration, or the fake kernel)"},
+            close_rule("eager", x.clamp(-limit, limit), 1e-6,
+                       "eager: the argument is not clamped in place"),
+            *_graph_rules((x * 2).clamp(-limit, limit).sin())]
+
+
+def _m93(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op, limit = ns.get("clip2_"), p["limit"]
+    if op is None:
+        return {"error": "clip2_ is not defined"}
+    x = gen(p["x"], p["n"]) * 2
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x.clone(), limit))}
+    y = x.clone()
+    op(y, limit)
+    found["eager"] = tensor(y)
+    return {**found, **_graph_holds(lambda t: ctx["model93"](t, op, limit), (x.clone(),), "clip2_")}
+
+
+def _p12(r: Any) -> dict[str, Any]:
+    n_head = r.choice([1, 2, 4])
+    cfg = {"vocab": r.randrange(24, 96), "d_model": 8 * n_head * r.randrange(1, 3),
+           "n_head": n_head, "n_layer": r.randrange(1, 3), "max_len": 48}
+    return {"cfg": cfg, "lengths": r.sample(range(6, 40), 3), "seed": r.randrange(1000),
+            "temps": [round(r.uniform(0.5, 2.0), 3) for _ in range(4)]}
+
+
+# Each 12.x answer is measured on its own, in the part of TinyGPT it replaces, so no check needs
+# the other fixes (FixedGPT, an answer to all four, need not be in the release for grading).
+def _parts12(p: dict[str, Any], ctx: dict[str, Any], cls: Any) -> dict[str, Any]:
+    cfg = ctx["GPTConfig"](**p["cfg"])
+    torch.manual_seed(p["seed"])
+    model = cls(cfg)
+    batches = list(ctx["batches"](cfg, 3, lengths=tuple(p["lengths"]), seed=p["seed"]))
+    idx, targets, _ = batches[0]
+    with torch.no_grad():
+        x = model.tok(idx) + model.pos(torch.arange(idx.shape[1]))
+        for block in model.blocks:
+            x = block(x)
+    return {"model": model, "x": x, "targets": targets, "batches": batches}
+
+
+def _step12(task: str, model: Any) -> Callable[..., Any]:
+    """The piece of TinyGPT.forward a 12.x answer changes, as a function to compile."""
+    def head(x: torch.Tensor) -> torch.Tensor:
+        return model.head(model.ln_f(x))
+
+    if task == "12.1":
+        def step(x: torch.Tensor) -> torch.Tensor:
+            model.log_stats(x)
+            return head(x)
+    elif task == "12.2":
+        def step(x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            return model.loss(head(x), targets)
+    elif task == "12.3":
+        def step(x: torch.Tensor, temperature: Any) -> torch.Tensor:
+            return head(x) / temperature
+    else:
+        def step(idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            x = model.tok(idx) + model.pos(torch.arange(idx.shape[1]))
+            return (head(x).logsumexp(-1) * (targets != 0)).mean()
+    return step
+
+
+def _r12(task: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]:
+    def rules(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        parts = _parts12(p, ctx, ctx["TinyGPT"])
+        model, x, targets = parts["model"], parts["x"], parts["targets"]
+        step = _step12(task, model)
+        with torch.no_grad(), quiet():
+            if task == "12.1":
+                out = [{"field": "peak_tensor", "rule": "true", "say": "self.peak is not a tensor"},
+                       {**close_rule("peak", x.abs().max().reshape(()), 1e-4,
+                                     "self.peak is not the largest |x| of the call"), "after": True}]
+                runs = 1
+            elif task == "12.2":
+                want = ctx["TinyGPT"].loss(model, model.head(model.ln_f(x)), targets)
+                out, runs = [close_rule("loss", want, 1e-5, "the loss differs from TinyGPT.loss")], 1
+            elif task == "12.3":
+                out = [{"field": "logits", "rule": "close_all", "tol": 1e-5, "say": "logits differ",
+                        "want": [tensor(step(x, t)) for t in p["temps"]]}]
+                runs = len(p["temps"])
+            else:
+                out = [{"field": "values", "rule": "close_all", "tol": 1e-5, "say": "values differ",
+                        "want": [tensor(step(i, t)) for i, t, _ in parts["batches"]]}]
+                runs = len(parts["batches"])
+        return compile_rules(runs, exactly_one=True) + out
+    return rules
+
+
+def _m12(task: str) -> Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]:
+    def measure(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        method = {"12.1": "log_stats", "12.2": "loss"}.get(task)
+        cls = type("Model", (ctx["TinyGPT"],), {method: ns[method]}) if method else ctx["TinyGPT"]
+        parts = _parts12(p, ctx, cls)
+        model, x, targets = parts["model"], parts["x"], parts["targets"]
+        backend, graphs, runs = recorder()
+        nc.fresh()
+        compiled = torch.compile(_step12(task, model), backend=backend)
+        with torch.no_grad():
+            if task == "12.1":
+                compiled(x)
+                peak = model.peak
+                return {**compiled_stats(graphs, runs), "peak_tensor": type(peak) is torch.Tensor,
+                        "peak": tensor(peak.detach().reshape(())) if type(peak) is torch.Tensor
+                        else None}
+            if task == "12.2":
+                loss = tensor(compiled(x, targets))
+                return {**compiled_stats(graphs, runs), "loss": loss}
+            if task == "12.3":
+                outs = [tensor(compiled(x, ns["as_argument"](t))) for t in p["temps"]]
+                return {**compiled_stats(graphs, runs), "logits": outs}
+            outs = []
+            for idx, tgt, _ in parts["batches"]:
+                ns["mark_lengths"](idx, tgt)
+                outs.append(tensor(compiled(idx, tgt)))
+            return {**compiled_stats(graphs, runs), "values": outs}
+    return measure
+
+
+def _p71(r: Any) -> dict[str, Any]:
+    shapes = [(r.randrange(1, 5), r.randrange(20, 200), r.choice([8, 16, 32]), r.choice([1, 50, 400]))
+              for _ in range(3)]
+    return {"shapes": [list(s) for s in shapes], "x": [r.randrange(2**31) for _ in shapes]}
+
+
+def _in71(p: dict[str, Any]) -> list[tuple[torch.Tensor, int]]:
+    cases = [(gen(seed, rows, cols) * scale, block)
+             for (rows, cols, block, scale), seed in zip(p["shapes"], p["x"])]
+    big = torch.full((2, 70), -50.0)          # the max in a late / an early block, huge values
+    big[0, 65], big[1, 3] = 1000.0, 2000.0
+    strided = gen(p["x"][0] + 1, 6, 90)[::2, :77]
+    return [*cases, (big, 16), (strided, 16)]
+
+
+def launch(kernel: Any, x: torch.Tensor, block: int) -> torch.Tensor:
+    """The instructor's launcher of a row-softmax kernel: one program per row, NaN where it wrote
+    nothing (the student owns only the kernel's body: it must have run to fill ``out``)."""
+    out = torch.full_like(x, float("nan"))
+    with _torch.jitted_helpers_in_python(kernel):
+        kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
+    return out
+
+
+def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    want = [torch.softmax(x, dim=-1) for x, _ in _in71(p)]
+    return [{"field": "kernel", "rule": "true",
+             "say": "softmax_kernel is not a @triton.jit kernel of its own"},
+            {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want],
+             "tol": 1e-5, "after": True,
+             "say": "the kernel's outputs differ from torch.softmax (or it left columns unwritten)"}]
+
+
+def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    kernel = ns["softmax_kernel"]
+    if not _torch.is_triton_kernel(kernel):
+        return {"kernel": False}
+    return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
+
+
+TASKS: dict[str, Fix] = {
+    "2.2": Fix(("train_fixed",), _p22, _r22, _m22),
+    "3.3": Fix(("ScorerFixed",), _p33, _r33, _m33),
+    "4.1": Fix(("softplus",), _p41, _r41, _m41),
+    "4.3": Fix(("block_lean",), _p43, _r43, _m43),
+    "9.1": Fix((), _p91, _r91, _m91),
+    "9.3": Fix(("clip2_",), _p93, _r93, _m93),
+    "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
+               source="labkit/exercises/triton_softmax.py"),
+    **{t: Fix((name,), _p12, _r12(t), _m12(t))
+       for t, name in (("12.1", "log_stats"), ("12.2", "loss"), ("12.3", "as_argument"),
+                       ("12.4", "mark_lengths"))},
+}
+
+
+# -- the protocol -----------------------------------------------------------------------------------
+def spec(task: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """The trusted spec of a fix-type task at these inputs (the lesson's code only)."""
+    return {"kind": "fix", "task": task, "params": params,
+            "rules": ev.canonical(TASKS[task].rules(params, ctx))}
+
+
+def library_answer(task: str, text: str) -> str:
+    """From a student's library file, only the definitions the task's answer is (see
+    :func:`restrict.definitions`): nothing else of the file runs, its imports neither."""
+    return definitions(text, TASKS[task].answer)
+
+
+def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    """Run the student's answer source, checked by the restricted policy, in a namespace of its
+    own (the notebook's allowed names copied in); a refusal or an error is kept for the evidence."""
+    import linecache
+    import sys
+
+    name = f"labkit_answer_{task.replace('.', '_')}"
+    filename = f"<{name}>"
+    extra = TASKS[task].modules
+    try:
+        code = check_source(source, filename, extra)
+    except Refused as exc:
+        return {"__refused__": str(exc)}
+    # the source where inspect finds it (triton.jit reads its function's source)
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
+    module.__dict__.update(allowed_context(ctx, extra))
+    module.__file__ = filename
+    sys.modules[name] = module
+    try:
+        with quiet():
+            exec(code, module.__dict__)
+    except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
+        module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    return module.__dict__
+
+
+def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The evidence of the loaded answer ``ns`` on the trusted ``params`` (plain data)."""
+    if "__refused__" in ns:
+        return {"refused": ns["__refused__"]}
+    if "__error__" in ns:
+        return {"error": ns["__error__"]}
+    missing = [n for n in TASKS[task].answer if n not in ns]
+    if missing:
+        return {"error": f"{', '.join(missing)} is not defined"}
+    try:
+        with quiet():
+            found = TASKS[task].measure(params, ns, ctx)
+    except NotImplementedError:
+        return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
+    except Exception as exc:  # noqa: BLE001 - reported by name only
+        if "NotImplementedError" in str(exc):          # a stub, wrapped by Triton's interpreter
+            return {"error": f"{', '.join(TASKS[task].answer)} is not implemented yet"}
+        return {"error": f"the check raised {type(exc).__name__} running your answer"}
+    return found
+
+
+def emit_evidence(task: str, ns: dict[str, Any], params_json: str, ctx: dict[str, Any]) -> None:
+    """A judge notebook's graded cell: print the evidence line, nothing else."""
+    found = measure(task, ns, json.loads(params_json), ctx)
+    try:
+        ev.emit(found)
+    except (TypeError, ValueError):
+        ev.emit({"error": "the evidence was not plain data"})
+
+
+def check(task: str, ctx: dict[str, Any]) -> None:
+    """A notebook's check cell: the same protocol in the student's own kernel (``make check`` and
+    grading run it as a judge notebook instead). In pass 1 it only records the trusted spec."""
+    if not nc.selected(task):
+        return
+    params = TASKS[task].params(nc.rng(task))
+    trusted = spec(task, ev.canonical(params), ctx)
+    if nc.measuring():
+        nc.record(trusted)
+        print(f"Task {task}: measured")
+        return
+    ns = dict(ctx)
+    if TASKS[task].source:       # the library answer as grading loads it: its definitions only
+        import importlib
+
+        path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source
+        with open(path) as fh:
+            ns = load_answer(task, library_answer(task, fh.read()), ctx)
+    found = ev.canonical(measure(task, ns, trusted["params"], ctx))
+    nc.verdict(task, ev.compare(trusted, found))
+
+
