@@ -449,7 +449,7 @@ print("block.compile() on 4 blocks: compiles", counter.frame_count)
 
 # %% [markdown]
 # Second, keep compiling the whole model but mark the block: `torch.compiler.nested_compile_region`
-# (torch/\_higher\_order\_ops/invoke\_subgraph.py) makes Dynamo trace the block once into a subgraph
+# (torch/compiler/\_\_init\_\_.py; the operator is in torch/\_higher\_order\_ops/invoke\_subgraph.py) makes Dynamo trace the block once into a subgraph
 # and call it through the `invoke_subgraph` operator each time. The outer graph stays whole (no
 # graph breaks between blocks, so Inductor can still fuse across them), and the block is lowered once.
 
@@ -526,8 +526,9 @@ print("warm < cold / 2, both ways:", whole_warm < whole_cold / 2 and reg_warm < 
 #
 # **What keys an FX-graph cache entry** (`FxGraphHashDetails` in torch/\_inductor/codecache.py): the
 # graph's code, the example inputs' metadata (shapes, strides, dtypes, devices; not values), the
-# inductor configs, the torch version and system (compiler, CPU/GPU), and the deterministic-algorithms
-# and similar global flags. Counters say hit or miss:
+# inductor configs, custom passes (by their `uuid()`), the torch version (a hash of its source files)
+# and system (compiler, CPU/GPU), the thread count, and global flags such as deterministic algorithms
+# and the default dtype. Counters say hit or miss:
 
 # %% id=cache-key
 # NBVAL_CHECK_OUTPUT
