@@ -160,3 +160,45 @@ def test_issue_23_review_findings_are_fixed(prefix: str) -> None:
         problems += [f"still says {w!r}" for w in wrong if re.search(w, text)]
         problems += [f"lacks {r!r}" for r in right if not re.search(r, text)]
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+# Notebooks 13-15 (issue 25), from the independent review: (notebook, wrong phrase that must stay
+# gone, right phrase that must be there, why). Regexes allow the "# " of a wrapped markdown line.
+_W = r"\s*(?:#\s*)?"
+REVIEWED = [
+    ("13_controlling_compilation", r"some of them empty of ops", r"each with ops of its own",
+     "all four graphs without nested_graph_breaks hold ops (the printed output)"),
+    ("13_controlling_compilation", r"recorded as a `flat_apply` call", r"`flat_apply_capture` call",
+     "Dynamo records the helper as flat_apply_capture (torch/_dynamo/variables/torch.py)"),
+    ("13_controlling_compilation", r"so Inductor can still fuse" + _W + "across them",
+     r"nothing fuses across a block" + _W + "boundary",
+     "Inductor lowers invoke_subgraph to InvokeSubgraph, an ExternKernel: no fusion across it"),
+    ("13_controlling_compilation", r"much cheaper cold starts, little lost",
+     r"the whole cold start shrinks less",
+     "the notebook's own regional/whole cold ratio on a CPU is about 0.9"),
+    ("14_production", r"runs the same" + _W + r"Dynamo front end as `torch\.compile`",
+     r"By default \(`strict=False` in torch" + _W + r"2\.13\) it does \*\*not\*\* use Dynamo",
+     "torch.export.export defaults to strict=False: non-strict tracing, not Dynamo"),
+    ("14_production", r"`torch\.export` is Dynamo with no escape", r"by default it traces non-strictly",
+     "torch.export.export defaults to strict=False"),
+    ("14_production", r"Where `torch\.compile` would break the graph, export stops",
+     r"a branch on a tensor's \*value\*",
+     "non-strict export runs prints and C calls; only data-dependent branches error"),
+    ("14_production", r"\| graph breaks \| fine", r"\| data-dependent branches \| a graph break",
+     "non-strict export does not turn every graph break into an error"),
+    ("14_production", r"a graph break is an error here\)", r"a data-dependent branch is an error",
+     "non-strict export does not turn every graph break into an error"),
+    ("14_production", r"DDP's first" + _W + r"bucket is special: it is capped at 1 MiB",
+     r"DDPOptimizer always assumes DDP's default first bucket of 1 MiB",
+     "DDP caps its first bucket at 1 MiB only with the default bucket_cap_mb; the DDPOptimizer asserts"),
+    ("15_crash_accuracy", r"found the one whose fallback fixes it: `tanh`",
+     r"printed by its \*name\* \(`repr\(n\)`",
+     "the bisector's debug_info is repr of the FX node (its name), not the op"),
+]
+
+
+@pytest.mark.parametrize("stem,wrong,right,why", REVIEWED, ids=[f"{r[0][:2]}-{i}" for i, r in enumerate(REVIEWED)])
+def test_reviewed_phrases(stem: str, wrong: str, right: str, why: str) -> None:
+    text = (SRC / f"{stem}.py").read_text(encoding="utf-8")
+    assert not re.search(wrong, text), f"{stem}: wrong phrase back ({why})"
+    assert re.search(right, text), f"{stem}: corrected phrase missing ({why})"

@@ -10,7 +10,8 @@
 #
 # **After this notebook you can**
 # - export a model with a dynamic batch dimension, read the exported program (graph, signature), and
-#   say why export refuses code that `torch.compile` accepts (a graph break is an error here);
+#   say why export refuses code that `torch.compile` accepts (a data-dependent branch is an error
+#   here, not a graph break);
 # - package it with AOTInductor (`aoti_compile_and_package`), load it in a new process
 #   (`aoti_load_package`) and check it against eager and against `torch.compile`;
 # - wrap a `@triton.jit` kernel as an operator with `torch.library.triton_op` / `wrap_triton`, and
@@ -61,9 +62,12 @@ def run_python(code, *args, env=None):
 # %% [markdown]
 # ## 1. `torch.export`: one whole graph, ahead of time
 #
-# `torch.export.export(model, args, dynamic_shapes=...)` (torch/export/\_\_init\_\_.py) runs the same
-# Dynamo front end as `torch.compile`, but with `fullgraph` semantics: no graph breaks, no guards to
-# fall back on. What comes out is an `ExportedProgram`: an ATen-level FX graph, plus a signature that
+# `torch.export.export(model, args, dynamic_shapes=...)` (torch/export/\_\_init\_\_.py) traces the
+# model into one whole graph, with no guards to fall back on. By default (`strict=False` in torch
+# 2.13) it does **not** use Dynamo: it runs your Python with fake tensors and records the tensor
+# operations (non-strict tracing), so Python that Dynamo would break on (a print, a C function) just
+# runs at trace time. `strict=True` traces with Dynamo instead, with `fullgraph` semantics.
+# What comes out is an `ExportedProgram`: an ATen-level FX graph, plus a signature that
 # says which graph inputs are parameters, buffers or user inputs, plus the range of every dynamic size.
 
 # %%
@@ -92,8 +96,10 @@ print("runs like the model:", torch.allclose(ep.module()(x), model(x)))
 
 # %% [markdown]
 # The parameters became graph inputs (`PARAMETER`), the user input is last, and the batch size is a
-# symbol with the range we gave. Where `torch.compile` would break the graph, export stops with an
-# error, because an exported program must be *one* graph with no Python left around it:
+# symbol with the range we gave. An exported program must be *one* graph with no Python left around
+# it, so a branch on a tensor's *value*, which `torch.compile` survives with a graph break, stops
+# export with an error (here from the non-strict tracer, which cannot decide `x.sum() > 0` on a fake
+# tensor; with `strict=True` Dynamo raises `Unsupported`):
 
 # %% id=export-refuses
 # NBVAL_CHECK_OUTPUT
@@ -193,7 +199,7 @@ print("torch.compile and the AOTInductor package agree:", same)
 # | | `torch.compile` | `torch.export` + AOTInductor |
 # |---|---|---|
 # | when it compiles | first call, in the serving process | once, ahead of time |
-# | graph breaks | fine (Python runs between graphs) | an error: fix the model (`torch.cond`, ...) |
+# | data-dependent branches | a graph break (Python runs between graphs) | an error: fix the model (`torch.cond`, ...) |
 # | new shapes | guards fail, it recompiles | must lie in the exported ranges |
 # | needs at run time | Python, Dynamo, Inductor, a C++/Triton compiler | the `.pt2` file and libtorch (Python optional) |
 #
@@ -354,15 +360,19 @@ for line in run_python(DDP_JOB, port).splitlines():
 # With the DDPOptimizer the forward is compiled as **four graphs** of two calls each (`linear`,
 # `relu`): one per bucket, so each bucket's gradients are complete, and its all-reduce can start, while
 # the backward of the earlier layers still runs. With `optimize_ddp=False` there is **one graph** of
-# eight calls: simpler and fused better, but communication waits for the whole backward. (DDP's first
-# bucket is special: it is capped at 1 MiB, `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`, which is
-# why `bucket_cap_mb` must be at least 1 here.) FSDP2 (`fully_shard`) takes the other route: it
+# eight calls: simpler and fused better, but communication waits for the whole backward. (The
+# DDPOptimizer always assumes DDP's default first bucket of 1 MiB,
+# `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`, and raises an `AssertionError` when
+# `bucket_cap_mb` is smaller (torch/\_dynamo/backends/distributed.py), which is why `bucket_cap_mb`
+# must be at least 1 here; DDP itself uses that smaller first bucket only when `bucket_cap_mb` is left
+# at its default.) FSDP2 (`fully_shard`) takes the other route: it
 # registers its communication as operations Dynamo traces, so the graph need not be split.
 #
 # ## Summary
 #
-# - `torch.export` is Dynamo with no escape: one ATen graph, parameters as inputs, dynamic sizes with
-#   ranges; graph breaks become errors (fix them with `torch.cond` and friends).
+# - `torch.export` makes one ATen graph with no escape: parameters as inputs, dynamic sizes with
+#   ranges; by default it traces non-strictly (your Python runs at trace time; `strict=True` uses
+#   Dynamo), and a data-dependent branch is an error (fix it with `torch.cond` and friends).
 # - AOTInductor compiles an exported program into a `.pt2` package (C++ wrapper + kernels + weights)
 #   that `aoti_load_package` (or libtorch in C++) runs in any process, with no compiler there.
 # - `triton_op` + `wrap_triton` turn a Triton kernel into an operator torch.compile can see through:

@@ -189,8 +189,10 @@ print("the guilty lowering:", result.debug_info)
 
 # %% [markdown]
 # Disabling Inductor's lowerings (falling back to ATen kernels) fixed the result, and bisecting the
-# lowerings applied to this graph found the one whose fallback fixes it: `tanh`. That is exactly the
-# entry we broke. On a real bug, that line is what you paste into the issue, with the minifier's repro.
+# lowerings applied to this graph found the one whose fallback fixes it. `debug_info` is that FX node
+# of the post-grad graph, printed by its *name* (`repr(n)` in torch/\_inductor/graph.py): `tanh` here,
+# `tanh_1` for a second tanh; its op is the lowering at fault. That is exactly the entry we broke.
+# On a real bug, that line is what you paste into the issue, with the minifier's repro.
 #
 # Undo the plant, and the same compile is right again:
 
