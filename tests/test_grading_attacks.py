@@ -356,12 +356,14 @@ def test_feedback_of_alike_names_does_not_collide(harm):
 
 
 # -- a neighbour that burns every core (JOBS=2) -----------------------------------------------------
-# 32 processes spinning for 150 s from the student's first cell, which sleeps meanwhile; with a
-# 150 s cell timeout, an honest classmate's cells would get ~1/17 of a core without a cpu cgroup.
+# 96 processes spinning for 150 s from the student's first cell. Each is a session of its own:
+# the kernel's autogroup scheduling shares CPU between sessions, so without a cpu cgroup the honest
+# classmate's kernel (one session) gets ~1/97 of what the two get, and its cells time out.
 BURN = r'''
 import os, time
-for _ in range(32):
+for _ in range(96):
     if os.fork() == 0:
+        os.setsid()
         _end = time.time() + 150
         while time.time() < _end:
             pass
@@ -377,7 +379,7 @@ def test_a_cpu_burning_neighbour_costs_an_honest_student_nothing(tmp_path: Path)
     _put(subs / "aa_burner", NB, nbformat.writes(_with(master, t3_1=BURN, t3_2=WRONG_3_2)))
     _put(subs / "honest", NB, nbformat.writes(master))
     _put(alone / "honest", NB, nbformat.writes(master))
-    rubric = dataclasses.replace(R.load().only(HARM_TASKS), cell_timeout_s=150)
+    rubric = dataclasses.replace(R.load().only(HARM_TASKS), cell_timeout_s=60)
     setup = G.prepare(ROOT, rubric, G.seed_from_key(KEY), tmp_path)
     two = {r.student: r for r in G.grade_all(setup, subs, tmp_path, jobs=2)}
     (one,) = G.grade_all(setup, alone, tmp_path, jobs=1)
