@@ -380,11 +380,15 @@ def test_report_log_and_output_are_read_with_limits(tmp_path: Path) -> None:
     tracemalloc.start()
     got = runner.read_report_log(log)
     tail = runner.read_tail(log, 3000)
-    verdicts = [c.count("Task") for c in runner.read_chunks(log)]
+    pieces = [len(c) for c in runner.read_chunks(log)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert [(o.name, o.outcome) for o in got] == [("nb::Cell 1", "passed")]
-    assert len(tail) == 3000 and len(verdicts) == 65
+    assert len(tail) == 3000 and sum(pieces) == log.stat().st_size and max(pieces) <= 2 << 20
+    out = tmp_path / "pytest.out"                 # a FAIL line across two pieces is found whole
+    out.write_text("x" * 1000 + "\nTask 3.1: FAIL — 2 of 8 wrong\n" + "y" * 5000)
+    found = [m[0] for c in runner.read_chunks(out, chunk=1024) for m in runner.VERDICT_LINE.finditer(c)]
+    assert found == ["Task 3.1: FAIL — 2 of 8 wrong"]
     assert peak < 24 << 20, peak
 
 

@@ -180,17 +180,22 @@ MAX_LOG_BYTES = 256 << 20                # a whole log read back
 
 
 def read_chunks(path: Path, chunk: int = 1 << 20, limit: int = MAX_LOG_BYTES):
-    """A (possibly huge) text file in overlapping pieces of ``chunk`` bytes, up to ``limit``."""
+    """A (possibly huge) text file in pieces of whole lines (a line over ``chunk`` bytes is cut),
+    up to ``limit`` bytes in all."""
     try:
         with path.open("rb") as fh:
-            keep, done = b"", 0
+            rest, done = b"", 0
             while done < limit:
                 data = fh.read(chunk)
                 if not data:
                     break
                 done += len(data)
-                yield (keep + data).decode(errors="replace")
-                keep = data[-400:]           # a line cut between two pieces is seen whole once
+                data = rest + data
+                cut = data.rfind(b"\n") + 1 or len(data)
+                yield data[:cut].decode(errors="replace")
+                rest = data[cut:]
+            if rest:
+                yield rest.decode(errors="replace")
     except OSError:
         return
 

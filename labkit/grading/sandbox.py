@@ -145,10 +145,13 @@ class Sandbox:
         groups = self.cgroups()
         # Join the cgroups before bwrap starts, so that every process of the sandbox is counted;
         # open the seccomp filter as fd 9 for bwrap (root-only file; bwrap reads and closes it).
-        script = "".join(f'echo $$ > "${k + 2}" && ' for k in range(len(groups)))
-        join = ["sh", "-c", f'exec 9<"$1" && {script}shift {len(groups) + 1} && exec "$@"',
-                "sandbox", str(seccomp_file()), *[str(g / "cgroup.procs") for g in groups]]
+        seccomp = seccomp_file()
+        script = 'exec 9<"$1" && ' if seccomp else ""
+        script += "".join(f'echo $$ > "${k + 2}" && ' for k in range(len(groups)))
+        join = ["sh", "-c", f'{script}shift {len(groups) + 1} && exec "$@"',
+                "sandbox", str(seccomp or ""), *[str(g / "cgroup.procs") for g in groups]]
         return join + bwrap_argv(self, cwd or self.scratch) + inner
+
 
 def python() -> str:
     """This environment's interpreter by a path that exists inside the sandbox (links resolved)."""
@@ -182,7 +185,9 @@ def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
     root = os.geteuid() == 0
     argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
-            "--hostname", "sandbox", "--seccomp", "9"]     # fd 9: see Sandbox.wrap
+            "--hostname", "sandbox"]
+    if seccomp_file() is not None:
+        argv += ["--seccomp", "9"]                    # fd 9: opened by Sandbox.wrap's sh
     if root:   # privileged bwrap: setpriv needs these two to drop to the sandbox uid, then drops all
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                  "--cap-add", "CAP_SETPCAP"]
@@ -261,8 +266,11 @@ def seccomp_program(machine: str | None = None) -> bytes:
 
 
 @functools.cache
-def seccomp_file() -> Path:
-    """The filter, written once per process to a file only this user may read."""
+def seccomp_file() -> Path | None:
+    """The filter, written once per process to a file only this user may read (None on an
+    architecture the filter does not know: the sandbox then runs without it)."""
+    if platform.machine() not in _AUDIT:
+        return None
     fd, name = tempfile.mkstemp(prefix="labkit-seccomp-", suffix=".bpf")
     with os.fdopen(fd, "wb") as fh:
         fh.write(seccomp_program())
