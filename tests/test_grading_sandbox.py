@@ -512,6 +512,8 @@ def test_relay_is_transparent_and_stops_at_its_budget(tmp_path: Path) -> None:
     64 frames of 1 MiB (or one 64 MiB frame) stops the relay at its 4 MiB budget."""
     import functools
 
+    from labkit.grading.relay import Relay
+
     zmq = pytest.importorskip("zmq")
 
     for frames in ([b"x" * (1 << 20)] * 64, [b"y" * (64 << 20)]):
@@ -521,7 +523,7 @@ def test_relay_is_transparent_and_stops_at_its_budget(tmp_path: Path) -> None:
         pub = ctx.socket(zmq.PUB)
         pub.bind(f"ipc://{tmp_path}/sock/kernel-1")
         fired = []
-        relay = S.Relay(str(tmp_path / "relay" / "k"), str(tmp_path / "sock" / "kernel"), [1],
+        relay = Relay(str(tmp_path / "relay" / "k"), str(tmp_path / "sock" / "kernel"), [1],
                         limit=4 << 20, on_over=functools.partial(fired.append, 1))
         sub = ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
@@ -537,7 +539,7 @@ def test_relay_is_transparent_and_stops_at_its_budget(tmp_path: Path) -> None:
                 break
             sub.poll(100)
         assert relay.over and fired == [1]
-        assert relay.received <= (4 << 20) + S.Relay.CHUNK
+        assert relay.received <= (4 << 20) + Relay.CHUNK
         got = 0
         while sub.poll(200):
             got += sum(len(f) for f in sub.recv_multipart())

@@ -4,7 +4,7 @@ The trusted side runs here, as the grader: nbval (which holds the expected outpu
 log. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
 process as ``-p labkit.grading.runner``, this module is also the plugin that starts every notebook
 kernel inside the submission's sandbox (ipc transport through a socket folder bound into it, since
-the sandbox has no network, relayed by :class:`labkit.grading.sandbox.Relay`, which counts every
+the sandbox has no network, relayed by :class:`labkit.grading.relay.Relay`, which counts every
 byte the kernel sends before anything decodes it and stops at a budget), registers the ``taskN_M`` markers,
 drops stderr from nbval's comparison and records each item's cell id and task markers as its
 user properties. pytest-reportlog (``--report-log``, written by this trusted pytest process into a
@@ -28,15 +28,9 @@ from pathlib import Path
 import pytest
 from nbformat import NotebookNode
 
+from labkit.grading.relay import MAX_FRAME_BYTES, MAX_KERNEL_BYTES, Relay
 from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
-from labkit.grading.sandbox import (
-    MAX_FRAME_BYTES,
-    MAX_KERNEL_BYTES,
-    SANDBOX_ENV,
-    Relay,
-    Sandbox,
-    end,
-)
+from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
 SEED_ENV = "LABKIT_GRADE_SEED"
 VERDICT_LINE = re.compile(r"Task \d+\.\d+: FAIL — [^\n]*")
