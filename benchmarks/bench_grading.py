@@ -15,7 +15,8 @@ machine is shared. Besides wall time, each run's CPU seconds (this process and a
 a cgroup v1 cpuacct group, as root) are recorded: on a shared machine the wall-time ratio swings
 with the others' load, the CPU-time ratio hardly does. Writes ``benchmarks/results/grading.json``.
 
-Environment: ``BENCH_ROUNDS`` (default 3), ``BENCH_JOBS2=0`` skips the JOBS=2 run.
+Also compared: one full submission including pass 1 against issue 29's baseline of 128 s wall,
+131 CPU-s (the limit is +25 %; on a loaded machine only the CPU figure compares). Environment: ``BENCH_ROUNDS`` (default 3), ``BENCH_JOBS2=0`` skips the JOBS=2 run.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from labkit.grading.rubric import load  # noqa: E402
 CLASS = 40
 LIMIT = 0.25                  # issue 11: the sandbox may add at most 25 %
 FIVE_MIN = 300.0              # issue 15: one full submission (pass 1 included) within 5 minutes
+BASELINE = 128.0              # issue 29: one full submission incl. pass 1 before its changes (s)
+BASELINE_CPU = 131.2          # the same run's CPU seconds (pass 1 74.2 + the submission 57.0)
 
 
 class LoadSampler(threading.Thread):
@@ -194,6 +197,13 @@ def main() -> int:
         "pass1_cpu_s": pass1_cpu,
         "one_submission_incl_pass1_s": round(pass1 + boxed, 1),
         "five_minute_target_met": pass1 + boxed <= FIVE_MIN,
+        "baseline_incl_pass1_s": BASELINE,
+        "vs_baseline": round((pass1 + boxed) / BASELINE - 1, 3),
+        "within_25_percent_of_baseline": pass1 + boxed <= BASELINE * (1 + LIMIT),
+        "baseline_incl_pass1_cpu_s": BASELINE_CPU,
+        "vs_baseline_cpu": (round((pass1_cpu + statistics.median(cpu_boxed)) / BASELINE_CPU - 1, 3)
+                            if cpu_boxed and pass1_cpu is not None else None),
+        "sandbox_cgroups": sorted(S.cgroup_parents()),
         "seconds_per_submission": {"jobs1": per1, "jobs2": per2},
         "submissions_per_hour": {"jobs1": round(3600 / per1, 1),
                                  "jobs2": round(3600 / per2, 1) if per2 else None},

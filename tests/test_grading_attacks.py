@@ -169,3 +169,222 @@ def test_grading_twice_with_one_key_gives_identical_grades(run):
     for name in again:
         assert [(s.task, s.points) for s in again[name].scores] == \
             [(s.task, s.points) for s in run["reports"][name].scores]
+
+
+# -- submissions that hurt others (issue 29): the run finishes, nobody else loses -----------------
+# Deep folder chains wherever the sandbox may write: scratch (its cwd), its TMPDIR, the kernel's
+# socket folder, and the library run's transcript path; one more in the submission folder itself.
+DEEP = r'''
+import os, sys
+def _chain(top, n):
+    os.makedirs(top, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(n):
+        os.mkdir("d", dir_fd=fd)
+        sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    os.close(fd)
+_chain(os.path.join(os.getcwd(), "deep"), 3000)
+_chain(os.path.join(os.environ.get("TMPDIR", "/tmp"), "deep"), 1200)
+_chain(os.path.join(os.path.dirname(sys.argv[sys.argv.index("-f") + 1]), "deep"), 1200)
+if os.environ.get("LABKIT_OBSERVE"):
+    _chain(os.environ["LABKIT_OBSERVE"], 1200)
+os.chmod("deep", 0)
+''' + WRONG_3_1
+
+# A message whose header (msg_type) is 768 MiB, sent on iopub through the kernel's own session.
+FLOOD_HEADER = r'''
+_k = get_ipython().kernel
+_k.session.send(_k.iopub_socket, "x" * (768 << 20), {}, parent=_k.get_parent("shell"))
+''' + WRONG_3_1
+
+# One valid stream message carrying 768 binary buffers of 1 MiB: 768 MiB of frames in one message.
+FLOOD_FRAMES = r'''
+_k = get_ipython().kernel
+_k.session.send(_k.iopub_socket, "stream", {"name": "stdout", "text": "flood"},
+                parent=_k.get_parent("shell"), buffers=[b"x" * (1 << 20)] * 768)
+''' + WRONG_3_1
+
+# Raw bytes on every unix socket of the kernel: a ZMTP frame header announcing 768 MiB, then
+# the bytes, written past ZMQ straight into the connections to the grader.
+FLOOD_RAW = r'''
+import os, socket, stat, time
+_end = time.time() + 60
+_blob = b"\0" * (1 << 20)
+for _fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        if not stat.S_ISSOCK(os.fstat(_fd).st_mode):
+            continue
+        _sent, _todo = 0, [b"\x02" + (768 << 20).to_bytes(8, "big")] + [_blob] * 768
+        for _chunk in _todo:
+            while time.time() < _end:
+                try:
+                    os.write(_fd, _chunk)
+                    break
+                except BlockingIOError:
+                    time.sleep(0.01)
+    except OSError:
+        continue
+''' + WRONG_3_1
+
+HARM_TASKS = ["3.1", "3.2"]
+HARM_FULL = {"3.1": 2.0, "3.2": 2.0}
+
+
+def _harm_submissions(subs: Path) -> None:
+    master = _master()
+    rubric = R.load().only(HARM_TASKS)
+    editable = [c for t in rubric.for_notebook(NB) for c in t.editable]
+    graded = [c for t in rubric.for_notebook(NB) for c in t.graded]
+    released = nbs.released(master, editable, graded, keep_outputs=False)
+    for name in ("aa_honest", "alice smith", "zz_honest"):
+        _put(subs / name, NB, nbformat.writes(master))
+    _put(subs / "alice_smith", NB, nbformat.writes(released))
+    for name, code in [("deep", DEEP), ("flood_header", FLOOD_HEADER),
+                       ("flood_frames", FLOOD_FRAMES), ("flood_raw", FLOOD_RAW)]:
+        _put(subs / name, NB, nbformat.writes(_with(master, t3_1=code, t3_2=WRONG_3_2)))
+    from test_grading_sandbox import _chain
+
+    _chain(subs / "deep" / "chain", 3000)                  # read by intake, before any sandbox
+
+
+TRUSTED = ("labkit.grading.runner", "labkit.grading grade")
+
+
+def _peak_rss(root_pid: int, peaks: dict[int, tuple[int, str]], stop) -> None:
+    """Poll the VmHWM (peak RSS) of the grader and its nbval processes until ``stop`` is set."""
+    while not stop.is_set():
+        parents = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                                   .split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        for pid in parents:
+            up, seen = pid, 0
+            while up not in (root_pid, 0, 1) and seen < 64:
+                up, seen = parents.get(up, 0), seen + 1
+            if up != root_pid:
+                continue
+            try:
+                argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+                status = (Path("/proc") / str(pid) / "status").read_text()
+            except OSError:
+                continue
+            if not any(t.encode() in argv for t in TRUSTED):
+                continue
+            hwm = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM")).split()[1])
+            if hwm > peaks.get(pid, (0, ""))[0]:
+                peaks[pid] = (hwm, argv.decode(errors="replace")[:120])
+        stop.wait(0.2)
+
+
+@pytest.fixture(scope="module")
+def harm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The real command, ``python -m labkit.grading grade --jobs 2``, on deep trees and floods."""
+    import subprocess
+    import sys
+    import threading
+
+    base = tmp_path_factory.mktemp("harm")
+    subs, tmp, out = base / "subs", base / "tmp", base / "out"
+    _harm_submissions(subs)
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "labkit.grading", "grade", "--submissions", str(subs),
+           "--out", str(out), "--key", KEY, "--jobs", "2",
+           *[a for t in HARM_TASKS for a in ("--task", t)]]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peaks: dict[int, tuple[int, str]] = {}
+    stop = threading.Event()
+    poller = threading.Thread(target=_peak_rss, args=(proc.pid, peaks, stop), daemon=True)
+    poller.start()
+    try:
+        log, _ = proc.communicate(timeout=2400)
+    finally:
+        stop.set()
+        poller.join()
+        S.remove_tree(subs / "deep" / "chain")
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+    print(log[-3000:])
+    print("peak RSS (KiB):", sorted(peaks.values(), reverse=True)[:4])
+    return {"rc": proc.returncode, "log": log, "out": out, "tmp": tmp, "peaks": peaks,
+            "students": {s["student"]: s for s in report.get("students", [])},
+            "leftovers": [p for slot in range(2) for p in S.leftovers(S.uid_for(slot, proc.pid))]}
+
+
+def _harm_points(harm, name: str) -> dict[str, float]:
+    return {t: v["points"] for t, v in harm["students"][name]["tasks"].items()}
+
+
+def test_the_run_finishes_and_writes_every_result(harm):
+    assert harm["rc"] == 0, harm["log"][-3000:]
+    assert sorted(harm["students"]) == sorted(p.name for p in (harm["tmp"].parent / "subs").iterdir())
+    rows = list(csv.reader((harm["out"] / "grades.csv").open(newline="")))
+    assert len(rows) == 1 + len(harm["students"])
+    assert len(list((harm["out"] / "feedback").iterdir())) == len(harm["students"])
+
+
+def test_nobody_else_loses_and_the_attacks_gain_nothing(harm):
+    for name in ("aa_honest", "alice smith", "zz_honest"):
+        assert _harm_points(harm, name) == HARM_FULL, harm["students"][name]
+    for name in ("alice_smith", "deep", "flood_header", "flood_frames", "flood_raw"):
+        assert set(_harm_points(harm, name).values()) == {0.0}, harm["students"][name]
+
+
+def test_deep_trees_are_removed_and_nothing_is_left(harm):
+    assert not list(harm["tmp"].glob("labkit-grade-*")), list(harm["tmp"].iterdir())
+    assert harm["leftovers"] == []
+    assert "too deep, not listed" in " ".join(harm["students"]["deep"]["problems"])
+
+
+def test_the_graders_memory_stays_small_under_floods(harm):
+    """The grader and every nbval process it started: peak RSS under 1 GiB (768 MiB were sent)."""
+    assert any(b"runner" in argv.encode() for _, argv in harm["peaks"].values()), harm["peaks"]
+    assert max(kib for kib, _ in harm["peaks"].values()) < 1 << 20, harm["peaks"]
+
+
+def test_feedback_of_alike_names_does_not_collide(harm):
+    pages = {name: (harm["out"] / s["feedback_file"]).read_text()
+             for name, s in harm["students"].items()}
+    assert len({harm["students"][n]["feedback_file"] for n in pages}) == len(pages)
+    assert "<b>4 / 4</b>" in pages["alice smith"] and "<b>0 / 4</b>" in pages["alice_smith"]
+
+
+# -- a neighbour that burns every core (JOBS=2) -----------------------------------------------------
+# 96 processes spinning for 150 s from the student's first cell. Each is a session of its own:
+# the kernel's autogroup scheduling shares CPU between sessions, so without a cpu cgroup the honest
+# classmate's kernel (one session) gets ~1/97 of what the two get, and its cells time out.
+BURN = r'''
+import os, time
+for _ in range(96):
+    if os.fork() == 0:
+        os.setsid()
+        _end = time.time() + 150
+        while time.time() < _end:
+            pass
+        os._exit(0)
+time.sleep(140)
+''' + WRONG_3_1
+
+
+@pytest.mark.skipif("cpu" not in S.cgroup_parents(), reason="no cpu cgroup for the grader")
+def test_a_cpu_burning_neighbour_costs_an_honest_student_nothing(tmp_path: Path):
+    subs, alone = tmp_path / "subs", tmp_path / "alone"
+    master = _master()
+    _put(subs / "aa_burner", NB, nbformat.writes(_with(master, t3_1=BURN, t3_2=WRONG_3_2)))
+    _put(subs / "honest", NB, nbformat.writes(master))
+    _put(alone / "honest", NB, nbformat.writes(master))
+    rubric = dataclasses.replace(R.load().only(HARM_TASKS), cell_timeout_s=60)
+    setup = G.prepare(ROOT, rubric, G.seed_from_key(KEY), tmp_path)
+    two = {r.student: r for r in G.grade_all(setup, subs, tmp_path, jobs=2)}
+    (one,) = G.grade_all(setup, alone, tmp_path, jobs=1)
+    print("honest beside the burner:", two["honest"].phases, "alone:", one.phases)
+    assert {s.task: s.points for s in two["honest"].scores} == HARM_FULL, two["honest"]
+    assert [(s.task, s.points) for s in two["honest"].scores] == \
+        [(s.task, s.points) for s in one.scores]
+    assert two["aa_burner"].total == 0

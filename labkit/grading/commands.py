@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import html
 import json
 import os
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -365,10 +367,11 @@ def write_docs(root: Path, rubric: Rubric) -> bool:
 
 # -- grading outputs -------------------------------------------------------------------------------
 def write_all(reports: list[Report], rubric: Rubric, out: Path) -> None:
-    """All three outputs under ``out``, written once, after the last submission, from one list.
+    """All three outputs under ``out``, from one list: after each submission (the results so far,
+    before its folders are removed) and once more after the last.
 
     Each file is written next to its final name and renamed into place, so ``grades.csv`` and
-    ``report.json`` always hold the same run (no sandbox is alive by now to touch them).
+    ``report.json`` always hold whole results of one list (no sandbox can see ``out``).
     """
     out.mkdir(parents=True, exist_ok=True)
     for r in reports:
@@ -385,9 +388,10 @@ def _replace(path: Path, text: str) -> None:
 
 
 def _file_name(student: str) -> str:
-    """A feedback file name from a folder name (no separators, no leading dot)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in student).lstrip(".")
-    return safe or "_"
+    """A feedback file name from a folder name, one per student: a readable slug (no separators,
+    no leading dot) and a short hash of the exact name ("alice smith" and "alice_smith" differ)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in student).lstrip(".")[:80]
+    return f"{safe or '_'}-{hashlib.sha256(student.encode(errors='surrogateescape')).hexdigest()[:8]}"
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -422,6 +426,7 @@ def as_json(reports: list[Report], rubric: Rubric) -> dict[str, object]:
             "total": r.total,
             "problems": r.problems,
             "seconds": r.seconds,
+            "feedback_file": f"feedback/{_file_name(r.student)}.html",
             "log_tail": [t[-1500:] for t in r.logs],
             "tasks": {s.task: {"points": s.points, "max": s.max_points, "feedback": s.feedback}
                       for s in r.scores},
@@ -537,11 +542,24 @@ def grade_command(args: argparse.Namespace, rubric: rubric_mod.Rubric) -> int:
     rubric = rubric.only(args.task)
     seed = seed_from_key(load_key(args.out, args.key))
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
-        setup = prepare(ROOT, rubric, seed, Path(tmp), sandboxed=not why)
+    tmp = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    try:
+        setup = prepare(ROOT, rubric, seed, tmp, sandboxed=not why)
         print(f"reference executed in {time.monotonic() - start:.0f} s")
-        reports = grade_all(setup, args.submissions, Path(tmp), jobs=args.jobs)
-    write_all(reports, rubric, args.out)
+        done: list[Report] = []
+        lock = threading.Lock()
+
+        def record(report: Report) -> None:   # results so far, before its folders are removed
+            with lock:
+                done.append(report)
+                write_all(sorted(done, key=lambda r: r.student), rubric, args.out)
+
+        reports = grade_all(setup, args.submissions, tmp, jobs=args.jobs, on_report=record)
+        write_all(reports, rubric, args.out)
+    finally:   # after the results; what a tree left behind is said, never raised
+        left = sandbox.remove_tree(tmp)
+        if left:
+            print(f"WARNING: could not remove all of {tmp}: {left}", file=sys.stderr)
     for r in reports:
         print(f"{r.student}: {r.total:g}/{sum(t.points for t in rubric.tasks):g} ({r.seconds:.0f} s)")
     print(f"graded {len(reports)} submissions in {time.monotonic() - start:.0f} s -> {args.out}")

@@ -13,7 +13,9 @@ such; the others are graded as usual, ``jobs`` at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import os
 import queue
 import re
@@ -21,6 +23,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +45,19 @@ from labkit.grading.runner import (
     run_pytest,
     sandbox_env,
 )
-from labkit.grading.sandbox import SLOTS, Finished, Sandbox, end, python, torch_folders
+from labkit.grading.sandbox import (
+    SLOTS,
+    Finished,
+    Limits,
+    Sandbox,
+    end,
+    python,
+    remove_tree,
+    torch_folders,
+)
 from labkit.grading.sandbox import run as run_box
 
+LOG = logging.getLogger("labkit.grading")
 ANSWER_NAMES = {"7.1": ("softmax_kernel",)}   # what a library task's answer is (harness.TASKS)
 ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")
 EXC_NAME = re.compile(r"^\s*(\w*(?:Error|Exception|Interrupt|Exit|Warning))\b", re.M)
@@ -93,6 +106,7 @@ class Setup:
     lib_reference: dict | None = None       # the instructor's library transcript (pass 1)
     template: Path | None = None            # the stubbed workspace, built once per run
     warm: Path | None = None                # pass 1's compiled C++ objects only (no sources)
+    limits: Limits = field(default_factory=Limits)   # every submission's sandbox (grade_all: CPU)
 
 
 def seed_from_key(key: str) -> int:
@@ -213,11 +227,17 @@ def _box(setup: Setup, work: Path, slot: int, torchless: bool = False) -> Sandbo
     env = sandbox_env(library_seed(setup.seed), scratch, work / "code")
     return Sandbox(code=str(work / "code"), scratch=str(scratch), sockets=str(work / f"sock{tag}"),
                    slot=slot, enabled=setup.sandboxed, env=tuple(sorted(env.items())),
-                   hide=torch_folders() if torchless and setup.sandboxed else ())
+                   hide=torch_folders() if torchless and setup.sandboxed else (),
+                   limits=setup.limits)
 
 
-def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int = 0) -> Report:
-    """Grade one submission folder (notebooks and library files at their repository paths)."""
+def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int = 0,
+              later: list[Path] | None = None) -> Report:
+    """Grade one submission folder (notebooks and library files at their repository paths).
+
+    Its folders are removed at the end (:func:`cleanup`), or, given ``later``, listed there for
+    the caller to remove once the results are written.
+    """
     rubric = setup.rubric
     start = time.monotonic()
     trusted = Path(tempfile.mkdtemp(prefix="trusted-", dir=scratch))   # never inside a sandbox
@@ -258,6 +278,9 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                     sources[nb_path][task.id] = definitions(text, ANSWER_NAMES.get(task.id, ()))
         phases = {"workspace": time.monotonic() - start}
         box = _box(setup, work, slot)
+        if setup.warm is not None:   # before any student code runs: never write into a folder
+            # a sandbox could already have filled with links (the red team's A4)
+            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor")
         evidence_py = str(work / "code" / "labkit" / "grading" / "evidence.py")
         predict_nbs, fix_nbs = jg.judge_notebooks(rubric, setup.references, sources, setup.specs,
                                                   evidence_py, trusted / "judge", setup.sandboxed)
@@ -285,8 +308,6 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                                 "checks that had not finished score 0")
             elif not run.outcomes:
                 problems.append(f"{part}: a grading run produced no results (see the instructor log)")
-        if setup.warm is not None:
-            shutil.copytree(setup.warm, Path(box.scratch) / ".cache" / "inductor", dirs_exist_ok=True)
         tested = [t for t in rubric.tasks if t.tests]
         if tested:
             verdicts, finished = library_run(setup, box, tested, seconds_left, trusted / "lib.log")
@@ -302,8 +323,28 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
     finally:
         if setup.sandboxed and os.geteuid() == 0:
             end(Sandbox(code="", scratch="", slot=slot))   # nothing of this student outlives it
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(trusted, ignore_errors=True)
+        if later is None:
+            cleanup([work, trusted], name)
+        else:
+            later += [work, trusted]
+
+
+def cleanup(folders: list[Path], name: str = "") -> list[str]:
+    """Remove what one submission left, folder by folder; a failure is logged, never raised.
+
+    :func:`labkit.grading.sandbox.remove_tree` neither recurses nor follows links, so no tree a
+    student built (a chain thousands deep, links out, mode 000) can stop the run.
+    """
+    left = []
+    for folder in folders:
+        try:
+            why = remove_tree(folder)
+        except Exception as exc:  # noqa: BLE001 - remove_tree never raises; a last guard
+            why = f"{type(exc).__name__}: {exc}"
+        if why:
+            left.append(f"cleanup of {folder} left something: {why}"[:500])
+            LOG.warning("%s: %s", name, left[-1])
+    return left
 
 
 def lib_files(root: Path, tasks: list[Task]) -> list[str]:
@@ -317,10 +358,7 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
     """The marked tests of ``tasks`` inside ``box``; verdicts judged here against the reference."""
     code = Path(box.code)
     transcript = Path(box.scratch) / "observe.jsonl"
-    try:   # whatever the notebook run left there goes (a link: just the link)
-        transcript.unlink(missing_ok=True)
-    except IsADirectoryError:
-        shutil.rmtree(transcript, ignore_errors=True)
+    remove_tree(transcript)   # whatever the notebook run left there goes (a link: just the link)
     markers = " or ".join(t.marker for t in tasks)
     cmd = [python(), "-P", "-m", "pytest", "-p", "no:cacheprovider", "-p", "labkit.grading.observe",
            "-o", "addopts=", "-c", str(code / "pytest.ini"), "--rootdir", str(code),
@@ -376,22 +414,42 @@ def submissions_in(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
 
 
-def grade_all(setup: Setup, folder: Path, scratch: Path, jobs: int = 1) -> list[Report]:
-    """Grade every submission, ``jobs`` at a time (one sandbox slot each); never fatal."""
+def grade_all(setup: Setup, folder: Path, scratch: Path, jobs: int = 1,
+              on_report: Callable[[Report], None] | None = None) -> list[Report]:
+    """Grade every submission, ``jobs`` at a time (one sandbox slot each); never fatal.
+
+    With several jobs each slot's sandbox gets an equal CPU weight and a quota of cores/jobs
+    (a cpu cgroup), so a neighbour that burns every core cannot slow a submission past its
+    timeouts. Each report goes to ``on_report`` (which writes the results) before that
+    submission's folders are removed.
+    """
     jobs = max(1, min(jobs, SLOTS - 1))
+    if jobs > 1:
+        cores = max(0.1, (os.cpu_count() or 1) / jobs)
+        setup = dataclasses.replace(setup, limits=dataclasses.replace(setup.limits,
+                                                                      cpu_cores=cores))
     slots: queue.Queue[int] = queue.Queue()
     for k in range(max(1, jobs)):
         slots.put(k)
 
     def one(student: Path) -> Report:
         slot = slots.get()
+        later: list[Path] = []
         try:
-            return grade_one(setup, student, student.name, scratch, slot)
+            report = grade_one(setup, student, student.name, scratch, slot, later)
         except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the run
             zero = [TaskScore(t.id, 0.0, t.points, ["not graded"]) for t in setup.rubric.tasks]
-            return Report(student.name, zero, [f"grading failed: {type(exc).__name__}: {exc}"[:300]])
+            report = Report(student.name, zero,
+                            [f"grading failed: {type(exc).__name__}: {exc}"[:300]])
+        try:
+            if on_report is not None:           # the results first, then the cleanup
+                on_report(report)
+        except Exception as exc:  # noqa: BLE001 - the final write reports it again
+            LOG.warning("%s: writing the results failed: %s", student.name, exc)
         finally:
+            report.logs += cleanup(later, student.name)
             slots.put(slot)
+        return report
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, submissions_in(folder)))

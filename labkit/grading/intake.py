@@ -11,9 +11,11 @@ Anything else in the submission is listed as ignored. Grading then reads only th
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -94,22 +96,45 @@ def read_file(base: int, rel: str, limit: int = MAX_FILE_BYTES) -> bytes:
             os.close(d)
 
 
+MAX_DEPTH = 32                  # folder levels walked when listing what is ignored
+
+
 def _walk(base: int, prefix: str, out: list[tuple[str, int]], budget: list[int]) -> None:
-    """Every entry under ``base`` (lstat only; never enters a linked folder)."""
-    for entry in sorted(os.listdir(base)):
-        budget[0] -= 1
-        if budget[0] < 0:
-            return
-        rel = f"{prefix}{entry}"
-        st = os.lstat(entry, dir_fd=base)
-        if stat.S_ISDIR(st.st_mode) and entry not in (".git",):
-            sub = _open_dir(base, entry)
-            try:
-                _walk(sub, rel + "/", out, budget)
-            finally:
-                os.close(sub)
-        elif not stat.S_ISDIR(st.st_mode):
-            out.append((rel, st.st_mode))
+    """Every entry under ``base`` (lstat only; never enters a linked folder; no recursion).
+
+    At most ``budget[0]`` entries and ``MAX_DEPTH`` levels (one descriptor open per level): a
+    folder chain thousands deep is listed as one entry, "... (too deep, not listed)".
+    """
+    def names(fd: int) -> Iterator[str]:
+        with os.scandir(fd) as it:
+            return iter(sorted(e.name for e in itertools.islice(it, MAX_ENTRIES)))
+
+    fd = os.dup(base)
+    stack = [(fd, prefix, names(fd))]
+    try:
+        while stack:
+            fd, pre, todo = stack[-1]
+            entry = next(todo, None)
+            if entry is None:
+                os.close(fd)
+                stack.pop()
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                return
+            rel = f"{pre}{entry}"
+            st = os.lstat(entry, dir_fd=fd)
+            if stat.S_ISDIR(st.st_mode) and entry not in (".git",):
+                if len(stack) >= MAX_DEPTH:
+                    out.append((f"{rel}/... (too deep, not listed)", stat.S_IFDIR))
+                    continue
+                sub = _open_dir(fd, entry)
+                stack.append((sub, rel + "/", names(sub)))
+            elif not stat.S_ISDIR(st.st_mode):
+                out.append((rel, st.st_mode))
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
 def stage(student: Path, allowed: list[str], notebooks: set[str], dest: Path,

@@ -4,7 +4,8 @@ The trusted side runs here, as the grader: nbval (which holds the expected outpu
 log. Student code runs only inside :mod:`labkit.grading.sandbox`: loaded into the nbval
 process as ``-p labkit.grading.runner``, this module is also the plugin that starts every notebook
 kernel inside the submission's sandbox (ipc transport through a socket folder bound into it, since
-the sandbox has no network), caps the output a kernel may send, registers the ``taskN_M`` markers,
+the sandbox has no network, relayed by :class:`labkit.grading.relay.Relay`, which counts every
+byte the kernel sends before anything decodes it and stops at a budget), registers the ``taskN_M`` markers,
 drops stderr from nbval's comparison and records each item's cell id and task markers as its
 user properties. pytest-reportlog (``--report-log``, written by this trusted pytest process into a
 folder no sandbox can see) logs every result as it happens, so a run killed at its time limit still
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 from nbformat import NotebookNode
 
+from labkit.grading.relay import MAX_FRAME_BYTES, MAX_KERNEL_BYTES, Relay
 from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
 from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
@@ -145,28 +147,86 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
            "-o", "addopts=", "-c", str(cwd / "pytest.ini"), "--rootdir", str(cwd),
            f"--report-log={log}", "-q", *args]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, text=True)
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    out_path = cwd / "pytest.out"        # a file, read back with limits: never whole into memory
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     if box is not None:
         end(box)
     seconds = time.monotonic() - start
     # The checks' own FAIL lines first (make check shows them), wherever they are in the output:
     # a later cell's traceback must not push them out of the tail.
-    verdicts = list(dict.fromkeys(m[0][:300] for m in VERDICT_LINE.finditer(out or "")))[:50]
-    tail = "".join(f"{v}\n" for v in verdicts) + (out or "")[-3000:]
+    verdicts = list(dict.fromkeys(m[0][:300] for chunk in read_chunks(out_path)
+                                  for m in VERDICT_LINE.finditer(chunk)))[:50]
+    tail = "".join(f"{v}\n" for v in verdicts) + read_tail(out_path, 3000)
     return RunResult(read_report_log(log), seconds, timed_out, proc.returncode, tail)
+
+
+MAX_LOG_LINE = 4 << 20                   # one report-log line (one pytest report) read back
+MAX_LOG_BYTES = 256 << 20                # a whole log read back
+
+
+def read_chunks(path: Path, chunk: int = 1 << 20, limit: int = MAX_LOG_BYTES):
+    """A (possibly huge) text file in pieces of whole lines (a line over ``chunk`` bytes is cut),
+    up to ``limit`` bytes in all."""
+    try:
+        with path.open("rb") as fh:
+            rest, done = b"", 0
+            while done < limit:
+                data = fh.read(chunk)
+                if not data:
+                    break
+                done += len(data)
+                data = rest + data
+                cut = data.rfind(b"\n") + 1 or len(data)
+                yield data[:cut].decode(errors="replace")
+                rest = data[cut:]
+            if rest:
+                yield rest.decode(errors="replace")
+    except OSError:
+        return
+
+
+def read_tail(path: Path, size: int) -> str:
+    """The last ``size`` bytes of a (possibly huge) file, as text."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - size))
+            return fh.read(size).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def bounded_lines(path: Path, max_line: int = MAX_LOG_LINE, limit: int = MAX_LOG_BYTES):
+    """The lines of ``path`` up to ``limit`` bytes in all; a line over ``max_line`` is skipped."""
+    with path.open("rb") as fh:
+        done = 0
+        while done < limit:
+            line = fh.readline(max_line + 1)
+            if not line:
+                return
+            done += len(line)
+            if len(line) > max_line and not line.endswith(b"\n"):
+                while True:                  # the rest of an over-long line: read past, dropped
+                    rest = fh.readline(1 << 20)
+                    done += len(rest)
+                    if not rest or rest.endswith(b"\n") or done >= limit:
+                        break
+                continue
+            yield line.decode(errors="replace")
 
 
 def read_report_log(path: Path) -> list[Outcome]:
     """The items of a pytest-reportlog file, whole or cut short by a kill, one per test id.
 
+    Read with limits (:func:`bounded_lines`): a line over ``MAX_LOG_LINE`` is no verdict.
     An item's first phase that did not pass decides: a failed call is "failed", a failed setup,
     teardown or collection "error"; skipped and xfailed are "skipped", xpassed is "passed". An item
     passes only once its call has passed: one whose run was killed first is missing.
@@ -174,7 +234,7 @@ def read_report_log(path: Path) -> list[Outcome]:
     if not path.exists():
         return []
     merged: dict[str, Outcome] = {}
-    for line in path.read_text(errors="replace").splitlines():
+    for line in bounded_lines(path):     # written by the trusted nbval, but from kernels' output
         try:
             rec = json.loads(line)
         except ValueError:
@@ -218,7 +278,7 @@ def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: in
 UNLINK_ENV = "LABKIT_GRADING_UNLINK"     # "1": delete collected notebooks before kernels start
 
 
-MAX_KERNEL_OUTPUT = 16 << 20             # bytes of output one notebook's kernel may send
+MAX_KERNEL_OUTPUT = MAX_KERNEL_BYTES     # bytes one notebook's kernel may send (see Relay)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -267,18 +327,34 @@ def _judge_evidence() -> None:
 
 
 def _sandbox_kernels(box: Sandbox) -> None:
-    """Make nbval's kernels start inside ``box`` and cap what they may send back."""
+    """Make nbval's kernels start inside ``box``, behind a relay that caps what they may send."""
+    import tempfile
+    from queue import Empty
+
     import nbval.kernel
+    import zmq
     from jupyter_client.manager import KernelManager
 
     class SandboxedKernelManager(KernelManager):
-        """A kernel inside the sandbox: argv wrapped in bwrap, ipc sockets in a bound folder."""
+        """A kernel inside the sandbox: argv wrapped in bwrap, ipc sockets in a bound folder.
+
+        The kernel binds ``sock/kernel-N`` (the connection file it reads says so); this manager
+        and its clients connect to ``relay-*/k-N`` in nbval's trusted folder, where a
+        :class:`Relay` counts the kernel's bytes. Every socket refuses frames over
+        ``MAX_FRAME_BYTES`` (``ZMQ_MAXMSGSIZE``: checked on the frame's header, before the
+        frame is allocated).
+        """
+
+        relay: Relay | None = None
 
         def __init__(self, **kwargs):
             if box.enabled:   # no network in the sandbox: unix sockets in a folder it shares
-                kwargs.update(transport="ipc", ip=str(Path(box.sockets) / "kernel"),
+                self._kernel_ip = str(Path(box.sockets) / "kernel")
+                relay_dir = tempfile.mkdtemp(prefix="relay-", dir=os.getcwd())
+                kwargs.update(transport="ipc", ip=str(Path(relay_dir) / "k"),
                               connection_file=str(Path(box.sockets) / "kernel.json"))
             super().__init__(**kwargs)
+            self.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
             # A signal would reach bwrap, not the kernel (its own session inside): interrupt a
             # timed-out cell with a control message, which ipykernel turns into its own SIGINT.
             self.kernel_spec.interrupt_mode = "message"
@@ -292,23 +368,68 @@ def _sandbox_kernels(box: Sandbox) -> None:
             return box.wrap(cmd, box.scratch)
 
         def write_connection_file(self, **kwargs):
-            super().write_connection_file(**kwargs)
-            if box.enabled and os.geteuid() == 0:   # the kernel (sandbox uid) must read it
+            if not box.enabled:
+                return super().write_connection_file(**kwargs)
+            relay_ip, self.ip = self.ip, self._kernel_ip     # the kernel's file: its own paths
+            try:
+                super().write_connection_file(**kwargs)
+            finally:
+                self.ip = relay_ip
+            if os.geteuid() == 0:   # the kernel (sandbox uid) must read it
                 os.chown(self.connection_file, box.uid, box.uid)
+            if self.relay is None:
+                ports = [self.shell_port, self.iopub_port, self.stdin_port, self.control_port,
+                         self.hb_port]
+                self.relay = Relay(relay_ip, self._kernel_ip, ports, on_over=self._kill_now)
+
+        def _kill_now(self):
+            process = getattr(self.provisioner, "process", None)
+            if process is not None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)   # bwrap: the namespace dies with it
+                except OSError:
+                    process.kill()
+
+        def client(self, **kwargs):
+            kc = super().client(**kwargs)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+            return kc
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if self.relay is not None and not restart:
+                self.relay.close()
 
     nbval.kernel.KernelManager = SandboxedKernelManager
     original = nbval.kernel.RunningKernel.get_message
     sent = [0]
 
+    def over(self) -> bool:
+        """Past the budget: the relay's count (sandboxed), else the decoded content's."""
+        relay = getattr(getattr(self, "km", None), "relay", None)
+        return (relay.over if relay is not None else sent[0] > MAX_KERNEL_OUTPUT)
+
     def get_message(self, stream, timeout=None):
-        msg = original(self, stream, timeout)
-        first = sent[0] <= MAX_KERNEL_OUTPUT
-        sent[0] += len(json.dumps(msg.get("content", {}), default=str))
-        if sent[0] > MAX_KERNEL_OUTPUT:
-            if first:
-                self.km.shutdown_kernel(now=True)      # the flood stops; later cells fail
-            raise RuntimeError(f"Kernel died: over {MAX_KERNEL_OUTPUT} bytes of output")
-        return msg
+        # Wait in slices, so that a kernel the relay has cut off fails its cell at once rather
+        # than at the cell's timeout.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if over(self):
+                if self.is_alive():
+                    self.km.shutdown_kernel(now=True)
+                raise RuntimeError(f"Kernel died: over {MAX_KERNEL_OUTPUT} bytes of output")
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            try:
+                msg = original(self, stream, max(0.0, left))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                continue
+            if getattr(self.km, "relay", None) is None:
+                sent[0] += len(json.dumps(msg.get("content", {}), default=str))
+                if over(self):
+                    continue
+            return msg
 
     nbval.kernel.RunningKernel.get_message = get_message
 

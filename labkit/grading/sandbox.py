@@ -5,9 +5,11 @@ environment, the read-only workspace code (stubbed library + the student's files
 exactly one writable place: the submission's scratch folder (its cwd, ``HOME``, ``/tmp`` and
 caches). It has its own PID namespace (``/proc`` lists only the sandbox), no network, no IPC with
 the host, a new session (no terminal), and limits on memory, CPU time, processes, file size and
-open files. Its processes all die when the sandbox's turn ends: bubblewrap's init is PID 1 of the
-namespace, killed with the outer ``bwrap`` (``--die-with-parent``), and the kernel then kills every
-process left in the namespace.
+open files, a cgroup per sandbox (memory, pids and CPU share), and a seccomp filter that refuses new
+user namespaces. Its processes all die when the sandbox's turn ends: bubblewrap's init is PID 1 of
+the namespace, killed with the outer ``bwrap`` (``--die-with-parent``), and the kernel then kills
+every process left in the namespace. What it leaves on disk is removed by :func:`remove_tree`,
+which never recurses and never raises, whatever shape the tree has.
 
 As root (the usual grading setup) bwrap runs privileged and ``setpriv`` drops the command to a
 uid/gid of its own (:func:`uid_for`; no groups, no capabilities, ``no_new_privs``): the student's
@@ -17,13 +19,19 @@ users. As another user bwrap uses a user namespace (``--uid 65534``) instead.
 
 from __future__ import annotations
 
+import atexit
+import errno
 import functools
 import json
 import os
+import platform
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +64,8 @@ class Limits:
     open_files: int = 1024               # RLIMIT_NOFILE
     tmp_bytes: int = 512 << 20           # size of the sandbox's own /tmp (a tmpfs)
     sandbox_memory_bytes: int = 6 << 30  # cgroup: all the sandbox's processes together, /tmp too
+    cpu_shares: int = 1024               # cgroup: its weight against the other slots and the grader
+    cpu_cores: float = 0.0               # cgroup: CFS quota in cores (0: none); grade_all: cores/jobs
 
     def prlimit(self) -> list[str]:
         """``prlimit`` arguments setting these limits (soft = hard)."""
@@ -107,20 +117,25 @@ class Sandbox:
         return [parent / f"labkit-{self.uid}" for parent in cgroup_parents().values()]
 
     def prepare(self) -> None:
-        """Create the writable folders (the sandbox uid's, as root) and the sandbox's cgroups."""
+        """Create the writable folders (the sandbox uid's, as root) and the sandbox's cgroups.
+
+        Called before every run of the submission, so the scratch folder may hold whatever the
+        previous run left: nothing here recurses or follows a link. Only folders the grader made
+        (not yet the uid's) are walked and handed over; the student's own tree is never entered.
+        """
         for group, name in zip(self.cgroups(), cgroup_parents()):
             group.mkdir(exist_ok=True)
             _limit(group, name, self.limits)
-        tmpdir = self.environment().get("TMPDIR", "/tmp")
-        if self.scratch and Path(tmpdir).is_relative_to(self.scratch):
-            Path(tmpdir).mkdir(parents=True, exist_ok=True)
         for path in (self.scratch, self.sockets):
             if not path:
                 continue
             Path(path).mkdir(parents=True, exist_ok=True)
-            if os.geteuid() == 0 and self.enabled:
-                for p in [Path(path), *Path(path).rglob("*")]:
-                    os.lchown(p, self.uid, self.uid)
+        tmpdir = self.environment().get("TMPDIR", "/tmp")
+        if self.scratch and Path(tmpdir).is_relative_to(self.scratch):
+            _mkdirs_at(self.scratch, Path(tmpdir).relative_to(self.scratch))
+        for path in (self.scratch, self.sockets):
+            if path and os.geteuid() == 0 and self.enabled:
+                _hand_over(path, self.uid)
                 os.chmod(path, 0o700)
 
     def wrap(self, cmd: list[str], cwd: str | None = None) -> list[str]:
@@ -130,10 +145,13 @@ class Sandbox:
             return ["env", "-i", f"--chdir={cwd or self.scratch}",
                     *[f"{k}={v}" for k, v in sorted(self.environment().items())], *inner]
         groups = self.cgroups()
-        # Join the cgroups before bwrap starts, so that every process of the sandbox is counted.
-        join = ["sh", "-c", "".join(f'echo $$ > "${k + 1}" && ' for k in range(len(groups)))
-                + f'shift {len(groups)} && exec "$@"', "sandbox-cgroups",
-                *[str(g / "cgroup.procs") for g in groups]] if groups else []
+        # Join the cgroups before bwrap starts, so that every process of the sandbox is counted;
+        # open the seccomp filter as fd 9 for bwrap (root-only file; bwrap reads and closes it).
+        seccomp = seccomp_file()
+        script = 'exec 9<"$1" && ' if seccomp else ""
+        script += "".join(f'echo $$ > "${k + 2}" && ' for k in range(len(groups)))
+        join = ["sh", "-c", f'{script}shift {len(groups) + 1} && exec "$@"',
+                "sandbox", str(seccomp or ""), *[str(g / "cgroup.procs") for g in groups]]
         return join + bwrap_argv(self, cwd or self.scratch) + inner
 
 
@@ -199,6 +217,8 @@ def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
     argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
             "--hostname", "sandbox"]
+    if seccomp_file() is not None:
+        argv += ["--seccomp", "9"]                    # fd 9: opened by Sandbox.wrap's sh
     if root:   # privileged bwrap: setpriv needs these two to drop to the sandbox uid, then drops all
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                  "--cap-add", "CAP_SETPCAP"]
@@ -237,9 +257,63 @@ def bwrap_argv(box: Sandbox, cwd: str) -> list[str]:
     return argv + ["env", f"--chdir={cwd}"]   # after the uid drop: the folders are 0700, the uid's
 
 
-# -- cgroups: one memory (and pids) group per sandbox, where the host lets the grader make one ----
+# -- seccomp: no new user namespaces inside -------------------------------------------------------
+# bwrap's --disable-userns needs --unshare-user, and a privileged bwrap (root) with a user namespace
+# maps the sandbox to the host's root: not for us. A seccomp filter instead (bwrap --seccomp):
+# unshare/clone with CLONE_NEWUSER and setns fail with EPERM, clone3 (whose flags a filter cannot
+# read) with ENOSYS, so that libc falls back to clone; other architectures' calls kill the process.
+CLONE_NEWUSER = 0x10000000
+_AUDIT = {"x86_64": (0xC000003E, {"clone": 56, "unshare": 272, "setns": 308, "clone3": 435}),
+          "aarch64": (0xC00000B7, {"clone": 220, "unshare": 97, "setns": 268, "clone3": 435})}
+_RET_ALLOW, _RET_KILL, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+
+
+def seccomp_program(machine: str | None = None) -> bytes:
+    """The classic BPF program (``struct sock_filter[]``, as bwrap ``--seccomp`` reads it)."""
+    arch, nr = _AUDIT[machine or platform.machine()]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    prog: list[tuple] = [(ld, 4), (jeq, arch, None, "kill"), (ld, 0)]
+    if arch == _AUDIT["x86_64"][0]:
+        prog.append((jge, 0x40000000, "kill", None))               # the x32 ABI
+    prog += [(jeq, nr["clone3"], "nosys", None), (jeq, nr["unshare"], "flags", None),
+             (jeq, nr["clone"], "flags", None), (jeq, nr["setns"], "eperm", None),
+             (ret, _RET_ALLOW), "flags", (ld, 16),                    # args[0], low 32 bits
+             (jset, CLONE_NEWUSER, "eperm", None), (ret, _RET_ALLOW),
+             "eperm", (ret, _RET_ERRNO | errno.EPERM), "nosys", (ret, _RET_ERRNO | errno.ENOSYS),
+             "kill", (ret, _RET_KILL)]
+    at, k = {}, 0
+    for op in prog:
+        if isinstance(op, str):
+            at[op] = k
+        else:
+            k += 1
+    out, k = b"", 0
+    for op in prog:
+        if isinstance(op, str):
+            continue
+        k += 1
+        code, val, *jumps = op
+        jt, jf = [at[j] - k if j else 0 for j in (jumps or [None, None])]
+        out += struct.pack("=HBBI", code, jt, jf, val)
+    return out
+
+
+@functools.cache
+def seccomp_file() -> Path | None:
+    """The filter, written once per process to a file only this user may read (None on an
+    architecture the filter does not know: the sandbox then runs without it)."""
+    if platform.machine() not in _AUDIT:
+        return None
+    fd, name = tempfile.mkstemp(prefix="labkit-seccomp-", suffix=".bpf")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(seccomp_program())
+    atexit.register(lambda: Path(name).unlink(missing_ok=True))
+    return Path(name)
+
+
+# -- cgroups: one memory, pids and cpu group per sandbox, where the host lets the grader make one --
 CGROUP_FS = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids", "cpu")
 NO_CGROUPS_ENV = "LABKIT_SANDBOX_NO_CGROUPS"   # "1": per-process limits only (for comparisons)
 
 
@@ -268,7 +342,8 @@ def cgroup_parents() -> dict[str, Path]:
             probe = own / f"labkit-probe-{os.getpid()}"
             try:
                 probe.mkdir(exist_ok=True)
-                _limit(probe, name, Limits(sandbox_memory_bytes=64 << 20, processes=8))
+                _limit(probe, name, Limits(sandbox_memory_bytes=64 << 20, processes=8,
+                                           cpu_cores=1.0))
                 found[name] = own
             except OSError:
                 pass
@@ -281,8 +356,14 @@ def cgroup_parents() -> dict[str, Path]:
 
 
 def _limit(group: Path, controller: str, limits: Limits) -> None:
-    """Write ``limits`` into one cgroup v1 folder (memory: RAM and RAM+swap; pids: count)."""
-    if controller == "memory":
+    """Write ``limits`` into one cgroup v1 folder (memory: RAM and RAM+swap; pids: count; cpu:
+    weight and, with several slots, a CFS quota of ``cpu_cores``)."""
+    if controller == "cpu":
+        (group / "cpu.shares").write_text(str(limits.cpu_shares))
+        period = int((group / "cpu.cfs_period_us").read_text())
+        quota = max(1000, int(limits.cpu_cores * period)) if limits.cpu_cores > 0 else -1
+        (group / "cpu.cfs_quota_us").write_text(str(quota))
+    elif controller == "memory":
         (group / "memory.limit_in_bytes").write_text(str(limits.sandbox_memory_bytes))
         memsw = group / "memory.memsw.limit_in_bytes"
         if memsw.exists():               # with swap accounting: no escape into swap either
@@ -405,3 +486,143 @@ def tail(path: Path, size: int = 6000) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+# -- folders a sandbox wrote: made, handed over and removed without recursion or links ----------
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _mkdirs_at(base: str, rel: Path) -> None:
+    """``base/rel`` made folder by folder under a descriptor; an existing link is left alone."""
+    fd = os.open(base, _DIR)
+    try:
+        for part in rel.parts:
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                sub = os.open(part, _DIR, dir_fd=fd)
+            except OSError:
+                return                       # a link or a file: the sandbox's own business
+            os.close(fd)
+            fd = sub
+    finally:
+        os.close(fd)
+
+
+def _hand_over(path: str, uid: int, max_depth: int = 64) -> None:
+    """Give the folders under ``path`` that the grader made (not yet ``uid``'s) to ``uid``.
+
+    Folders the sandbox made are the uid's already and are not entered, so a tree of any depth
+    the student built costs nothing here; links are changed, never followed.
+    """
+    stack = [(os.open(path, _DIR), 0)]
+    try:
+        while stack:
+            fd, depth = stack.pop()
+            try:
+                if os.fstat(fd).st_uid == uid:
+                    continue
+                os.fchown(fd, uid, uid)
+                for name in os.listdir(fd):
+                    try:
+                        st = os.lstat(name, dir_fd=fd)
+                        if stat.S_ISDIR(st.st_mode) and st.st_uid != uid and depth < max_depth:
+                            stack.append((os.open(name, _DIR, dir_fd=fd), depth + 1))
+                        elif not stat.S_ISDIR(st.st_mode):
+                            os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+                    except OSError:
+                        continue
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def remove_tree(path: str | Path) -> str:
+    """Delete ``path`` and all under it; returns '' or what stopped it. Never raises.
+
+    Never recurses and never follows a link: every folder is emptied at the top level, its
+    sub-folders renamed up beside it (``renameat`` between two descriptors) and handled in a later
+    round, so a chain of folders thousands deep (which makes ``Path.rglob`` and
+    ``shutil.rmtree`` raise ``RecursionError``, and whose paths exceed ``PATH_MAX``) takes one
+    step per folder with three descriptors open. Another file system below (a mount) is left
+    alone, like ``rm --one-file-system``. Call it once the sandbox's processes are gone.
+    """
+    problems: list[str] = []
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{path}: {exc}"
+    try:
+        parent = os.open(path.parent, _DIR)
+    except OSError as exc:
+        return f"{path}: {exc}"
+    try:
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(path.name, dir_fd=parent)
+            return ""
+        top = os.open(path.name, _DIR, dir_fd=parent)
+        try:
+            if (os.fstat(top).st_dev, os.fstat(top).st_ino) != (st.st_dev, st.st_ino):
+                return f"{path}: changed while being removed"
+            os.fchmod(top, 0o700)
+            _empty(top, st.st_dev, problems)
+        finally:
+            os.close(top)
+        os.rmdir(path.name, dir_fd=parent)
+    except OSError as exc:
+        problems.append(f"{path}: {exc}")
+    finally:
+        os.close(parent)
+    return "; ".join(problems[:5])
+
+
+def _empty(top: int, dev: int, problems: list[str]) -> None:
+    """Empty the folder ``top`` (a descriptor) in rounds, without recursion (see remove_tree)."""
+    serial = 0
+    while True:
+        names = os.listdir(top)
+        folders = 0
+        for name in names:
+            try:
+                st = os.lstat(name, dir_fd=top)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(name, dir_fd=top)
+                    continue
+                if st.st_dev != dev:
+                    problems.append(f"{name}: another file system, left alone")
+                    continue
+                os.chmod(name, 0o700, dir_fd=top)
+                sub = os.open(name, _DIR, dir_fd=top)
+                try:
+                    for child in os.listdir(sub):
+                        cst = os.lstat(child, dir_fd=sub)
+                        if not stat.S_ISDIR(cst.st_mode):
+                            os.unlink(child, dir_fd=sub)
+                            continue
+                        while True:            # up beside ``name``, under a name not taken
+                            serial += 1
+                            up = f".labkit-rm-{serial}"
+                            try:
+                                os.lstat(up, dir_fd=top)
+                            except FileNotFoundError:
+                                break
+                        os.rename(child, up, src_dir_fd=sub, dst_dir_fd=top)
+                        folders += 1
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+            except OSError as exc:
+                if len(problems) < 20:
+                    problems.append(f"{name}: {exc}")
+        if folders == 0:
+            left = [n for n in os.listdir(top)]
+            if left and not problems:
+                problems.append(f"left: {', '.join(left[:5])}")
+            return
