@@ -75,9 +75,25 @@ def test_the_restricted_policy_lets_honest_answers_run(name):
 def test_a_refused_answer_reaches_the_judge_as_a_refusal_not_an_error():
     ns = harness.load_answer("3.3", REFUSED["rebind the check"], {"torch": __import__("torch")})
     found = harness.measure("3.3", ns, {}, {})
-    problems = ev.compare({"kind": "fix", "rules": []}, found)
+    problems = ev.compare({"kind": "fix", "rules": []}, found, echo=True)   # the check cell
     assert problems == ["your answer was refused: line 1: 'from labkit.grading import' is not "
                         "allowed in a graded answer"], problems
+    graded = ev.compare({"kind": "fix", "rules": []}, found)   # feedback: no text from the sandbox
+    assert graded and "line 1" in graded[0] and "labkit.grading" not in graded[0], graded
+
+
+def test_feedback_never_repeats_what_a_sandbox_printed_and_nan_is_no_evidence():
+    spec = {"kind": "fix", "rules": [{"rule": "close", "field": "v", "tol": 1e-3,
+                                      "want": {"shape": [1], "values": [2.0]}}]}
+    leak = ev.compare(spec, {"error": "hidden cases: [[3, 1], [0, 2]]"})
+    assert leak == ["the check stopped with an error in your code"], leak
+    assert ev.compare({"kind": "predict"}, {"error": "[[3, 1]]"}) == [
+        "the prediction cell stopped before it printed its predictions"]
+    assert ev.compare(spec, {"v": {"shape": [1], "values": [float("nan")]}}), "NaN passed a close rule"
+    got, why = ev.parse('EVIDENCE {"v": {"shape": [1], "values": [NaN]}}', "EVIDENCE ")
+    assert got is None and "NaN" in why
+    assert ev.prediction_problems("f", ["error: LeakedCase12", "error: ValueError"], [1, 2],
+                                  "graphs") == ["f raised ValueError, an exception of its own"]
 
 
 def test_the_answer_namespace_holds_no_shell_and_no_harness():
@@ -215,7 +231,8 @@ def test_7_1_runs_the_students_kernel_with_the_checks_own_launcher(monkeypatch):
     verdicts = {}
     for name, source in answers.items():
         ns = harness.load_answer("7.1", harness.library_answer("7.1", source), ctx)
-        verdicts[name] = ev.compare(spec, ev.canonical(harness.measure("7.1", ns, params, ctx)))
+        verdicts[name] = ev.compare(spec, ev.canonical(harness.measure("7.1", ns, params, ctx)),
+                                    echo=True)   # as the check cell shows it
     assert verdicts["solution"] == []
     assert verdicts["one block"] == ["the kernel's outputs differ from torch.softmax "
                                      "(or it left columns unwritten)"]

@@ -15,8 +15,10 @@ where torch is absent.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
+import re
 from typing import Any
 
 MARK = "EVIDENCE "
@@ -71,10 +73,23 @@ def parse(text: str, kind: str) -> tuple[Any, str]:
         return None, f"the check printed {len(found)} evidence lines (1 expected)"
     if len(found[0]) > MAX_LINE:
         return None, "the evidence line is too long"
-    try:
-        return json.loads(found[0][len(kind):]), ""
+    try:   # NaN and Infinity are refused: NaN compares as close to anything (red team, A2)
+        return json.loads(found[0][len(kind):], parse_constant=_no_constant), ""
     except ValueError:
-        return None, "the evidence line is not JSON"
+        return None, "the evidence line is not JSON (or holds NaN or Infinity)"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not plain data")
+
+
+# The only error texts feedback repeats: the harness's own wordings. Anything else a student's
+# process printed as an "error" could carry what it saw (the hidden cases), so it is not echoed.
+HARNESS_ERRORS = re.compile(r"^(?:[\w, .]{1,80} is not (?:defined|implemented yet)"
+                            r"|the check raised \w{1,40} running your answer"
+                            r"|the evidence was not plain data)$")
+BUILTIN_ERRORS = {n for n, v in vars(builtins).items()
+                  if isinstance(v, type) and issubclass(v, BaseException)}
 
 
 # -- predictions -----------------------------------------------------------------------------------
@@ -100,7 +115,8 @@ def prediction_problems(name: str, predicted: list[Any], expected: list[Any], no
     """
     if not isinstance(predicted, list) or len(predicted) != len(expected):
         return [f"{name}: no prediction for every case"]
-    raised = sorted({p[len("error: "):] for p in predicted
+    raised = sorted({p[len("error: "):] if p[len("error: "):] in BUILTIN_ERRORS
+                     else "an exception of its own" for p in predicted
                      if isinstance(p, str) and p.startswith("error: ")})
     if raised:
         return [f"{name} raised {', '.join(raised)}"]
@@ -163,7 +179,7 @@ def _close(got: Any, want: dict[str, Any], tol: float) -> bool:
         if isinstance(x, str) or isinstance(y, str):
             if x != y:
                 return False
-        elif type(x) not in (int, float) or abs(x - y) > tol + tol * abs(y):
+        elif type(x) not in (int, float) or not abs(x - y) <= tol + tol * abs(y):   # NaN fails
             return False
     return True
 
@@ -206,14 +222,29 @@ def rule_problem(rule: dict[str, Any], got: Any) -> str | None:
     raise ValueError(f"unknown rule {kind!r}")
 
 
-def compare(spec: dict[str, Any], got: Any) -> list[str]:
-    """Everything wrong with the evidence ``got`` against the trusted ``spec`` (empty: it passes)."""
+def compare(spec: dict[str, Any], got: Any, *, echo: bool = False) -> list[str]:
+    """Everything wrong with the evidence ``got`` against the trusted ``spec`` (empty: it passes).
+
+    ``echo``: repeat the error or refusal text the student's process printed (their own check
+    cell, where nothing is secret); grading never echoes it into feedback.
+    """
     if not isinstance(got, dict):
         return ["the check printed no evidence"]
-    if "refused" in got:
+    if echo and "refused" in got:
         return [f"your answer was refused: {str(got['refused'])[:300]}"]
-    if "error" in got:
+    if echo and "error" in got:
         return [str(got["error"])[:300]]
+    if spec["kind"] == "predict" and ("refused" in got or "error" in got):
+        return ["the prediction cell stopped before it printed its predictions"]
+    if "refused" in got:
+        # only the line number: the reason's text came from the sandbox, which saw hidden inputs
+        at = re.match(r"^line (\d{1,5}): ", str(got["refused"]))
+        where = f" at line {at.group(1)}" if at else ""
+        return [f"your answer was refused{where}: the restricted-Python rules "
+                "(your notebook's check cell says which)"]
+    if "error" in got:
+        why = str(got["error"])
+        return [why if HARNESS_ERRORS.match(why) else "the check stopped with an error in your code"]
     if spec["kind"] == "predict":
         return prediction_problems(spec["function"], got.get("predictions"), spec["expected"],
                                    spec["noun"], spec.get("unit"), spec.get("fields"))

@@ -591,6 +591,6 @@ def check(task: str, ctx: dict[str, Any]) -> None:
         with open(path) as fh:
             ns = load_answer(task, library_answer(task, fh.read()), ctx)
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
-    nc.verdict(task, ev.compare(trusted, found))
+    nc.verdict(task, ev.compare(trusted, found, echo=True))
 
 
