@@ -89,7 +89,7 @@ truth = f(x.double(), w.double())
 eager_err = (f(x, w).double() - truth).abs().max().item()
 torch.compiler.reset()
 compiled_err = (torch.compile(f)(x, w).double() - truth).abs().max().item()
-print(f"eager error vs float64:    {eager_err:.0e}")  # rounding: about 1e-7 relative
+print("eager error vs float64 is rounding-sized (< 1e-5):", eager_err < 1e-5)  # about 1e-7 here
 print("compiled error is > 1000x eager's:", compiled_err > 1000 * eager_err)
 
 # %% [markdown]
