@@ -355,7 +355,12 @@ import subprocess  # noqa: E402
 
 import nbformat  # noqa: E402
 
-from labkit.grading.commands import INSTRUCTOR_ONLY, STUDENT_README, checks_path  # noqa: E402
+from labkit.grading.commands import (  # noqa: E402
+    INSTRUCTOR_ONLY,
+    RELEASED_CHECKS,
+    STUDENT_README,
+    checks_path,
+)
 from labkit.grading.commands import build_student as _build_student  # noqa: E402
 from labkit.grading.rubric import BEGIN, END  # noqa: E402
 
@@ -485,7 +490,8 @@ def _master_released_text() -> dict[str, str]:
 def test_release_files_are_exactly_the_tracked_ones(release: Path, clone: Path) -> None:
     rubric = rubric_mod.load()
     tracked = {f for f in _git("ls-files", cwd=clone).split() if not f.startswith(INSTRUCTOR_ONLY)}
-    expected = (tracked | {checks_path(nb) for nb in rubric.notebooks} | {"README.md"})
+    expected = (tracked | {checks_path(nb) for nb in rubric.notebooks}
+                | {"README.md", RELEASED_CHECKS, ".gitattributes"})   # written by the build
     expected.discard(STUDENT_README)
     got = {str(p.relative_to(release)) for p in release.rglob("*")
            if p.is_file() and p.relative_to(release).parts[0] not in (".git", ".venv")}

@@ -102,7 +102,8 @@ def _report(result: Fairness) -> str:
 
 # -- the predict-then-verify references against the measurement -------------------------------------
 def test_every_predict_then_verify_task_has_a_fairness_test() -> None:
-    assert set(fairness.predict_tasks()) == set(FAST_CASES)
+    # 7.2 and 8.2 hand their cases to check_predictions too, and have tests of their own below
+    assert set(fairness.predict_tasks()) - {"7.2", "8.2"} == set(FAST_CASES)
 
 
 @pytest.mark.parametrize("task_id", sorted(FAST_CASES))

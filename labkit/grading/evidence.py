@@ -90,6 +90,7 @@ HARNESS_ERRORS = re.compile(r"^(?:[\w, .]{1,80} is not (?:defined|implemented ye
                             r"|the evidence was not plain data)$")
 BUILTIN_ERRORS = {n for n, v in vars(builtins).items()
                   if isinstance(v, type) and issubclass(v, BaseException)}
+BUILTIN_ERRORS.add("CompileDuringPrediction")   # nbcheck's own: a prediction that compiled
 
 
 # -- predictions -----------------------------------------------------------------------------------

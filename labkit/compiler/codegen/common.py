@@ -23,7 +23,14 @@ import torch
 from sympy.printing.str import StrPrinter
 
 from labkit.compiler.ir import ComputedBuffer, ModularIndexing, set_ops_handler, squeeze, sym
-from labkit.compiler.schedule import FusedKernel, loop_index, loop_vars, reads_of, store_index, tile_2d
+from labkit.compiler.schedule import (
+    FusedKernel,
+    loop_index,
+    loop_vars,
+    reads_of,
+    store_index,
+    tile_2d,
+)
 
 
 class IndexPrinter(StrPrinter):
