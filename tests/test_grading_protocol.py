@@ -251,3 +251,14 @@ def test_without_a_sandbox_make_check_still_refuses_torch_to_predictions():
     code = NO_TORCH_HOOK + "try:\n    import torch\nexcept ImportError as exc:\n    print('refused:', exc)\n"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "refused: not installed here" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("source", [
+    "import json\ncls = json\ncls.dumps = print\n",                                  # A1
+    "import json\nfor self in [json]:\n    self.dumps = print\n",
+    "import functools\n",                                                          # A3
+    "class Grab:\n    def __setattr__(self, k, v):\n        pass\n",
+])
+def test_the_red_teams_routes_are_refused(source):
+    with pytest.raises(Refused):
+        check_source(source, "answer")

@@ -20,9 +20,11 @@ from typing import Any
 MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint", "torch.library",
     "torch.autograd", "torch.func", "torch.fx", "functorch.compile", "torch._dynamo",
-    "numpy", "math", "cmath", "functools", "itertools", "collections", "dataclasses", "typing",
-    "re", "random", "statistics", "numbers", "enum", "fractions", "decimal", "heapq", "bisect",
-    "copy", "json", "warnings", "contextlib", "abc", "__future__"})
+    "numpy", "math", "cmath", "itertools", "collections", "re", "random", "statistics", "numbers",
+    "fractions", "decimal", "heapq", "bisect", "json", "warnings", "contextlib", "__future__"})
+# Not functools, copy, dataclasses, typing, enum or abc: each calls setattr/getattr on objects an
+# answer hands it (functools.update_wrapper(obj, target, assigned=("__globals__",)) read any
+# attribute and led out of the policy: the red team's A3).
 # torch._dynamo is allowed for these names only (notebook 12 marks lengths dynamic with them)
 DYNAMO_NAMES = frozenset({"mark_dynamic", "maybe_mark_dynamic", "mark_static", "graph_break"})
 BUILTINS_DENIED = frozenset({
@@ -45,6 +47,9 @@ ATTRS_DENIED = frozenset({
     "reset", "set_stance", "disable", "allow_in_graph", "substitute_in_graph", "config",
     "counters", "disable_saved_tensors_hooks"})
 ASSIGNABLE_ROOTS = frozenset({"self", "ctx", "cls"})
+# the special methods an answer may define (a __setattr__ or __getattr__ of its own would see
+# whatever a library call stores into or reads from its objects)
+DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 
 
 class Refused(ValueError):
@@ -123,6 +128,9 @@ class _Policy(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store | ast.Del) and any(node.id == n for n, _ in self.kept):
             self.refuse(node, f"'{node.id}' may not be rebound in a graded answer")
+        if isinstance(node.ctx, ast.Store | ast.Del) and node.id in ASSIGNABLE_ROOTS:
+            # self/ctx/cls are parameters only: `cls = json; cls.dumps = ...` (the red team's A1)
+            self.refuse(node, f"'{node.id}' names a method's own object; it may not be assigned")
         if node.id in BUILTINS_DENIED:
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
         if node.id.startswith("__") and node.id.endswith("__"):
@@ -149,7 +157,9 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self.generic_visit(node)       # a method may be named __init__; its body is checked
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in DUNDER_METHODS:
+            self.refuse(node, f"defining '{node.name}' is not allowed in a graded answer")
+        self.generic_visit(node)       # __init__ and the others above: their bodies are checked
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if any(k.arg == "metaclass" for k in node.keywords):
