@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import http.server
 import json
 import os
@@ -111,11 +112,12 @@ def _fake_report(st: State, assignment: str) -> None:
              {"id": "5.1", "title": "sigmoid", "kind": "library", "points": 2}]
     students = []
     for name, p21, p51 in (("alice", 3, 2), ("bob", 0, 2), ("carol", 0, 0)):
+        page = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}.html"   # as the grader names it
         students.append({"student": name, "total": p21 + p51, "problems": [], "seconds": 1,
-                         "log_tail": [], "tasks": {
+                         "feedback_file": f"feedback/{page}", "log_tail": [], "tasks": {
                              "2.1": {"points": p21, "max": 3, "feedback": [] if p21 else ["wrong count"]},
                              "5.1": {"points": p51, "max": 2, "feedback": [] if p51 else ["raises"]}}})
-        (out / "feedback" / f"{name}.html").write_text(f"<p>feedback for {name}</p>")
+        (out / "feedback" / page).write_text(f"<p>feedback for {name}</p>")
     (out / "report.json").write_text(json.dumps({"tasks": tasks, "students": students}))
     (grading.run_dir(st, assignment) / "handins.json").write_text(json.dumps(
         {"alice": {"late": False, "time": "t", "version": "v0001"},
@@ -337,6 +339,10 @@ try:
     r["other"] = 200
 except urllib.error.HTTPError as exc:
     r["other"] = exc.code
+import subprocess, glob
+r["userns"] = subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode
+conn = sorted(glob.glob(home + "/.local/share/jupyter/runtime/kernel-*.json"))
+r["transport"] = sorted({json.load(open(c)).get("transport") for c in conn})
 print(json.dumps(r))
 '''
 TIMED_CELL = ("import time\nt = time.perf_counter()\nsum(i * i for i in range(1_500_000))\n"
@@ -428,6 +434,9 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
         assert r["cap"] == "0000000000000000"
         assert r["seen"] == []                  # no hand-in store, hub database, homes, secrets
         assert r["other"] == 403                # its token is refused by the neighbour's server
+        assert r["userns"] != 0                 # no user namespace (root-like powers) inside
+        assert r["transport"] == ["ipc"]        # kernels on unix sockets in its own home, not
+        # on the shared loopback where another student could subscribe to their output
     # and from outside, with a student's token, straight at another student's server
     req = urllib.request.Request(f"{hub.url}/user/{CLASS[1]}/api/contents",
                                  headers={"Authorization": f"token {tokens[CLASS[0]]}"})

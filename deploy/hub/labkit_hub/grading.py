@@ -113,9 +113,11 @@ def write_exports(state: State, assignment: str) -> None:
 def release(state: State, assignment: str) -> list[str]:
     """Copy each graded student's feedback page to ``feedback/<student>/`` (root's, read-only)."""
     done = []
-    for page in sorted((run_dir(state, assignment) / "out" / "feedback").glob("*.html")):
-        student = page.stem
-        if not (state.homes / student).is_dir():
+    out = run_dir(state, assignment) / "out"
+    for entry in report(state, assignment)["students"]:   # the grader names each page (slug+hash)
+        student, page = entry["student"], out / entry["feedback_file"]
+        if "/" in student or student.startswith(".") or not (state.homes / student).is_dir() \
+                or page.parent != out / "feedback" or not page.is_file() or page.is_symlink():
             continue
         dest = state.feedback / student
         dest.mkdir(parents=True, exist_ok=True)
