@@ -16,9 +16,10 @@ Everything lands in ``trace.meta`` as plain data; the views never see an Event.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
+
+from labkit.capture.dynamo import _reasons  # the recompile_reasons payload as a list
 
 # Shape records (symbolic_shapes.py) tlparse tabulates; explore's Recorder and the log reader keep them.
 SHAPE_KINDS = ("symbolic_shape_specialization", "guard_added", "guard_added_fast", "create_symbol")
@@ -72,15 +73,6 @@ def _status(metrics: dict[str, Any] | None, graphs: int) -> str:
     if metrics.get("restart_reasons"):
         return "restart"
     return "ok"
-
-
-def _reasons(payload: Any) -> list[str]:
-    if isinstance(payload, str):
-        try:
-            payload = json.loads(payload)
-        except ValueError:
-            return [payload]
-    return [str(r) for r in payload] if isinstance(payload, list) else [str(payload)]
 
 
 def _sort_key(cid: str) -> tuple[int, ...]:

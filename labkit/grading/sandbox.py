@@ -431,22 +431,28 @@ def end(box: Sandbox, proc: subprocess.Popen | None = None) -> None:
         except (ProcessLookupError, PermissionError):
             proc.kill()
     if box.enabled and os.geteuid() == 0:
-        groups = box.cgroups()
-        for _ in range(50):               # the namespace's processes are reaped asynchronously
-            pids = sorted(set(leftovers(box.uid)) | set(cgroup_pids(groups)))
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
-        for group in groups:              # empty now: removed (made again for the next turn)
+        kill_and_remove(box.uid, box.cgroups())
+
+
+def kill_and_remove(uid: int, groups: list[Path], rounds: int = 50) -> None:
+    """SIGKILL every process running as ``uid`` or in ``groups`` until none is left (a namespace's
+    processes are reaped asynchronously), then remove the emptied cgroups. The hub's spawner
+    sweeps a student's server with this too."""
+    for _ in range(rounds):
+        pids = sorted(set(leftovers(uid)) | set(cgroup_pids(groups)))
+        if not pids:
+            break
+        for pid in pids:
             try:
-                group.rmdir()
-            except OSError:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+        time.sleep(0.1)
+    for group in groups:                  # empty now: removed (made again for the next turn)
+        try:
+            group.rmdir()
+        except OSError:
+            pass
 
 
 @dataclass
