@@ -55,7 +55,9 @@ test-all: setup  ## everything: `make test` plus the slow suites (attacks on the
 # Supported: 2.11 (the GPU machine), 2.13 (the pin), 2.15 (the newest). TORCH_VENV reuses a venv.
 TORCH       ?=
 TORCH_VENV  ?= .venv-torch-$(TORCH)
-TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+# TORCH_INDEX: an extra index for torch wheels (e.g. PyTorch's CPU-only one); none by default, since
+# a machine without that index's host would retry it for minutes
+TORCH_INDEX ?=
 TPY         := $(TORCH_VENV)/bin/python
 
 test-torch:  ## make test-torch TORCH=2.15.0: library tests (SLOW=1: the slow ones too) + nbval over the chapter on that torch, in .venv-torch-2.15.0
