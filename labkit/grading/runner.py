@@ -59,6 +59,9 @@ class RunResult:
     output_tail: str
 
 
+VISIBLE_ENV = "LABKIT_VISIBLE_CASES"   # "1": the student's own check (seed 0): FAILs may show inputs
+
+
 def _pinned(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
     """What every grading process pins: threads, hashing, seed, fresh caches, no cached codegen."""
     return {
@@ -318,7 +321,8 @@ def _judge_evidence() -> None:
         if spec is None:
             return original(self, test, ref, skip_compare)
         got, why = evidence.parse(stdout(test), evidence.MARK)
-        problems = [why] if got is None else evidence.compare(spec, got)
+        problems = [why] if got is None else evidence.compare(
+            spec, got, visible=os.environ.get(VISIBLE_ENV) == "1")
         self.comparison_traceback = [EVIDENCE_REJECTED + "; ".join(problems)] if problems else []
         return not problems
 
