@@ -76,7 +76,7 @@ def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch
         out = run_dir / "specs.jsonl"
         try:
             execute(nb, run_dir, {**env, MEASURE_ENV: str(out), TASKS_ENV: ",".join(wanted)},
-                    timeout_s)
+                    timeout_s, quiet=True)
             for text in out.read_text().splitlines() if out.exists() else []:
                 spec = json.loads(text)
                 specs[spec["task"]] = spec

@@ -264,7 +264,8 @@ def read_report_log(path: Path) -> list[Outcome]:
 
 
 def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int, *,
-            kernel_name: str = "python3", record_timing: bool = True) -> NotebookNode:
+            kernel_name: str = "python3", record_timing: bool = True,
+            quiet: bool = False) -> NotebookNode:
     """Run a notebook top to bottom in a fresh kernel (nbclient) started in ``cwd`` with exactly
     ``env``; raises on the first error. Trusted notebooks only (no sandbox): the grader's references
     and tools/build_notebooks.py both run through here."""
@@ -273,7 +274,9 @@ def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: in
     client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name=kernel_name,
                             resources={"metadata": {"path": str(cwd)}}, startup_timeout=120,
                             record_timing=record_timing)
-    client.execute(env=env)
+    # quiet: the kernel's own log (ipykernel's transport warning) is noise in a student's terminal;
+    # cell errors still arrive as outputs
+    client.execute(env=env, **({"stderr": subprocess.DEVNULL} if quiet else {}))
     return nb
 
 
