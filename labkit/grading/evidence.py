@@ -118,8 +118,8 @@ def prediction_problems(name: str, predicted: list[Any], expected: list[Any], no
     own check, seed 0): the first wrong cases' inputs are then shown, never a measured answer.
     """
     found = _prediction_problems(name, predicted, expected, noun, unit, fields)
-    if not found or not cases or len(cases) != len(expected):
-        return found
+    if not found or not cases or len(cases) != len(expected) or " wrong (" not in found[0]:
+        return found                  # all right, inputs not visible, or no per-case verdict
     wrong = [k for k, (p, e) in enumerate(zip(canonical(predicted), canonical(expected)))
              if _differs(p, e, fields)][:SHOWN_CASES]
     shown = "; ".join(f"#{k} = {_cut(cases[k])}" for k in wrong)
