@@ -10,13 +10,13 @@ EXTRAS  := $(if $(shell command -v nvidia-smi 2>/dev/null),dev,dev,cpu)
 NBVAL   := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
+.PHONY: status help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
         bench-course bench-grading record-gpu gpu-check notebooks student check submit grade clean \
         hub hub-setup hub-roster hub-release bench-hub test-hub
 
 # The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
 # only what a student runs; the other targets stay (the Makefile is shared) but aren't advertised.
-STUDENT_TARGETS := help setup lab check submit test
+STUDENT_TARGETS := help setup lab check status submit test
 RELEASE := $(if $(wildcard tools/exsrc),master,student)
 
 help:  ## list the targets
@@ -107,6 +107,9 @@ student: setup  ## build the solution-free release in dist/student/
 
 check: setup  ## students: run the visible checks of your own work, per task
 	$(PY) -m labkit.grading check $(if $(TASK),--task $(TASK))
+
+status: setup  ## students: every task's state (not started / changed / failing / passing) from your last check, instantly
+	@$(PY) -m labkit.grading status
 
 submit: setup  ## students: check your notebooks are saved and your files in place, then write dist/submission.zip to upload
 	@$(PY) -m labkit.grading.submit $(if $(OUT),--out "$(OUT)")

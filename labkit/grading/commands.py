@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.grading import judge, sandbox
+from labkit.grading import judge, sandbox, status
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as rubric_mod
 from labkit.grading.grade import (
@@ -116,7 +116,9 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
         graded = [c for t in tasks for c in t.graded]
         master = nbs.read(root / nb_path)
         nbs.precheck(master, graded, nb_path)
-        nbs.write(nbs.released(master, editable, graded, keep_outputs=False), dest / nb_path)
+        hinted = [(t.id, t.editable[0]) for t in tasks if t.editable and status.hints_for(t.id)]
+        nbs.write(nbs.with_student_aids(nbs.released(master, editable, graded, keep_outputs=False),
+                                        nb_path, hinted), dest / nb_path)
         nbs.write(nbs.released(master, editable, graded, keep_outputs=True),
                   dest / checks_path(nb_path))
         stubbed.append(nb_path)
@@ -310,7 +312,7 @@ def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report
         specs = judge.measure(references, rubric, 0, Path(tmp), env,
                               max(600, 3 * rubric.cell_timeout_s))
         setup = Setup(root, rubric, references, seed=0, specs=specs, stub=False, unlink=False,
-                      sandboxed=sandbox.available() == "", strict=False)
+                      sandboxed=sandbox.available() == "", strict=False, visible=True)
         return grade_one(setup, root, "self-check", Path(tmp))
 
 
@@ -490,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", action="append", help="only this task (repeatable), e.g. 3.1")
     p.add_argument("--against-head", action="store_true",
                    help="instructors, in the master copy: check against the notebooks at git HEAD")
+    sub.add_parser("status", help="students: every task's state from your last check (runs nothing)")
     p = sub.add_parser("grade", help="instructors: grade every folder in --submissions")
     p.add_argument("--submissions", type=Path, required=True)
     p.add_argument("--out", type=Path, default=ROOT / "grades")
@@ -523,8 +526,18 @@ def main(argv: list[str] | None = None) -> int:
         except NotARelease as exc:
             print(exc, file=sys.stderr)
             return 2
-        print(render_table(report, rubric))
-        return 0 if report.total == sum(t.points for t in rubric.tasks) else 1
+        if args.against_head:
+            print(render_table(report, rubric))
+            return 0 if report.total == sum(t.points for t in rubric.tasks) else 1
+        # a student's check: failing tasks are the normal state of work in progress, not an error
+        status.save_check(ROOT, rubric, report.scores)
+        print(status.table(status.rows(ROOT, rubric)))
+        for p in report.problems:
+            print(f"  note: {p}")
+        return 0
+    if args.command == "status":
+        print(status.table(status.rows(ROOT, rubric)))
+        return 0
     return grade_command(args, rubric)
 
 

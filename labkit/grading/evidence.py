@@ -107,13 +107,45 @@ def predict_all(fn: Any, cases: list[list[Any]]) -> list[Any]:
 
 
 def prediction_problems(name: str, predicted: list[Any], expected: list[Any], noun: str,
-                        unit: str | None = None, fields: list[str] | None = None) -> list[str]:
+                        unit: str | None = None, fields: list[str] | None = None,
+                        cases: list[str] | None = None) -> list[str]:
     """What was wrong with a list of predictions, in counts and field names only.
 
     The line names the wrong cases by their index in the check's list (from 0); ``unit`` names what
     numeric predictions count, to say how many were too low or too high; ``fields`` names the parts
     of a structured answer (a dict's keys, or a tuple's positions), to say which were wrong.
+    ``cases`` (the inputs' reprs) is given only where the inputs are visible ones (the student's
+    own check, seed 0): the first wrong cases' inputs are then shown, never a measured answer.
     """
+    found = _prediction_problems(name, predicted, expected, noun, unit, fields)
+    if not found or not cases or len(cases) != len(expected) or " wrong (" not in found[0]:
+        return found                  # all right, inputs not visible, or no per-case verdict
+    wrong = [k for k, (p, e) in enumerate(zip(canonical(predicted), canonical(expected)))
+             if _differs(p, e, fields)][:SHOWN_CASES]
+    shown = "; ".join(f"#{k} = {_cut(cases[k])}" for k in wrong)
+    return [found[0] + f" — #k is the k-th entry (from 0) of the check's list of {noun}; "
+            f"the inputs you got wrong: {shown}"] + found[1:]
+
+
+SHOWN_CASES = 3          # visible failing inputs shown in a FAIL line
+
+
+def _differs(p: Any, e: Any, fields: list[str] | None) -> bool:
+    """Whether prediction ``p`` is wrong against ``e`` (for dicts: only the graded fields count)."""
+    if fields and isinstance(e, dict) and isinstance(p, dict):
+        return any(f in e and p.get(f) != e[f] for f in fields)
+    return p != e
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _prediction_problems(name: str, predicted: list[Any], expected: list[Any], noun: str,
+                         unit: str | None, fields: list[str] | None) -> list[str]:
+    """:func:`prediction_problems` without the visible inputs."""
     if not isinstance(predicted, list) or len(predicted) != len(expected):
         return [f"{name}: no prediction for every case"]
     raised = sorted({p[len("error: "):] if p[len("error: "):] in BUILTIN_ERRORS
@@ -223,11 +255,13 @@ def rule_problem(rule: dict[str, Any], got: Any) -> str | None:
     raise ValueError(f"unknown rule {kind!r}")
 
 
-def compare(spec: dict[str, Any], got: Any, *, echo: bool = False) -> list[str]:
+def compare(spec: dict[str, Any], got: Any, *, echo: bool = False,
+            visible: bool = False) -> list[str]:
     """Everything wrong with the evidence ``got`` against the trusted ``spec`` (empty: it passes).
 
     ``echo``: repeat the error or refusal text the student's process printed (their own check
-    cell, where nothing is secret); grading never echoes it into feedback.
+    cell, where nothing is secret); grading never echoes it into feedback. ``visible``: the spec's
+    cases are the notebook's visible ones (``make check``), so a FAIL may show wrong cases' inputs.
     """
     if not isinstance(got, dict):
         return ["the check printed no evidence"]
@@ -248,7 +282,8 @@ def compare(spec: dict[str, Any], got: Any, *, echo: bool = False) -> list[str]:
         return [why if HARNESS_ERRORS.match(why) else "the check stopped with an error in your code"]
     if spec["kind"] == "predict":
         return prediction_problems(spec["function"], got.get("predictions"), spec["expected"],
-                                   spec["noun"], spec.get("unit"), spec.get("fields"))
+                                   spec["noun"], spec.get("unit"), spec.get("fields"),
+                                   spec.get("cases") if visible else None)
     problems: list[str] = []
     for rule in spec["rules"]:
         if rule.get("after") and problems:

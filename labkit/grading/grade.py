@@ -39,6 +39,7 @@ from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (
     EVIDENCE_REJECTED,
     SANITIZE,
+    VISIBLE_ENV,
     Outcome,
     build_workspace,
     grading_env,
@@ -107,6 +108,7 @@ class Setup:
     template: Path | None = None            # the stubbed workspace, built once per run
     warm: Path | None = None                # pass 1's compiled C++ objects only (no sources)
     limits: Limits = field(default_factory=Limits)   # every submission's sandbox (grade_all: CPU)
+    visible: bool = False                   # the cases are the notebook's own (make check, seed 0)
 
 
 def seed_from_key(key: str) -> int:
@@ -289,6 +291,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
         seconds_left = float(rubric.submission_timeout_s)
         env = grading_env(0, trusted / "cache", setup.root)
         env["LABKIT_GRADING_UNLINK"] = "1" if setup.unlink else "0"
+        env[VISIBLE_ENV] = "1" if setup.visible else "0"
         for part, paths, run_box_ in (("predictions", predict_nbs, _box(setup, work, slot, True)),
                                       ("fixes", fix_nbs, box)):
             if not paths:
@@ -369,6 +372,18 @@ def library_run(setup: Setup, box: Sandbox, tasks: list[Task], seconds: float, l
     return verdicts, finished
 
 
+def _cell_name(task: Task, cid: str) -> str:
+    """A cell as the student finds it in JupyterLab (which shows no cell ids): by its role."""
+    where = f" in {Path(task.notebook).name}" if task.notebook else ""
+    if cid in task.editable:
+        n = task.editable.index(cid)
+        nth = f" {n + 1} of {len(task.editable)}" if len(task.editable) > 1 else ""
+        return f"your answer cell{nth} of Task {task.id}{where}"
+    n = task.graded.index(cid) if cid in task.graded else 0
+    nth = f" {n + 1} of {len(task.graded)}" if len(task.graded) > 1 else ""
+    return f"the check cell{nth} of Task {task.id}{where}"
+
+
 def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[str, str], str]
                ) -> TaskScore:
     """Full points if every graded cell and every marked test of the task passed, else 0."""
@@ -380,18 +395,18 @@ def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[st
     for cid in task.editable:
         if (nb_name, cid) in cell_problems:
             ok = False
-            feedback.append(f"cell {cid}: {cell_problems[(nb_name, cid)]}")
+            feedback.append(f"{_cell_name(task, cid)}: {cell_problems[(nb_name, cid)]}")
         own = by_cell.get((nb_name, cid))
         if own is not None and own.outcome != "passed":
-            feedback.append(f"your cell {cid}: {_category(own.detail)}")
+            feedback.append(f"{_cell_name(task, cid)}: {_category(own.detail)}")
     for cid in task.graded:
         got = by_cell.get((nb_name, cid))
         if got is None:
             ok = False
-            feedback.append(f"check {cid}: did not run")
+            feedback.append(f"{_cell_name(task, cid)}: did not run")
         elif got.outcome != "passed":
             ok = False
-            feedback.append(f"check {cid}: {_category(got.detail)}")
+            feedback.append(f"{_cell_name(task, cid)}: {_category(got.detail)}")
     if task.tests:
         mine = [o for o in outcomes if task.marker in o.properties.get("task_marker", [])]
         if not mine:

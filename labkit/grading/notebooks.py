@@ -118,3 +118,29 @@ def write(nb: NotebookNode, path: Path) -> None:
     """Write a notebook, creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
+
+
+def with_student_aids(nb: NotebookNode, nb_path: str, hinted: list[tuple[str, str]]) -> NotebookNode:
+    """The student copy plus a dashboard cell after ``setup`` and a hint cell above each answer.
+
+    ``hinted`` lists (task id, first answer cell id) for the tasks that have hints. The added cells
+    are not graded and grading never reads them (only editable cells are grafted).
+    """
+    nb = copy.deepcopy(nb)
+    board = nbformat.v4.new_code_cell(
+        f'nc.dashboard("{nb_path}")   # your tasks here: state, points, time; `make check` refreshes it')
+    board["id"] = "dashboard"
+    out = []
+    for cell in nb.cells:
+        for task_id, answer in hinted:
+            if cell.get("id") == answer:
+                aid = nbformat.v4.new_code_cell(
+                    f'nc.hint("{task_id}")   # stuck? run for a hint, one more each run '
+                    "(hints never change your grade)")
+                aid["id"] = f"hint-{task_id.replace('.', '-')}"
+                out.append(aid)
+        out.append(cell)
+        if cell.get("id") == "setup":
+            out.append(board)
+    nb.cells = out
+    return nb

@@ -59,6 +59,9 @@ class RunResult:
     output_tail: str
 
 
+VISIBLE_ENV = "LABKIT_VISIBLE_CASES"   # "1": the student's own check (seed 0): FAILs may show inputs
+
+
 def _pinned(seed: int, cache: Path, pythonpath: Path) -> dict[str, str]:
     """What every grading process pins: threads, hashing, seed, fresh caches, no cached codegen."""
     return {
@@ -261,7 +264,8 @@ def read_report_log(path: Path) -> list[Outcome]:
 
 
 def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: int, *,
-            kernel_name: str = "python3", record_timing: bool = True) -> NotebookNode:
+            kernel_name: str = "python3", record_timing: bool = True,
+            quiet: bool = False) -> NotebookNode:
     """Run a notebook top to bottom in a fresh kernel (nbclient) started in ``cwd`` with exactly
     ``env``; raises on the first error. Trusted notebooks only (no sandbox): the grader's references
     and tools/build_notebooks.py both run through here."""
@@ -270,7 +274,9 @@ def execute(nb: NotebookNode, cwd: Path, env: dict[str, str], cell_timeout_s: in
     client = NotebookClient(nb, timeout=cell_timeout_s, kernel_name=kernel_name,
                             resources={"metadata": {"path": str(cwd)}}, startup_timeout=120,
                             record_timing=record_timing)
-    client.execute(env=env)
+    # quiet: the kernel's own log (ipykernel's transport warning) is noise in a student's terminal;
+    # cell errors still arrive as outputs
+    client.execute(env=env, **({"stderr": subprocess.DEVNULL} if quiet else {}))
     return nb
 
 
@@ -318,7 +324,8 @@ def _judge_evidence() -> None:
         if spec is None:
             return original(self, test, ref, skip_compare)
         got, why = evidence.parse(stdout(test), evidence.MARK)
-        problems = [why] if got is None else evidence.compare(spec, got)
+        problems = [why] if got is None else evidence.compare(
+            spec, got, visible=os.environ.get(VISIBLE_ENV) == "1")
         self.comparison_traceback = [EVIDENCE_REJECTED + "; ".join(problems)] if problems else []
         return not problems
 

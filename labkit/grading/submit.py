@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from labkit.grading import rubric as rubric_mod
+from labkit.grading import status
 from labkit.grading.rubric import Rubric
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,9 @@ def pack(root: Path, rubric: Rubric, out: Path) -> Path:
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
     manifest = {"created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "git_head": head.stdout.strip() if head.returncode == 0 else None,
-                "files": {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in files(rubric)}}
+                "files": {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in files(rubric)},
+                # hints revealed per task: data for the instructor's view, never part of a grade
+                "hints_seen": status.hints_used(root)}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".part")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
