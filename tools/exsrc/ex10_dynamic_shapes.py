@@ -99,7 +99,7 @@ def measure(dynamic, calls):
     def backend(gm, example_inputs):          # the placeholder of x: which sizes are SymInts
         x = next(n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"
                  and isinstance(n.meta.get("example_value"), torch.Tensor))
-        symbols.append(tuple(d for d, s in enumerate(x.shape) if not isinstance(s, int)))
+        symbols.append([d for d, s in enumerate(x.shape) if not isinstance(s, int)])
         return gm.forward
 
     compiled = torch.compile(affine, backend=backend, dynamic=dynamic)
