@@ -264,7 +264,7 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
             super().__init__()
             self.mm, self.refs = 0, []
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        def __torch_dispatch__(self, func: Any, kinds: Any, args: Any = (), kwargs: Any = None
                                ) -> Any:
             out = func(*args, **(kwargs or {}))
             self.mm += func is torch.ops.aten.mm.default
