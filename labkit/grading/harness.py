@@ -256,8 +256,11 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
     """Run ``fn`` forward and backward: its output and gradients, the bytes the forward leaves
     alive for the backward (every storage an op wrote that is still held once the forward
     returned, the output and the inputs excepted: checkpointing's own saves included, which
-    saved-tensor hooks do not see), and the matmuls run forward and during the backward."""
+    saved-tensor hooks do not see), and the matmuls (mm, addmm, bmm) run forward and during the
+    backward."""
     import gc
+
+    aten = torch.ops.aten
 
     class Ops(_torch.dispatch_mode_base()):
         def __init__(self) -> None:
@@ -267,7 +270,7 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
         def __torch_dispatch__(self, func: Any, kinds: Any, args: Any = (), kwargs: Any = None
                                ) -> Any:
             out = func(*args, **(kwargs or {}))
-            self.mm += func is torch.ops.aten.mm.default
+            self.mm += func in (aten.mm.default, aten.addmm.default, aten.bmm.default)
             for o in out if isinstance(out, tuple | list) else (out,):
                 if type(o) is torch.Tensor:
                     self.refs.append((_torch.storage_weak_ref(o), o.untyped_storage().data_ptr(),
