@@ -167,6 +167,16 @@ def compile_counter(backend: str) -> Any:
     return _api("torch._dynamo.testing", "CompileCounterWithBackend")(backend)
 
 
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode``: subclass it to see every ATen call (the exercises count matmuls)."""
+    return _api("torch.utils._python_dispatch", "TorchDispatchMode")
+
+
+def storage_weak_ref(t: torch.Tensor) -> Any:
+    """A weak reference to ``t``'s storage (``.expired()`` once nothing holds the memory)."""
+    return _api("torch.multiprocessing.reductions", "StorageWeakRef")(t.untyped_storage())
+
+
 def compile_entry_points() -> list[tuple[Any, str]]:
     """Every (object, attribute) through which user code starts a Dynamo compile or export."""
     dynamo = _api("torch._dynamo")

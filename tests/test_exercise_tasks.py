@@ -79,10 +79,24 @@ WRONG = {
             "    flops = math.prod(lead) * m * n * k\n"
             "    nbytes = size * (sum(math.prod(s) for s in shapes) + math.prod(lead) * m * n)\n"
             "    return flops, nbytes, 'compute' if flops / 50e12 > nbytes / 1e12 else 'memory'\n"),
-    "4.3": ("def block_lean(x, weights):   # detaching saves nothing, and loses the gradients\n"
-            "    with torch.no_grad():\n"
-            "        out = block(x, weights)\n"
-            "    return out.requires_grad_()\n"),
+    "10.1": ("def predict_symbols(dynamic, calls):   # one compile per new shape, never symbolic\n"
+             "    seen, out = set(), []\n"
+             "    for shape, dtype, marks in calls:\n"
+             "        if (shape, dtype) not in seen:\n"
+             "            seen.add((shape, dtype))\n"
+             "            out.append(tuple(marks))\n"
+             "    return out\n"),
+    "10.2": ("def pooled_fixed(x, length):   # no .item(), but no marks: a second graph\n"
+             "    keep = (torch.arange(x.shape[1]) < length).to(x.dtype)\n"
+             "    return (x * keep[None, :, None]).sum(dim=1) / length.to(x.dtype)\n\n\n"
+             "def prepare(x, length):\n"
+             "    pass\n"),
+    "11.1": ("def predict_saved_bytes(layers, rows, width, dtype):   # every activation, ckpt or not\n"
+             "    size = {'float32': 4, 'float64': 8}[dtype]\n"
+             "    return sum(act != 'none' for act, _ in layers) * rows * width * size\n"),
+    "11.2": ("def block_lean(x, weights):   # the whole block checkpointed: every matmul runs again\n"
+             "    from torch.utils.checkpoint import checkpoint\n"
+             "    return checkpoint(block, x, weights, use_reentrant=False)\n"),
     "9.3": ("@torch.library.custom_op('labkit_ex9::clip2_', mutates_args=())   # the same bug\n"
             "def clip2_(x: torch.Tensor, limit: float) -> None:\n"
             "    np.clip(x.numpy(), -limit, limit, out=x.numpy())\n"
@@ -94,7 +108,7 @@ WRONG = {
     "8.3": ("def predict_step_flops(widths, batch):   # backward = exactly twice the forward\n"
             "    return 3 * sum(2 * batch * a * b for a, b in zip(widths, widths[1:]))\n"),
 }
-SLOW = {"2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1"}
+SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ import pytest
 from fairness import ANSWERS, Fairness, grade_answer
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
-FAST_CASES = {"2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.5": 1, "6.1": 1, "6.2": 1,
+FAST_CASES = {"10.1": 4, "11.1": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.5": 1, "6.1": 1, "6.2": 1,
               "8.1": 6, "8.3": 5, "9.2": 6}
 SLOW_CASES = 200
 # Cases every run measures first: the ones a review or these tests found judged wrongly.
@@ -36,6 +36,14 @@ PINNED: dict[str, list[tuple[Any, ...]]] = {
     "3.1": [(["tolist", "sin", "item_if"],)],            # the sum after sin may be negative
     "5.5": [(["sin", "break", "sin"],)],                 # identical kernels in two graphs: 2
     "6.1": [(["center", "matmul", "center"],)],          # the second row mean reuses the first
+    # a mark makes the dim dynamic in automatic dynamic's memory; a marked call misses a graph
+    # compiled without that mark (and dynamic=True marks nothing new: still a second graph)
+    "10.1": [(None, [((3, 4), "float32", (0,)), ((3, 4), "float64", ())]),
+             (True, [((3, 4), "float32", ()), ((3, 4), "float32", (1,))])],
+    # two checkpointed layers keep their boundary; a plain layer after one recomputes its input
+    "11.1": [([("relu", True), ("relu", True)], 5, 7, "float32"),
+             ([("relu", True), ("relu", False)], 5, 7, "float32"),
+             ([("sin", False), ("tanh", True)], 3, 4, "float64")],
     "3.2": [("h = h * x.shape[0]",), ("h = h[: x.shape[0] // 2 + 1]",)],   # nothing of their own
 }
 

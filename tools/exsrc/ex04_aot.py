@@ -91,33 +91,3 @@ def measure(statements):
     return sum(1 for node in gm.graph.nodes if "copy_" in str(node.target))
 
 nc.check_predictions("4.2", predict_copies, programs, measure, "programs", "copies")
-# %% [markdown] id=t4-3-md
-# ## Task 4.3 — trade compute for memory (difficulty 2/3, about 30 min)
-#
-# Training keeps, between forward and backward, the tensors the backward needs: the partitioner in
-# the lesson chose them for a compiled graph; eager autograd saves them too. `block` below saves
-# several activations per layer. Write `block_lean(x, weights)`: the same values and the same
-# gradients (for `x` and every weight), but keeping **no more than the bytes of `x` and the weights
-# themselves** alive for the backward; recompute the rest during the backward. The check measures
-# what autograd saves with `torch.autograd.graph.saved_tensors_hooks`, on hidden sizes and depths.
-# %% id=block-4-3
-def block(x, weights):
-    for w in weights:
-        x = torch.tanh(x @ w) * torch.sigmoid(x @ w) + x
-    return x.sum(dim=-1)
-# %% id=t4-3
-# your answer (Task 4.3)
-def block_lean(x, weights):
-    """block's values and gradients, saving at most x and the weights for backward (Task 4.3)."""
-    ### BEGIN SOLUTION
-    from torch.utils.checkpoint import checkpoint
-
-    return checkpoint(block, x, weights, use_reentrant=False)
-    ### END SOLUTION
-# %% id=c4-3
-# NBVAL_CHECK_OUTPUT
-from labkit.grading import harness
-
-# hidden sizes and depths; block gives the values, x and the weights the budget
-# (the rules and reference values: labkit/grading/harness.py)
-harness.check("4.3", globals())

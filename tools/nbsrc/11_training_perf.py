@@ -639,3 +639,5 @@ if mem is not None:
 # 3. Change `mixed` to `torch.autocast("cpu", dtype=torch.float16)`. Which casts appear?
 # 4. Using `perf.reduction_choice`, find the smallest row length that makes a 1024-row `sum(-1)`
 #    looped, and the largest output count that still splits a 1 M-element reduction on an H100.
+#
+# Graded exercises: [`exercises/ex11_training.ipynb`](exercises/ex11_training.ipynb).
