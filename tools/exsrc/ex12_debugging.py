@@ -138,6 +138,7 @@ class SteadyGain(SensorNet):
     """SensorNet whose running peak compiles once for every step (Task 12.1)."""
 
     def __init__(self, **sizes):
+        """SensorNet's layers, and the state your normalise keeps (Task 12.1)."""
         super().__init__(**sizes)
         ### BEGIN SOLUTION
         self.register_buffer("peak", torch.ones(()), persistent=False)
@@ -197,6 +198,7 @@ class SteadyWarmup(SensorNet):
     """SensorNet whose warm-up compiles once for every step (Task 12.3)."""
 
     def __init__(self, **sizes):
+        """SensorNet's layers, and the state your warmup keeps (Task 12.3)."""
         super().__init__(**sizes)
         ### BEGIN SOLUTION
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long), persistent=False)
