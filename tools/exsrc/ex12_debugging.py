@@ -145,7 +145,7 @@ class SteadyGain(SensorNet):
         ### END SOLUTION
 
     def normalise(self, h):
-        """The same values as SensorNet.normalise, without a Python float (Task 12.1)."""
+        """The same values as SensorNet.normalise, step after step, in one graph (Task 12.1)."""
         ### BEGIN SOLUTION
         self.peak.copy_(torch.maximum(self.peak * 0.9, h.detach().abs().amax()))
         return h / self.peak
@@ -170,7 +170,7 @@ class BalancedLoss(SensorNet):
     """SensorNet whose class-balanced loss compiles into one graph (Task 12.2)."""
 
     def loss(self, logits, y):
-        """The same value as SensorNet.loss, with no output whose size depends on the data (Task 12.2)."""
+        """The same value as SensorNet.loss, in one graph (Task 12.2)."""
         ### BEGIN SOLUTION
         per = F.cross_entropy(logits, y, reduction="none")
         member = F.one_hot(y, self.classes).to(per.dtype)      # (batch, classes)
@@ -218,7 +218,7 @@ from labkit.grading import harness
 # (the rules and reference values: labkit/grading/harness.py)
 harness.check("12.3", globals())
 # %% [markdown] id=t12-4-md
-# ## Task 12.4 — taming bursts without a branch (difficulty 1/3, about 10 min)
+# ## Task 12.4 — bursts tamed in one graph (difficulty 1/3, about 10 min)
 #
 # `tame` scales a burst down. Compiled, it breaks the graph at every call. Write `SteadyTame`, a
 # `SensorNet` whose `tame` gives the same values for quiet batches and bursts alike and compiles
@@ -229,7 +229,7 @@ class SteadyTame(SensorNet):
     """SensorNet whose burst limiter compiles into one graph (Task 12.4)."""
 
     def tame(self, h):
-        """The same values as SensorNet.tame, with no branch on a tensor's value (Task 12.4)."""
+        """The same values as SensorNet.tame, in one graph (Task 12.4)."""
         ### BEGIN SOLUTION
         m = h.abs().mean()
         return torch.where(m > 2, h * (2 / m), h)
