@@ -377,7 +377,8 @@ def _in12(task: str, p: dict[str, Any], step: int) -> tuple[torch.Tensor, ...]:
     return (torch.relu(gen(seed, p["batch"], s["width"], p["length"])) * loud,)
 
 
-def _run12(task: str, model: Any, fn: Callable[..., Any], p: dict[str, Any]) -> list[Any]:
+def _run12(task: str, fn: Callable[..., Any], p: dict[str, Any]) -> list[Any]:
+    """``fn`` (a 12.x method, compiled or not) on every step's hidden inputs, in order."""
     with torch.no_grad():
         return [tensor(fn(*_in12(task, p, i))) for i in range(len(p["x"]))]
 
@@ -387,7 +388,7 @@ def _r12(task: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str,
         torch.manual_seed(p["init"])
         model = ctx["SensorNet"](**p["sizes"])
         with quiet():
-            want = _run12(task, model, getattr(model, METHODS12[task][1]), p)
+            want = _run12(task, getattr(model, METHODS12[task][1]), p)
         return compile_rules(len(p["x"]), exactly_one=True) + [
             {"field": "values", "rule": "close_all", "want": want, "tol": 1e-5,
              "say": f"values differ from SensorNet.{METHODS12[task][1]}'s"}]
@@ -423,7 +424,7 @@ def _m12(task: str) -> Callable[[dict[str, Any], dict[str, Any], dict[str, Any]]
         model.load_state_dict(reference.state_dict(), strict=False)
         backend, graphs, runs = aot_recorder()
         nc.fresh()
-        values = _run12(task, model, torch.compile(getattr(model, method), backend=backend), p)
+        values = _run12(task, torch.compile(getattr(model, method), backend=backend), p)
         return {**compiled_stats(graphs, runs), "values": values}
     return measure
 
