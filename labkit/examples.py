@@ -2,7 +2,7 @@
 capstone's tiny GPT, written as real code is first written, problems included; then ``EXAMPLES``.
 
 ``TinyGPT`` trains fine in eager mode, but five habits of ordinary PyTorch code cost torch.compile
-dearly, each in one small method that a fix replaces (notebook 12 and ex12 do exactly that):
+dearly, each in one small method that a fix replaces (notebook 12 does exactly that):
 
 * ``log_stats`` reads a value with ``.item()`` and ``print``\\s it: two graph breaks every step;
 * ``forward`` divides by ``temperature``, a Python float that a schedule changes every step: a

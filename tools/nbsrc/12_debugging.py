@@ -569,5 +569,5 @@ print(f"eager / compiled: {inductor_vs_eager.speedup('inductor'):.2f}x "
 # - Fix, then lock it in with `fullgraph=True`, and mark what must vary (`mark_dynamic`, tensors
 #   instead of floats).
 #
-# The exercises (`exercises/ex12_debugging.ipynb`) ask you to make each fix yourself, on a variant
-# of this model the grader picks.
+# The exercises (`exercises/ex12_debugging.ipynb`) hand you a model you have not seen, with
+# problems of its own: find each one with these tools, then fix it.
