@@ -33,18 +33,23 @@ def jwks() -> dict:
     return {"keys": [{**key, "kid": KID, "alg": "RS256", "use": "sig"}]}
 
 
-def id_token(issuer: str, user: str, nonce: str, target: str) -> str:
-    """A signed launch for ``user`` (an instructor when the name starts with 'prof')."""
+def id_token(issuer: str, hint: str, nonce: str, target: str) -> str:
+    """A signed launch for ``hint`` = ``user[@context]`` (context ``course-1`` by default): an
+    Instructor when the name starts with 'prof', a TA with 'ta', an LMS-wide Administrator (and
+    a Learner in the course) with 'admin', else a Learner."""
     now = int(time.time())
-    role = "Instructor" if user.startswith("prof") else "Learner"
+    user, _, context = hint.partition("@")
+    role = {"prof": ["membership#Instructor"], "ta": ["membership/Instructor#TeachingAssistant"],
+            "admin": ["institution/person#Administrator", "membership#Learner"]}.get(
+        next((p for p in ("prof", "ta", "admin") if user.startswith(p)), ""), ["membership#Learner"])
     claims = {"iss": issuer, "aud": CLIENT_ID, "azp": CLIENT_ID, "sub": str(uuid.uuid5(uuid.NAMESPACE_DNS, user)),
               "exp": now + 300, "iat": now, "nonce": nonce, "preferred_username": user,
               "name": user.title(), "email": f"{user}@example.edu",
               LTI + "message_type": "LtiResourceLinkRequest", LTI + "version": "1.3.0",
               LTI + "deployment_id": DEPLOYMENT, LTI + "target_link_uri": target,
               LTI + "resource_link": {"id": "labkit-course"},
-              LTI + "roles": [f"http://purl.imsglobal.org/vocab/lis/v2/membership#{role}"],
-              LTI + "context": {"id": "course-1", "label": "TC101", "title": "torch.compile"}}
+              LTI + "roles": [f"http://purl.imsglobal.org/vocab/lis/v2/{r}" for r in role],
+              LTI + "context": {"id": context or "course-1", "label": "TC101", "title": "torch.compile"}}
     return jwt.encode(claims, KEY, algorithm="RS256", headers={"kid": KID})
 
 

@@ -103,6 +103,14 @@ class Hub:
         except urllib.error.HTTPError as exc:
             return exc.code, None
 
+    def issue_staff(self, *reset: str) -> dict[str, str]:
+        """What ``make hub-roster`` does for staff: first passwords issued by the CLI (name -> it)."""
+        res = subprocess.run([str(STATE / "hub-venv/bin/python"), "-m", "labkit_hub.roster", "staff",
+                              *(["--reset", *reset] if reset else [])], env=self.env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return dict(__import__("re").findall(r"staff account (\S+): first password (\S+) ", res.stdout))
+
     def user_token(self, name: str) -> str:
         """A fresh API token of user ``name`` (all of that user's own scopes)."""
         status, body = self.api(f"/users/{name}/tokens", "POST", {"note": "test"})

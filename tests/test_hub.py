@@ -280,7 +280,8 @@ PASSWORD = "correct-horse-battery-7"
 
 @needs_hub
 def test_smoke_hub_roster_logins_and_roles() -> None:
-    """Boot hub + proxy, roster -> users by REST, signup limited to the roster, service access."""
+    """Boot hub + proxy, roster -> users by REST, sign-up limited to the roster's students (staff
+    names refused), staff log in with passwords the instructor issued, service access by role."""
     _only_hub()
     hub = hub_harness.Hub(ROSTER).start()
     try:
@@ -294,14 +295,29 @@ def test_smoke_hub_roster_logins_and_roles() -> None:
         out.signup("mallory", PASSWORD)
         assert "mallory" not in {u["name"] for u in hub.api("/users")[1]}
         assert "/hub/login" in out.login("mallory", PASSWORD)[1]       # still at the login form
-        for name in ("alice", "tina"):
+        # a student claiming staff names before the staff have an account: refused, and says why
+        for name in ("tina", "Prof"):
+            _, _, page = out.signup(name, PASSWORD)
+            assert "staff name on the roster" in page, page[-1500:]
+            assert "/hub/login" in out.login(name, PASSWORD)[1]
+        issued = hub.issue_staff()
+        assert sorted(issued) == ["prof", "tina"] and len(set(issued.values())) == 2
+        assert hub.issue_staff() == {}                       # issued once; --reset issues again
+        assert (hub_harness.STATE / "secrets" / "staff.json").stat().st_mode & 0o777 == 0o600
+        assert "staff name" in out.signup("tina", PASSWORD)[2]          # still refused
+        assert "/hub/login" in out.login("tina", PASSWORD)[1]
+        for name, password in (("alice", PASSWORD), ("tina", issued["tina"])):
             b = hub_harness.Browser(hub.url)
-            b.signup(name, PASSWORD)
-            b.login(name, PASSWORD)
+            if name == "alice":
+                assert "successful" in b.signup(name, PASSWORD)[2]
+            assert "/hub/login" not in b.login(name, password)[1], name
             status, url, body = b.get("/services/handin/")
             assert status == 200 and "Hand in exercises" in body, (name, status, url)
             status, url, body = b.get("/services/grading/")
             assert (status == 200) == (name == "tina"), (name, status, url)
+        new = hub.issue_staff("tina")["tina"]                 # re-issued: the old one stops working
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("tina", issued["tina"])[1]
+        assert "/hub/login" not in hub_harness.Browser(hub.url).login("tina", new)[1]
         # bob may not start (or even see) alice: the hub answers 404 for users a token cannot read
         assert hub.api("/users/alice/server", "POST", token=hub.user_token("bob"))[0] in (403, 404)
     finally:
@@ -510,11 +526,12 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
     target = hub_harness.STATE / "homes" / good / "course" / NOTEBOOK
     shutil.copyfile(ROOT / NOTEBOOK, target)     # the good student's work: the master's solution
     os.chown(target, uid, uid)
-    browsers = {}
+    browsers, issued = {}, hub.issue_staff("prof")
     for n in (good, blank, "prof"):
         b = hub_harness.Browser(hub.url)
-        b.signup(n, PASSWORD)
-        b.login(n, PASSWORD)
+        if n != "prof":
+            b.signup(n, PASSWORD)
+        b.login(n, issued.get(n, PASSWORD))
         browsers[n] = b
     for n in (good, blank):
         status, _, body = browsers[n].post_form("/services/handin/submit", {"assignment": ASSIGNMENT},
@@ -557,7 +574,8 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
 @pytest.mark.slow
 @needs_hub
 def test_lti13_launch_from_a_fake_platform() -> None:
-    """An LMS launch (OIDC login -> signed id_token) logs students in; instructors become admins."""
+    """An LMS launch (OIDC login -> signed id_token) logs students in; this course's Instructors
+    and TAs become course staff (grading), never hub admins; other courses' launches are refused."""
     _only_hub()
     import re
     from urllib.parse import quote
@@ -567,12 +585,12 @@ def test_lti13_launch_from_a_fake_platform() -> None:
     try:
         iss = f"http://127.0.0.1:{int(platform.stdout.readline())}"
         hub = hub_harness.Hub(ROSTER, env={
-            "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub",
+            "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub", "LTI_CONTEXT_ID": "course-1",
             "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks"}).start()
         try:
-            def launch(user: str, tamper: bool = False) -> tuple[int, str]:
+            def launch(hint: str, tamper: bool = False) -> tuple[int, str, hub_harness.Browser]:
                 b = hub_harness.Browser(hub.url)
-                _, _, form = b.get(f"/hub/lti13/oauth_login?iss={quote(iss)}&login_hint={user}"
+                _, _, form = b.get(f"/hub/lti13/oauth_login?iss={quote(iss)}&login_hint={quote(hint)}"
                                    f"&client_id=labkit-hub&target_link_uri={quote(hub.url + '/hub/home')}")
                 action = re.search(r'action="([^"]+)"', form)[1]
                 fields = dict(re.findall(r'name=(\w+) value="([^"]*)"', form))
@@ -580,13 +598,25 @@ def test_lti13_launch_from_a_fake_platform() -> None:
                     head, body, sig = fields["id_token"].split(".")
                     fields["id_token"] = ".".join((head, body[:-4] + "AAAA", sig))
                 status, url, _ = b.post(action, fields)
-                return status, url
-            status, url = launch("carol")
-            assert status == 200 and url.endswith("/hub/home"), (status, url)
-            status, url = launch("profx")
+                return status, url, b
+            people = {}
+            for hint in ("carol", "profx", "ta1", "admin1"):
+                status, url, people[hint] = launch(hint)
+                assert status == 200 and url.endswith("/hub/home"), (hint, status, url)
             users = {u["name"]: u for u in hub.api("/users")[1]}
-            assert not users["carol"]["admin"] and users["profx"]["admin"]
-            status, _ = launch("mallory", tamper=True)
+            assert not any(users[n]["admin"] for n in people)             # an LMS role is no hub admin
+            assert {n for n in people if "course-staff" in users[n]["groups"]} == {"profx", "ta1"}
+            for name, b in people.items():
+                status, url, _ = b.get("/services/grading/")
+                assert (status == 200) == (name in ("profx", "ta1")), (name, status, url)
+            # an admin could make users and start anyone's server; course staff cannot
+            prof = hub.user_token("profx")
+            assert hub.api("/users", "POST", {"usernames": ["eve"]}, token=prof)[0] == 403
+            assert hub.api("/users/carol/server", "POST", token=prof)[0] in (403, 404)
+            # the same LMS, another course: its instructor gets nothing here, not even a login
+            status, _, _ = launch("profy@course-2")
+            assert status >= 400 and "profy" not in {u["name"] for u in hub.api("/users")[1]}
+            status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
         finally:
             hub.stop()
@@ -617,16 +647,19 @@ def test_browser_walk_login_lab_handin_grade_feedback(tmp_path: Path) -> None:
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
 
+            staff = hub.issue_staff()             # the instructor's account: issued, not signed up
+
             def person(name: str, next_url: str):
                 page = browser.new_context().new_page()
-                page.goto(f"{hub.url}/hub/signup")
-                page.fill("#username_input", name)
-                page.fill("#password_input", PASSWORD)
-                page.fill("#password_confirmation_input", PASSWORD)
-                page.locator("form input[type=submit], form button[type=submit]").first.click()
+                if name not in staff:
+                    page.goto(f"{hub.url}/hub/signup")
+                    page.fill("#username_input", name)
+                    page.fill("#password_input", PASSWORD)
+                    page.fill("#password_confirmation_input", PASSWORD)
+                    page.locator("form input[type=submit], form button[type=submit]").first.click()
                 page.goto(f"{hub.url}/hub/login?next={next_url}")
                 page.fill("#username_input", name)
-                page.fill("#password_input", PASSWORD)
+                page.fill("#password_input", staff.get(name, PASSWORD))
                 page.click("#login_submit")
                 return page
             alice = person("alice", "%2Fhub%2F")                 # -> spawn -> the lab, 00 open

@@ -45,20 +45,34 @@ c.Spawner.http_timeout = 120
 c.Spawner.default_url = "/lab/tree/course/notebooks/00_overview.ipynb"
 
 # -- logins: the roster ----------------------------------------------------------------------------
-if os.environ.get("HUB_AUTH", "native") == "lti":
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+STAFF_ROLES = ("http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor",
+               "http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#")   # and its sub-roles
+lti = os.environ.get("HUB_AUTH", "native") == "lti"
+if lti:
+    if not os.environ.get("LTI_CONTEXT_ID"):
+        raise SystemExit("HUB_AUTH=lti needs LTI_CONTEXT_ID: the LMS course (context id) this hub "
+                         "serves; launches from other courses are refused")
     c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
     c.LTI13Authenticator.issuer = os.environ["LTI_ISSUER"]
     c.LTI13Authenticator.client_id = [os.environ["LTI_CLIENT_ID"]]
     c.LTI13Authenticator.authorize_url = os.environ["LTI_AUTHORIZE_URL"]
     c.LTI13Authenticator.jwks_endpoint = os.environ["LTI_JWKS_URL"]
     c.LTI13Authenticator.username_key = "preferred_username"
-    c.Authenticator.allow_all = True          # the LMS's course membership is the roster
+    c.Authenticator.allow_all = True          # the course's membership in the LMS is the roster
+    c.Authenticator.manage_groups = True      # course staff is a group, set again at every launch
 
-    def lti_roles(authenticator, handler, authentication: dict) -> dict:
-        """LTI Instructor (or Administrator) launches make hub admins; everyone else a student."""
-        roles = authentication.get("auth_state", {}).get(
-            "https://purl.imsglobal.org/spec/lti/claim/roles", [])
-        authentication["admin"] = any(r.endswith(("#Instructor", "#Administrator")) for r in roles)
+    def lti_roles(authenticator, handler, authentication: dict) -> dict | None:
+        """A launch from this course only; its Instructor roles (and sub-roles: TA) make course
+        staff (the grading service), never hub admin; an LMS-wide Administrator is no staff."""
+        claims = authentication.get("auth_state") or {}
+        context = (claims.get(LTI + "context") or {}).get("id")
+        if context != os.environ["LTI_CONTEXT_ID"]:
+            authenticator.log.warning("LTI launch from context %r refused", context)
+            return None
+        roles = claims.get(LTI + "roles", [])
+        staff = any(r == STAFF_ROLES[0] or r.startswith(STAFF_ROLES[1]) for r in roles)
+        authentication["groups"] = ["course-staff"] if staff else []
         return authentication
 
     c.Authenticator.post_auth_hook = lti_roles
@@ -76,15 +90,17 @@ staff = {m.username: m.role for m in members if m.role != "student"}
 c.Authenticator.admin_users = {n for n, r in staff.items() if r == "instructor"}
 
 # -- roles: only instructors and TAs reach grading -------------------------------------------------
+STAFF_SCOPES = ["access:services!service=grading", "access:services!service=handin",
+                "list:users", "read:users", "read:servers", "admin-ui"]
 c.JupyterHub.load_roles = [
     {"name": "user", "scopes": ["self", "access:services!service=handin"]},
     {"name": "instructor", "users": sorted(c.Authenticator.admin_users),
      "scopes": ["admin:users", "admin:servers", "access:services", "admin-ui", "list:users"]},
     {"name": "teaching-assistant", "users": sorted(n for n, r in staff.items() if r == "ta"),
-     "scopes": ["access:services!service=grading", "access:services!service=handin",
-                "list:users", "read:users", "read:servers", "admin-ui"]},
+     "scopes": STAFF_SCOPES},
     {"name": "idle-culler", "services": ["idle-culler"],
      "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
+    *([{"name": "course-staff", "groups": ["course-staff"], "scopes": STAFF_SCOPES}] if lti else []),
     {"name": "roster", "services": ["roster"],
      "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "access:servers"]},
 ]
