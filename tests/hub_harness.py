@@ -38,10 +38,21 @@ def missing() -> str:
     return ""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(taken: set[int] = set()) -> int:  # noqa: B006  (remembers this run's picks)
+    """A free loopback port below 1024 (the hub refuses others: launch.problems)."""
+    import random
+
+    for port in random.sample(range(600, 1000), 400):
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError("no free port in 600-999")
 
 
 class Hub:

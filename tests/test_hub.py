@@ -77,6 +77,30 @@ def test_handin_copies_only_allowed_files_every_version_late_flag(tmp_path: Path
         handin.hand_in(st, "nobody", a)
 
 
+def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
+    """The store is bounded: an unchanged hand-in, too many bytes or too many versions are refused."""
+    st = _state(tmp_path, "alice")
+    nb = st.homes / "alice" / "course" / NOTEBOOK
+    a = handin.Assignment("ex", datetime(2026, 12, 1, tzinfo=UTC))
+    nb.write_text('{"cells": []}')
+    handin.hand_in(st, "alice", a)
+    with pytest.raises(ValueError, match="nothing changed since v0001"):
+        handin.hand_in(st, "alice", a)
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
+    nb.write_text('{"cells": ["' + "x" * 200 + '"]}')
+    with pytest.raises(ValueError, match=r"0\.0 MiB in all, over the 0 MiB limit"):
+        handin.hand_in(st, "alice", a)
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 1 << 20)
+    monkeypatch.setattr(handin, "MAX_VERSIONS", 3)
+    for i in range(2):
+        nb.write_text(f'{{"cells": [{i}]}}')
+        handin.hand_in(st, "alice", a)
+    nb.write_text('{"cells": [9]}')
+    with pytest.raises(ValueError, match="3 versions is the limit"):
+        handin.hand_in(st, "alice", a)
+    assert len(handin.versions(st, "ex", "alice")) == 3
+
+
 def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch, capsys) -> None:
     from labkit_hub import launch
 
@@ -86,6 +110,15 @@ def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch,
     err = capsys.readouterr().err
     assert "must run as root" in err and "setup_hub.sh" in err
     assert not (tmp_path / "none").exists()                 # refused before touching anything
+
+
+def test_make_hub_refuses_ports_a_student_could_bind(tmp_path: Path, monkeypatch) -> None:
+    from labkit_hub import launch
+
+    assert not [p for p in launch.problems(State(tmp_path)) if "could bind" in p]   # defaults: < 1024
+    monkeypatch.setitem(launch.PORTS, "HUB_GRADING_PORT", 10102)
+    why = [p for p in launch.problems(State(tmp_path)) if "HUB_GRADING_PORT" in p]
+    assert len(why) == 1 and "students' processes could bind" in why[0]
 
 
 def test_allowed_files_are_the_rubrics() -> None:
@@ -320,6 +353,20 @@ def test_smoke_hub_roster_logins_and_roles() -> None:
         assert "/hub/login" not in hub_harness.Browser(hub.url).login("tina", new)[1]
         # bob may not start (or even see) alice: the hub answers 404 for users a token cannot read
         assert hub.api("/users/alice/server", "POST", token=hub.user_token("bob"))[0] in (403, 404)
+        # the state: the database, roster, pid, logs and secrets are root's alone
+        loose = [f"{f.relative_to(hub_harness.STATE)} {f.stat().st_mode & 0o777:o}"
+                 for f in [*hub_harness.STATE.iterdir(), *(hub_harness.STATE / "secrets").iterdir()]
+                 if f.is_file() and f.name != "gitconfig" and f.stat().st_mode & 0o077]
+        assert loose == []
+        # a student uid's connect to the cloud metadata address fails at once (nothing is sent)
+        probe = ("import socket, time\ns = socket.socket(); s.settimeout(3); t = time.monotonic()\n"
+                 "try:\n    s.connect(('169.254.169.254', 80)); print('connected')\n"
+                 "except OSError as e:\n    print(type(e).__name__, time.monotonic() - t)")
+        res = subprocess.run(["setpriv", "--reuid=70999", "--regid=70999", "--clear-groups",
+                              "/usr/bin/python3", "-c", probe], capture_output=True, text=True,
+                             timeout=30, cwd="/")
+        kind, seconds = res.stdout.split()
+        assert kind == "PermissionError" and float(seconds) < 1, res
     finally:
         hub.stop()
 
@@ -359,6 +406,28 @@ import subprocess, glob
 r["userns"] = subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode
 conn = sorted(glob.glob(home + "/.local/share/jupyter/runtime/kernel-*.json"))
 r["transport"] = sorted({json.load(open(c)).get("transport") for c in conn})
+import socket, time
+def attempt(family, addr):      # a connect that must fail at once: nothing reaches the address
+    s, t = socket.socket(family), time.monotonic()
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        return ["connected", 0]
+    except OSError as exc:
+        return [type(exc).__name__, time.monotonic() - t]
+    finally:
+        s.close()
+r["metadata"] = [attempt(socket.AF_INET, ("169.254.169.254", 80)),
+                 attempt(socket.AF_INET6, ("fd00:ec2::254", 80))]
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", LOW))
+    r["bind_low"] = "bound"
+except OSError as exc:
+    r["bind_low"] = type(exc).__name__
+s.close()
+r["gitfilter"] = subprocess.run(["git", "-C", home + "/course", "config", "filter.labkit-notebook.clean"],
+                                capture_output=True, text=True).stdout.strip()
 print(json.dumps(r))
 '''
 TIMED_CELL = ("import time\nt = time.perf_counter()\nsum(i * i for i in range(1_500_000))\n"
@@ -423,6 +492,7 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
     print(f"ready after {sorted(round(s, 1) for s in ready.values())} s")
     tokens = {n: hub.user_token(n) for n in CLASS}
     st = str(hub_harness.STATE)
+    low = hub_harness.free_port()            # a free port like the hub's: only root may bind it
 
     async def probe_all():
         gate = asyncio.Semaphore(3)          # ten kernels starting at once swamp 2 shared cores
@@ -431,7 +501,7 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
             async with gate:
                 return await hub_harness.execute(
                     f"{hub.url}/user/{n}", tokens[n],
-                    f"VENV={st + '/user-venv'!r}; STATE={st!r}; PROXY={hub.url!r}; "
+                    f"VENV={st + '/user-venv'!r}; STATE={st!r}; PROXY={hub.url!r}; LOW={low}; "
                     f"OTHER={CLASS[(i + 1) % len(CLASS)]!r}\n" + PROBE, timeout=180)
         return await asyncio.gather(*[probe(i, n) for i, n in enumerate(CLASS)])
     results = asyncio.run(probe_all())
@@ -453,6 +523,10 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
         assert r["userns"] != 0                 # no user namespace (root-like powers) inside
         assert r["transport"] == ["ipc"]        # kernels on unix sockets in its own home, not
         # on the shared loopback where another student could subscribe to their output
+        # the cloud metadata addresses refused at connect (students' uids' routing table), fast
+        assert [m[0] for m in r["metadata"]] == ["PermissionError"] * 2 and max(m[1] for m in r["metadata"]) < 1
+        assert r["bind_low"] == "PermissionError"   # a port of the hub's, were it free: not theirs
+        assert r["gitfilter"] == "python3 tools/nb_git_clean.py %f"   # nbgitpuller's clone filters
     # and from outside, with a student's token, straight at another student's server
     req = urllib.request.Request(f"{hub.url}/user/{CLASS[1]}/api/contents",
                                  headers={"Authorization": f"token {tokens[CLASS[0]]}"})

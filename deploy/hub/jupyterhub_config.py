@@ -107,9 +107,10 @@ c.JupyterHub.load_roles = [
 
 # -- services --------------------------------------------------------------------------------------
 idle = os.environ.get("HUB_IDLE_TIMEOUT", "3600")
+cull_every = os.environ.get("HUB_CULL_EVERY", "60")
 c.JupyterHub.services = [
     {"name": "idle-culler",
-     "command": [py, "-m", "jupyterhub_idle_culler", f"--timeout={idle}", "--cull-every=60"]},
+     "command": [py, "-m", "jupyterhub_idle_culler", f"--timeout={idle}", f"--cull-every={cull_every}"]},
     {"name": "roster", "api_token": st.secret("roster_token")},     # `make hub-roster` uses it
     {"name": "handin", "display": True, "oauth_no_confirm": True,
      "url": f"http://127.0.0.1:{paths.HANDIN_PORT}", "environment": service_env,

@@ -144,11 +144,18 @@ class LabkitSpawner(LocalProcessSpawner):
         argv += ["--perms", "0755", "--dir", "/etc"]
         argv += [a for n in ETC if (Path("/etc") / n).exists()
                  for a in ("--ro-bind", f"/etc/{n}", f"/etc/{n}")]
-        # git refuses a repository another uid owns unless the system config says it is safe
+        # the system git config of every sandbox: git refuses a repository another uid owns
+        # unless it says it is safe; and the release's .gitattributes names the notebook filter
+        # (tools/nb_git_clean.py), which nbgitpuller's clone would otherwise lack (`make setup`
+        # installs it on a laptop): without it a re-run lesson is a change to merge
         gitconfig = st.root / "gitconfig"
-        if not gitconfig.exists():
-            gitconfig.write_text(f"[safe]\n\tdirectory = {self.course_mount}\n"
-                                 f"\tdirectory = {self.course_mount}/.git\n")
+        text = (f"[safe]\n\tdirectory = {self.course_mount}\n\tdirectory = {self.course_mount}/.git\n"
+                '[filter "labkit-notebook"]\n\tclean = python3 tools/nb_git_clean.py %f\n')
+        if not gitconfig.exists() or gitconfig.read_text() != text:
+            tmp = gitconfig.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.chmod(tmp, 0o644)          # read by the students' uids (the hub's umask is 077)
+            tmp.replace(gitconfig)
         argv += ["--ro-bind", str(gitconfig), "/etc/gitconfig", "--proc", "/proc", "--dev", "/dev"]
         # /tmp first: a tmpfs mounted after a bind under /tmp would hide that bind.
         argv += ["--perms", "1777", "--size", str(self.tmp_size), "--tmpfs", "/tmp"]
