@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 HUB_DIR = REPO / "deploy" / "hub"
 STATE = Path(os.environ.get("HUB_TEST_STATE", "/var/lib/labkit-hub-test"))
 PER_RUN = ("jupyterhub.sqlite", "homes", "handins", "feedback", "grading", "uids.json",
-           "roster.csv", "course.json", "jupyterhub.pid")
+           "roster.csv", "course.json", "jupyterhub.pid", "lti")
 
 
 def missing() -> str:

@@ -645,6 +645,76 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
     assert res["stdout"].split() == ["True", "False"], res
 
 
+FILTER_CHECK = r'''
+import json, os, shutil, subprocess
+r = os.path.expanduser("~/filtercheck")
+shutil.rmtree(r, ignore_errors=True)
+os.makedirs(r + "/tools")
+shutil.copy(os.path.expanduser("~/nb_git_clean.py"), r + "/tools/")
+open(r + "/.gitattributes", "w").write("*.ipynb filter=labkit-notebook\n")
+cell = {"cell_type": "code", "id": "c1", "source": "print(1)", "outputs": [], "execution_count": None,
+        "metadata": {}}
+nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+json.dump(nb, open(r + "/lesson.ipynb", "w"))
+git = lambda *a: subprocess.run(["git", "-C", r, *a], capture_output=True, text=True)
+git("init", "-q")
+git("add", "-A")
+git("-c", "user.name=s", "-c", "user.email=s@example.edu", "commit", "-qm", "release")
+cell.update(execution_count=1, outputs=[{"output_type": "stream", "name": "stdout", "text": "1\n"}])
+json.dump(nb, open(r + "/lesson.ipynb", "w"))            # the lesson re-run: outputs only
+rerun = git("status", "--porcelain").stdout
+cell["source"] = "print(2)"
+json.dump(nb, open(r + "/lesson.ipynb", "w"))            # the student's own edit
+print(json.dumps([rerun, git("status", "--porcelain").stdout]))
+shutil.rmtree(r)
+'''
+
+
+@pytest.mark.slow
+def test_notebook_filter_inside_a_students_sandbox(class_hub) -> None:
+    """git in a student's server uses the release's notebook filter (the sandbox's system git
+    config names it, as `make setup` does on a laptop): a re-run lesson is no change, an edit is."""
+    hub, name = class_hub, CLASS[6 % len(CLASS)]
+    hub.ensure_ready([name])
+    uid, script = _uids()[name], hub_harness.STATE / "homes" / name / "nb_git_clean.py"
+    shutil.copyfile(ROOT / "tools" / "nb_git_clean.py", script)   # the release's copy of it
+    os.chown(script, uid, uid)
+    res = asyncio.run(hub_harness.execute(f"{hub.url}/user/{name}", hub.user_token(name), FILTER_CHECK))
+    assert res["error"] is None, res
+    rerun, edited = json.loads(res["stdout"].strip().splitlines()[-1])
+    assert rerun == "" and edited.split() == ["M", "lesson.ipynb"], (rerun, edited)
+
+
+@pytest.mark.slow
+@needs_hub
+def test_idle_culler_stops_an_idle_server() -> None:
+    """jupyterhub-idle-culler (a 15 s timeout, checked every 5 s) stops an idle server, not before
+    its timeout, and nothing of the student's is left running."""
+    _only_hub()
+    hub = hub_harness.Hub("username,role\nprof,instructor\nidler,student\n",
+                          env={"HUB_IDLE_TIMEOUT": "15", "HUB_CULL_EVERY": "5"}).start()
+    try:
+        roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv"))
+        start = time.monotonic()
+        hub.start_server("idler")
+        hub.wait_ready(["idler"], timeout=120, since=start)
+        uid = _uids()["idler"]
+        assert _procs_of(uid)
+        deadline = start + 120
+        while (hub.api("/users/idler")[1]["servers"].get("") or {}).get("ready"):
+            assert time.monotonic() < deadline, hub.log.read_text(errors="replace")[-3000:]
+            time.sleep(1)
+        culled = time.monotonic() - start
+        assert culled >= 15, culled                       # not before the timeout
+        while _procs_of(uid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _procs_of(uid) == []
+        assert "Culling server idler" in hub.log.read_text(errors="replace")
+        print(f"idle server culled {culled:.1f} s after its start was requested")
+    finally:
+        hub.stop()
+
+
 @pytest.mark.slow
 @needs_hub
 def test_lti13_launch_from_a_fake_platform() -> None:
@@ -660,7 +730,8 @@ def test_lti13_launch_from_a_fake_platform() -> None:
         iss = f"http://127.0.0.1:{int(platform.stdout.readline())}"
         hub = hub_harness.Hub(ROSTER, env={
             "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub", "LTI_CONTEXT_ID": "course-1",
-            "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks"}).start()
+            "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks",
+            "LTI_TOKEN_URL": f"{iss}/token"}).start()
         try:
             def launch(hint: str, tamper: bool = False) -> tuple[int, str, hub_harness.Browser]:
                 b = hub_harness.Browser(hub.url)
@@ -674,7 +745,7 @@ def test_lti13_launch_from_a_fake_platform() -> None:
                 status, url, _ = b.post(action, fields)
                 return status, url, b
             people = {}
-            for hint in ("carol", "profx", "ta1", "admin1"):
+            for hint in ("carol", "profx", "ta1", "admin1", "alice"):
                 status, url, people[hint] = launch(hint)
                 assert status == 200 and url.endswith("/hub/home"), (hint, status, url)
             users = {u["name"]: u for u in hub.api("/users")[1]}
@@ -692,6 +763,34 @@ def test_lti13_launch_from_a_fake_platform() -> None:
             assert status >= 400 and "profy" not in {u["name"] for u in hub.api("/users")[1]}
             status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
+            # score passback (AGS) of a graded deadline to the same platform, with pylti1p3
+            _fake_report(State(hub_harness.STATE), "exercises")   # alice 5/5, bob 2/5, carol 0/5
+
+            def passback(*args: str) -> subprocess.CompletedProcess:
+                return subprocess.run([str(_hub_python()), "-m", "labkit_hub.passback", *args],
+                                      env=hub.env, capture_output=True, text=True, timeout=120)
+            refused = passback("send", "exercises")              # the LMS doesn't know the tool's key
+            assert refused.returncode == 1 and refused.stdout.count("refused by the LMS") == 2, refused
+            keys = passback("jwks")
+            urllib.request.urlopen(urllib.request.Request(f"{iss}/register", data=keys.stdout.encode()),
+                                   timeout=30)
+            sent = passback("send", "exercises")
+            assert sent.returncode == 0, sent
+            assert sorted(sent.stdout.splitlines()) == ["alice: sent", "bob: no LTI launch: not sent",
+                                                        "carol: sent"]
+            # again from the grading page, as course staff (the same line item is found by its tag)
+            _, _, page = people["profx"].post_form("/services/grading/passback", {"assignment": "exercises"},
+                                                   form_page="/services/grading/")
+            assert "sent 2 scores to the LMS; bob: no LTI launch" in page, page[-1000:]
+            got = json.loads(urllib.request.urlopen(f"{iss}/received", timeout=30).read())
+            assert [(i["tag"], i["scoreMaximum"]) for i in got["lineitems"]] == [("exercises", 5.0)]
+            import uuid
+            sub = {str(uuid.uuid5(uuid.NAMESPACE_DNS, n)): n for n in ("alice", "carol")}
+            scores = sorted((sub[s["userId"]], s["scoreGiven"], s["scoreMaximum"], s["gradingProgress"])
+                            for s in got["scores"])
+            assert scores == [("alice", 5.0, 5.0, "FullyGraded")] * 2 + [("carol", 0.0, 5.0, "FullyGraded")] * 2
+            assert all(s["lineitem"] == got["lineitems"][0]["id"].removeprefix(iss) for s in got["scores"])
+            assert {p.stat().st_mode & 0o777 for p in (hub_harness.STATE / "lti").iterdir()} == {0o600}
         finally:
             hub.stop()
     finally:

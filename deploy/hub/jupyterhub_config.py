@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from labkit_hub import paths, roster  # noqa: E402
+from labkit_hub import passback, paths, roster  # noqa: E402
 from labkit_hub.spawner import LabkitSpawner  # noqa: E402
 
 c = get_config()  # noqa: F821  (injected by jupyterhub)
@@ -19,7 +19,8 @@ st = paths.State.from_env()
 st.make()
 py = str(st.hub_venv / "bin" / "python")
 service_env = {"HUB_STATE": str(st.root), "PYTHONPATH": str(Path(__file__).resolve().parent)}
-for key in ("COURSE_PYTHON", "HUB_GRADING_JOBS"):
+for key in ("COURSE_PYTHON", "HUB_GRADING_JOBS", "HUB_AUTH", "LTI_ISSUER", "LTI_CLIENT_ID",
+            "LTI_TOKEN_URL"):
     if key in os.environ:
         service_env[key] = os.environ[key]
 
@@ -73,6 +74,7 @@ if lti:
         roles = claims.get(LTI + "roles", [])
         staff = any(r == STAFF_ROLES[0] or r.startswith(STAFF_ROLES[1]) for r in roles)
         authentication["groups"] = ["course-staff"] if staff else []
+        passback.remember_launch(st, authentication["name"], claims)   # for score passback
         return authentication
 
     c.Authenticator.post_auth_hook = lti_roles
