@@ -17,9 +17,9 @@ import json
 import os
 import secrets
 import sys
-from datetime import UTC, datetime
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from labkit_hub.paths import HUB_API, NAME, State
