@@ -526,7 +526,7 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
         # the cloud metadata addresses refused at connect (students' uids' routing table), fast
         assert [m[0] for m in r["metadata"]] == ["PermissionError"] * 2 and max(m[1] for m in r["metadata"]) < 1
         assert r["bind_low"] == "PermissionError"   # a port of the hub's, were it free: not theirs
-        assert r["gitfilter"] == "python3 tools/nb_git_clean.py %f"   # nbgitpuller's clone filters
+        assert r["gitfilter"] == "python3 /opt/labkit/nb_git_clean.py %f"   # nbgitpuller's clone too
     # and from outside, with a student's token, straight at another student's server
     req = urllib.request.Request(f"{hub.url}/user/{CLASS[1]}/api/contents",
                                  headers={"Authorization": f"token {tokens[CLASS[0]]}"})
@@ -645,44 +645,53 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
     assert res["stdout"].split() == ["True", "False"], res
 
 
-FILTER_CHECK = r'''
+FILTER_REPO = r'''
 import json, os, shutil, subprocess
 r = os.path.expanduser("~/filtercheck")
 shutil.rmtree(r, ignore_errors=True)
-os.makedirs(r + "/tools")
-shutil.copy(os.path.expanduser("~/nb_git_clean.py"), r + "/tools/")
+os.makedirs(r)
 open(r + "/.gitattributes", "w").write("*.ipynb filter=labkit-notebook\n")
 cell = {"cell_type": "code", "id": "c1", "source": "print(1)", "outputs": [], "execution_count": None,
         "metadata": {}}
-nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-json.dump(nb, open(r + "/lesson.ipynb", "w"))
-git = lambda *a: subprocess.run(["git", "-C", r, *a], capture_output=True, text=True)
-git("init", "-q")
-git("add", "-A")
-git("-c", "user.name=s", "-c", "user.email=s@example.edu", "commit", "-qm", "release")
-cell.update(execution_count=1, outputs=[{"output_type": "stream", "name": "stdout", "text": "1\n"}])
-json.dump(nb, open(r + "/lesson.ipynb", "w"))            # the lesson re-run: outputs only
-rerun = git("status", "--porcelain").stdout
-cell["source"] = "print(2)"
-json.dump(nb, open(r + "/lesson.ipynb", "w"))            # the student's own edit
-print(json.dumps([rerun, git("status", "--porcelain").stdout]))
-shutil.rmtree(r)
+json.dump({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, open(r + "/lesson.ipynb", "w"))
+for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=s", "-c", "user.email=s@example.edu",
+                                           "commit", "-qm", "release"]):
+    subprocess.run(["git", "-C", r, *args], check=True, capture_output=True)
+print("ready")
 '''
+FILTER_STATUS = ("import json, os, subprocess\nprint(json.dumps(subprocess.run(['git', '-C', os.path.expanduser("
+                 "'~/filtercheck'), 'status', '--porcelain'], capture_output=True, text=True).stdout))")
 
 
 @pytest.mark.slow
 def test_notebook_filter_inside_a_students_sandbox(class_hub) -> None:
-    """git in a student's server uses the release's notebook filter (the sandbox's system git
-    config names it, as `make setup` does on a laptop): a re-run lesson is no change, an edit is."""
+    """git in a student's server uses the course's notebook filter (the sandbox's system git config
+    names it, as `make setup` does on a laptop) and JupyterLab's saves refresh git's index: a lesson
+    re-run and saved is no change for git, an edited one is."""
     hub, name = class_hub, CLASS[6 % len(CLASS)]
     hub.ensure_ready([name])
-    uid, script = _uids()[name], hub_harness.STATE / "homes" / name / "nb_git_clean.py"
-    shutil.copyfile(ROOT / "tools" / "nb_git_clean.py", script)   # the release's copy of it
-    os.chown(script, uid, uid)
-    res = asyncio.run(hub_harness.execute(f"{hub.url}/user/{name}", hub.user_token(name), FILTER_CHECK))
-    assert res["error"] is None, res
-    rerun, edited = json.loads(res["stdout"].strip().splitlines()[-1])
-    assert rerun == "" and edited.split() == ["M", "lesson.ipynb"], (rerun, edited)
+    base, token = f"{hub.url}/user/{name}", hub.user_token(name)
+    assert "ready" in asyncio.run(hub_harness.execute(base, token, FILTER_REPO))["stdout"]
+
+    def save(source: str) -> None:                # the way JupyterLab saves: the contents API
+        cell = {"cell_type": "code", "id": "c1", "source": source, "execution_count": 1, "metadata": {},
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "1\n"}]}
+        body = {"type": "notebook", "format": "json", "content": {
+            "cells": [cell], "metadata": {"language_info": {"name": "python", "version": "3.11.2"}},
+            "nbformat": 4, "nbformat_minor": 5}}
+        req = urllib.request.Request(f"{base}/api/contents/filtercheck/lesson.ipynb", method="PUT",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {token}"})
+        assert urllib.request.urlopen(req, timeout=60).status == 200
+
+    def status() -> str:
+        res = asyncio.run(hub_harness.execute(base, token, FILTER_STATUS))
+        assert res["error"] is None, res
+        return json.loads(res["stdout"].strip().splitlines()[-1])
+    save("print(1)")                              # re-run: outputs, a count, the kernel's metadata
+    assert status() == ""
+    save("print(2)")                              # the student's edit
+    assert status().split() == ["M", "lesson.ipynb"]
 
 
 @pytest.mark.slow
