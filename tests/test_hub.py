@@ -651,6 +651,7 @@ r = os.path.expanduser("~/filtercheck")
 shutil.rmtree(r, ignore_errors=True)
 os.makedirs(r)
 open(r + "/.gitattributes", "w").write("*.ipynb filter=labkit-notebook\n")
+open(r + "/.gitignore", "w").write(".ipynb_checkpoints/\n")          # as the release's
 cell = {"cell_type": "code", "id": "c1", "source": "print(1)", "outputs": [], "execution_count": None,
         "metadata": {}}
 json.dump({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, open(r + "/lesson.ipynb", "w"))
