@@ -272,6 +272,44 @@ def test_grading_job_manifests(tmp_path: Path) -> None:
     assert res.stdout.count("kind: Job") == 2 and "kind: NetworkPolicy" in res.stdout
 
 
+def test_grading_jobs_outputs_merge_into_one_run(tmp_path: Path) -> None:
+    """The Jobs' out/ folders (one student each) merge into the one-host run's files, which the
+    hub's exports then read; a different rubric, a student twice or a stray path are refused."""
+    sys.path.insert(0, str(ROOT / "deploy" / "k8s"))
+    import merge_reports  # noqa: PLC0415
+
+    one = State(tmp_path / "one")
+    one.make()
+    _fake_report(one, "ex")                              # alice, bob, carol in one run
+    whole = json.loads((grading.run_dir(one, "ex") / "out" / "report.json").read_text())
+    results = tmp_path / "volume" / "ex"
+    for s in whole["students"]:                          # as three Jobs would have written them
+        job = results / s["student"]
+        (job / "feedback").mkdir(parents=True)
+        (job / "report.json").write_text(json.dumps({"tasks": whole["tasks"], "students": [s]}))
+        shutil.copyfile(grading.run_dir(one, "ex") / "out" / s["feedback_file"], job / s["feedback_file"])
+    st = State(tmp_path / "merged")
+    st.make()
+    merged = merge_reports.merge(results, grading.run_dir(st, "ex") / "out")
+    assert merged == whole
+    out = grading.run_dir(st, "ex") / "out"
+    assert (out / "grades.csv").read_bytes() == (b"student,task 2.1,task 5.1,total,max\r\nalice,3,2,5,5\r\n"
+                                                 b"bob,0,2,2,5\r\ncarol,0,0,0,5\r\n")   # as the grader
+    assert (out / whole["students"][1]["feedback_file"]).read_text() == "<p>feedback for bob</p>"
+    (grading.run_dir(st, "ex") / "handins.json").write_text("{}")
+    grading.write_exports(st, "ex")
+    assert json.loads((out / "results.json").read_text())["alice"]["score"] == 5
+    bad = json.loads((results / "bob" / "report.json").read_text())
+    for change, why in ((lambda r: r["tasks"].pop(), "tasks differ"),
+                        (lambda r: r["students"][0].update(student="alice"), "graded twice"),
+                        (lambda r: r["students"][0].update(feedback_file="../../x.html"), "feedback path")):
+        r = json.loads(json.dumps(bad))
+        change(r)
+        (results / "bob" / "report.json").write_text(json.dumps(r))
+        with pytest.raises(ValueError, match=why):
+            merge_reports.merge(results, tmp_path / "again")
+
+
 @contextlib.contextmanager
 def _fake_discovery():
     """A loopback API server that answers only discovery (Jobs, NetworkPolicies), for kubectl."""
