@@ -12,7 +12,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: status help setup lab test test-all test-torch test-lib test-notebooks lint figures bench-capture bench-models bench-compiler \
         bench-course bench-grading record-gpu gpu-check notebooks student check submit grade clean \
-        hub hub-setup hub-roster hub-release bench-hub test-hub
+        hub hub-setup hub-roster hub-staff hub-passback hub-release bench-hub test-hub
 
 # The student release (`make student`) has no tools/exsrc/ (instructor-only): its `make help` lists
 # only what a student runs; the other targets stay (the Makefile is shared) but aren't advertised.
@@ -132,11 +132,17 @@ hub-setup:  ## as root: apt (bwrap, git, node), the hub's venv, configurable-htt
 hub-release: student  ## publish dist/student into the hub's release repo (students get it via nbgitpuller on their next start)
 	$(HUBENV) $(HUBPY) -m labkit_hub.release dist/student
 
-hub: hub-setup hub-release  ## as root: JupyterHub for the course on 127.0.0.1:8000 (HUB_IP/HUB_PORT to change), TLS in front: docs/hosting.md
+hub: hub-setup hub-release  ## as root: JupyterHub for the course on 127.0.0.1:800 (HUB_IP/HUB_PORT to change), TLS in front: docs/hosting.md
 	$(HUBENV) $(HUBPY) -m labkit_hub.launch
 
-hub-roster:  ## make hub-roster ROSTER=roster.csv: install the roster and create its users through the REST API (hub running)
+hub-roster:  ## make hub-roster ROSTER=roster.csv: install the roster, create its users (REST) and print new staff accounts' first passwords (hub running)
 	$(HUBENV) $(HUBPY) -m labkit_hub.roster sync $(if $(ROSTER),--roster "$(ROSTER)")
+
+hub-staff:  ## make hub-staff RESET="tina": a new first password for staff accounts (printed once; hand it over in person)
+	$(HUBENV) $(HUBPY) -m labkit_hub.roster staff $(if $(RESET),--reset $(RESET))
+
+hub-passback:  ## make hub-passback ASSIGNMENT=ex02: LTI 1.3 score passback of a graded deadline (LTI_* as for the hub, LTI_TOKEN_URL)
+	$(HUBENV) $(HUBPY) -m labkit_hub.passback send "$(ASSIGNMENT)"
 
 test-hub: setup  ## the hub suite (slow: boots the hub, 10 sandboxed servers); HUB_STATE=/var/lib/labkit-hub-test by default
 	HUB_TEST_STATE=$(or $(HUB_TEST_STATE),/var/lib/labkit-hub-test) $(PY) -m pytest tests/test_hub.py

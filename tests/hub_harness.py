@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 HUB_DIR = REPO / "deploy" / "hub"
 STATE = Path(os.environ.get("HUB_TEST_STATE", "/var/lib/labkit-hub-test"))
 PER_RUN = ("jupyterhub.sqlite", "homes", "handins", "feedback", "grading", "uids.json",
-           "roster.csv", "course.json", "jupyterhub.pid")
+           "roster.csv", "course.json", "jupyterhub.pid", "lti")
 
 
 def missing() -> str:
@@ -38,10 +38,21 @@ def missing() -> str:
     return ""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(taken: set[int] = set()) -> int:  # noqa: B006  (remembers this run's picks)
+    """A free loopback port below 1024 (the hub refuses others: launch.problems)."""
+    import random
+
+    for port in random.sample(range(600, 1000), 400):
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError("no free port in 600-999")
 
 
 class Hub:
@@ -102,6 +113,14 @@ class Hub:
                 return resp.status, (json.loads(text) if text else None)
         except urllib.error.HTTPError as exc:
             return exc.code, None
+
+    def issue_staff(self, *reset: str) -> dict[str, str]:
+        """What ``make hub-roster`` does for staff: first passwords issued by the CLI (name -> it)."""
+        res = subprocess.run([str(STATE / "hub-venv/bin/python"), "-m", "labkit_hub.roster", "staff",
+                              *(["--reset", *reset] if reset else [])], env=self.env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return dict(__import__("re").findall(r"staff account (\S+): first password (\S+) ", res.stdout))
 
     def user_token(self, name: str) -> str:
         """A fresh API token of user ``name`` (all of that user's own scopes)."""

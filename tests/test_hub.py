@@ -77,6 +77,30 @@ def test_handin_copies_only_allowed_files_every_version_late_flag(tmp_path: Path
         handin.hand_in(st, "nobody", a)
 
 
+def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
+    """The store is bounded: an unchanged hand-in, too many bytes or too many versions are refused."""
+    st = _state(tmp_path, "alice")
+    nb = st.homes / "alice" / "course" / NOTEBOOK
+    a = handin.Assignment("ex", datetime(2026, 12, 1, tzinfo=UTC))
+    nb.write_text('{"cells": []}')
+    handin.hand_in(st, "alice", a)
+    with pytest.raises(ValueError, match="nothing changed since v0001"):
+        handin.hand_in(st, "alice", a)
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
+    nb.write_text('{"cells": ["' + "x" * 200 + '"]}')
+    with pytest.raises(ValueError, match=r"0\.0 MiB in all, over the 0 MiB limit"):
+        handin.hand_in(st, "alice", a)
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 1 << 20)
+    monkeypatch.setattr(handin, "MAX_VERSIONS", 3)
+    for i in range(2):
+        nb.write_text(f'{{"cells": [{i}]}}')
+        handin.hand_in(st, "alice", a)
+    nb.write_text('{"cells": [9]}')
+    with pytest.raises(ValueError, match="3 versions is the limit"):
+        handin.hand_in(st, "alice", a)
+    assert len(handin.versions(st, "ex", "alice")) == 3
+
+
 def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch, capsys) -> None:
     from labkit_hub import launch
 
@@ -86,6 +110,15 @@ def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch,
     err = capsys.readouterr().err
     assert "must run as root" in err and "setup_hub.sh" in err
     assert not (tmp_path / "none").exists()                 # refused before touching anything
+
+
+def test_make_hub_refuses_ports_a_student_could_bind(tmp_path: Path, monkeypatch) -> None:
+    from labkit_hub import launch
+
+    assert not [p for p in launch.problems(State(tmp_path)) if "could bind" in p]   # defaults: < 1024
+    monkeypatch.setitem(launch.PORTS, "HUB_GRADING_PORT", 10102)
+    why = [p for p in launch.problems(State(tmp_path)) if "HUB_GRADING_PORT" in p]
+    assert len(why) == 1 and "students' processes could bind" in why[0]
 
 
 def test_allowed_files_are_the_rubrics() -> None:
@@ -239,6 +272,44 @@ def test_grading_job_manifests(tmp_path: Path) -> None:
     assert res.stdout.count("kind: Job") == 2 and "kind: NetworkPolicy" in res.stdout
 
 
+def test_grading_jobs_outputs_merge_into_one_run(tmp_path: Path) -> None:
+    """The Jobs' out/ folders (one student each) merge into the one-host run's files, which the
+    hub's exports then read; a different rubric, a student twice or a stray path are refused."""
+    sys.path.insert(0, str(ROOT / "deploy" / "k8s"))
+    import merge_reports  # noqa: PLC0415
+
+    one = State(tmp_path / "one")
+    one.make()
+    _fake_report(one, "ex")                              # alice, bob, carol in one run
+    whole = json.loads((grading.run_dir(one, "ex") / "out" / "report.json").read_text())
+    results = tmp_path / "volume" / "ex"
+    for s in whole["students"]:                          # as three Jobs would have written them
+        job = results / s["student"]
+        (job / "feedback").mkdir(parents=True)
+        (job / "report.json").write_text(json.dumps({"tasks": whole["tasks"], "students": [s]}))
+        shutil.copyfile(grading.run_dir(one, "ex") / "out" / s["feedback_file"], job / s["feedback_file"])
+    st = State(tmp_path / "merged")
+    st.make()
+    merged = merge_reports.merge(results, grading.run_dir(st, "ex") / "out")
+    assert merged == whole
+    out = grading.run_dir(st, "ex") / "out"
+    assert (out / "grades.csv").read_bytes() == (b"student,task 2.1,task 5.1,total,max\r\nalice,3,2,5,5\r\n"
+                                                 b"bob,0,2,2,5\r\ncarol,0,0,0,5\r\n")   # as the grader
+    assert (out / whole["students"][1]["feedback_file"]).read_text() == "<p>feedback for bob</p>"
+    (grading.run_dir(st, "ex") / "handins.json").write_text("{}")
+    grading.write_exports(st, "ex")
+    assert json.loads((out / "results.json").read_text())["alice"]["score"] == 5
+    bad = json.loads((results / "bob" / "report.json").read_text())
+    for change, why in ((lambda r: r["tasks"].pop(), "tasks differ"),
+                        (lambda r: r["students"][0].update(student="alice"), "graded twice"),
+                        (lambda r: r["students"][0].update(feedback_file="../../x.html"), "feedback path")):
+        r = json.loads(json.dumps(bad))
+        change(r)
+        (results / "bob" / "report.json").write_text(json.dumps(r))
+        with pytest.raises(ValueError, match=why):
+            merge_reports.merge(results, tmp_path / "again")
+
+
 @contextlib.contextmanager
 def _fake_discovery():
     """A loopback API server that answers only discovery (Jobs, NetworkPolicies), for kubectl."""
@@ -280,7 +351,8 @@ PASSWORD = "correct-horse-battery-7"
 
 @needs_hub
 def test_smoke_hub_roster_logins_and_roles() -> None:
-    """Boot hub + proxy, roster -> users by REST, signup limited to the roster, service access."""
+    """Boot hub + proxy, roster -> users by REST, sign-up limited to the roster's students (staff
+    names refused), staff log in with passwords the instructor issued, service access by role."""
     _only_hub()
     hub = hub_harness.Hub(ROSTER).start()
     try:
@@ -294,16 +366,46 @@ def test_smoke_hub_roster_logins_and_roles() -> None:
         out.signup("mallory", PASSWORD)
         assert "mallory" not in {u["name"] for u in hub.api("/users")[1]}
         assert "/hub/login" in out.login("mallory", PASSWORD)[1]       # still at the login form
-        for name in ("alice", "tina"):
+        # a student claiming staff names before the staff have an account: refused, and says why
+        for name in ("tina", "Prof"):
+            _, _, page = out.signup(name, PASSWORD)
+            assert "staff name on the roster" in page, page[-1500:]
+            assert "/hub/login" in out.login(name, PASSWORD)[1]
+        issued = hub.issue_staff()
+        assert sorted(issued) == ["prof", "tina"] and len(set(issued.values())) == 2
+        assert (hub_harness.STATE / "secrets" / "staff.json").stat().st_mode & 0o777 == 0o600
+        assert "staff name" in out.signup("tina", PASSWORD)[2]          # still refused
+        assert "/hub/login" in out.login("tina", PASSWORD)[1]
+        for name, password in (("alice", PASSWORD), ("tina", issued["tina"])):
             b = hub_harness.Browser(hub.url)
-            b.signup(name, PASSWORD)
-            b.login(name, PASSWORD)
+            if name == "alice":
+                assert "successful" in b.signup(name, PASSWORD)[2]
+            assert "/hub/login" not in b.login(name, password)[1], name
             status, url, body = b.get("/services/handin/")
             assert status == 200 and "Hand in exercises" in body, (name, status, url)
             status, url, body = b.get("/services/grading/")
             assert (status == 200) == (name == "tina"), (name, status, url)
+        reissued = hub.issue_staff("tina")                    # prof's stays: issued once per name
+        assert list(reissued) == ["tina"]
+        new = reissued["tina"]                               # re-issued: the old one stops working
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("tina", issued["tina"])[1]
+        assert "/hub/login" not in hub_harness.Browser(hub.url).login("tina", new)[1]
         # bob may not start (or even see) alice: the hub answers 404 for users a token cannot read
         assert hub.api("/users/alice/server", "POST", token=hub.user_token("bob"))[0] in (403, 404)
+        # the state: the database, roster, pid, logs and secrets are root's alone
+        loose = [f"{f.relative_to(hub_harness.STATE)} {f.stat().st_mode & 0o777:o}"
+                 for f in [*hub_harness.STATE.iterdir(), *(hub_harness.STATE / "secrets").iterdir()]
+                 if f.is_file() and f.name != "gitconfig" and f.stat().st_mode & 0o077]
+        assert loose == []
+        # a student uid's connect to the cloud metadata address fails at once (nothing is sent)
+        probe = ("import socket, time\ns = socket.socket(); s.settimeout(3); t = time.monotonic()\n"
+                 "try:\n    s.connect(('169.254.169.254', 80)); print('connected')\n"
+                 "except OSError as e:\n    print(type(e).__name__, time.monotonic() - t)")
+        res = subprocess.run(["setpriv", "--reuid=70999", "--regid=70999", "--clear-groups",
+                              "/usr/bin/python3", "-c", probe], capture_output=True, text=True,
+                             timeout=30, cwd="/")
+        kind, seconds = res.stdout.split()
+        assert kind == "PermissionError" and float(seconds) < 1, res
     finally:
         hub.stop()
 
@@ -343,6 +445,28 @@ import subprocess, glob
 r["userns"] = subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode
 conn = sorted(glob.glob(home + "/.local/share/jupyter/runtime/kernel-*.json"))
 r["transport"] = sorted({json.load(open(c)).get("transport") for c in conn})
+import socket, time
+def attempt(family, addr):      # a connect that must fail at once: nothing reaches the address
+    s, t = socket.socket(family), time.monotonic()
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        return ["connected", 0]
+    except OSError as exc:
+        return [type(exc).__name__, time.monotonic() - t]
+    finally:
+        s.close()
+r["metadata"] = [attempt(socket.AF_INET, ("169.254.169.254", 80)),
+                 attempt(socket.AF_INET6, ("fd00:ec2::254", 80))]
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", LOW))
+    r["bind_low"] = "bound"
+except OSError as exc:
+    r["bind_low"] = type(exc).__name__
+s.close()
+r["gitfilter"] = subprocess.run(["git", "-C", home + "/course", "config", "filter.labkit-notebook.clean"],
+                                capture_output=True, text=True).stdout.strip()
 print(json.dumps(r))
 '''
 TIMED_CELL = ("import time\nt = time.perf_counter()\nsum(i * i for i in range(1_500_000))\n"
@@ -407,6 +531,7 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
     print(f"ready after {sorted(round(s, 1) for s in ready.values())} s")
     tokens = {n: hub.user_token(n) for n in CLASS}
     st = str(hub_harness.STATE)
+    low = hub_harness.free_port()            # a free port like the hub's: only root may bind it
 
     async def probe_all():
         gate = asyncio.Semaphore(3)          # ten kernels starting at once swamp 2 shared cores
@@ -415,7 +540,7 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
             async with gate:
                 return await hub_harness.execute(
                     f"{hub.url}/user/{n}", tokens[n],
-                    f"VENV={st + '/user-venv'!r}; STATE={st!r}; PROXY={hub.url!r}; "
+                    f"VENV={st + '/user-venv'!r}; STATE={st!r}; PROXY={hub.url!r}; LOW={low}; "
                     f"OTHER={CLASS[(i + 1) % len(CLASS)]!r}\n" + PROBE, timeout=180)
         return await asyncio.gather(*[probe(i, n) for i, n in enumerate(CLASS)])
     results = asyncio.run(probe_all())
@@ -437,6 +562,10 @@ def test_ten_servers_ready_in_90s_and_isolated(class_hub) -> None:
         assert r["userns"] != 0                 # no user namespace (root-like powers) inside
         assert r["transport"] == ["ipc"]        # kernels on unix sockets in its own home, not
         # on the shared loopback where another student could subscribe to their output
+        # the cloud metadata addresses refused at connect (students' uids' routing table), fast
+        assert [m[0] for m in r["metadata"]] == ["PermissionError"] * 2 and max(m[1] for m in r["metadata"]) < 1
+        assert r["bind_low"] == "PermissionError"   # a port of the hub's, were it free: not theirs
+        assert r["gitfilter"] == "python3 /opt/labkit/nb_git_clean.py %f"   # nbgitpuller's clone too
     # and from outside, with a student's token, straight at another student's server
     req = urllib.request.Request(f"{hub.url}/user/{CLASS[1]}/api/contents",
                                  headers={"Authorization": f"token {tokens[CLASS[0]]}"})
@@ -510,11 +639,12 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
     target = hub_harness.STATE / "homes" / good / "course" / NOTEBOOK
     shutil.copyfile(ROOT / NOTEBOOK, target)     # the good student's work: the master's solution
     os.chown(target, uid, uid)
-    browsers = {}
+    browsers, issued = {}, hub.issue_staff("prof")
     for n in (good, blank, "prof"):
         b = hub_harness.Browser(hub.url)
-        b.signup(n, PASSWORD)
-        b.login(n, PASSWORD)
+        if n != "prof":
+            b.signup(n, PASSWORD)
+        b.login(n, issued.get(n, PASSWORD))
         browsers[n] = b
     for n in (good, blank):
         status, _, body = browsers[n].post_form("/services/handin/submit", {"assignment": ASSIGNMENT},
@@ -554,10 +684,91 @@ def test_handin_grade_release_through_the_services(class_hub) -> None:
     assert res["stdout"].split() == ["True", "False"], res
 
 
+FILTER_REPO = r'''
+import json, os, shutil, subprocess
+r = os.path.expanduser("~/filtercheck")
+shutil.rmtree(r, ignore_errors=True)
+os.makedirs(r)
+open(r + "/.gitattributes", "w").write("*.ipynb filter=labkit-notebook\n")
+open(r + "/.gitignore", "w").write(".ipynb_checkpoints/\n")          # as the release's
+cell = {"cell_type": "code", "id": "c1", "source": "print(1)", "outputs": [], "execution_count": None,
+        "metadata": {}}
+json.dump({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, open(r + "/lesson.ipynb", "w"))
+for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=s", "-c", "user.email=s@example.edu",
+                                           "commit", "-qm", "release"]):
+    subprocess.run(["git", "-C", r, *args], check=True, capture_output=True)
+print("ready")
+'''
+FILTER_STATUS = ("import json, os, subprocess\nprint(json.dumps(subprocess.run(['git', '-C', os.path.expanduser("
+                 "'~/filtercheck'), 'status', '--porcelain'], capture_output=True, text=True).stdout))")
+
+
+@pytest.mark.slow
+def test_notebook_filter_inside_a_students_sandbox(class_hub) -> None:
+    """git in a student's server uses the course's notebook filter (the sandbox's system git config
+    names it, as `make setup` does on a laptop) and JupyterLab's saves refresh git's index: a lesson
+    re-run and saved is no change for git, an edited one is."""
+    hub, name = class_hub, CLASS[6 % len(CLASS)]
+    hub.ensure_ready([name])
+    base, token = f"{hub.url}/user/{name}", hub.user_token(name)
+    assert "ready" in asyncio.run(hub_harness.execute(base, token, FILTER_REPO))["stdout"]
+
+    def save(source: str) -> None:                # the way JupyterLab saves: the contents API
+        cell = {"cell_type": "code", "id": "c1", "source": source, "execution_count": 1, "metadata": {},
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "1\n"}]}
+        body = {"type": "notebook", "format": "json", "content": {
+            "cells": [cell], "metadata": {"language_info": {"name": "python", "version": "3.11.2"}},
+            "nbformat": 4, "nbformat_minor": 5}}
+        req = urllib.request.Request(f"{base}/api/contents/filtercheck/lesson.ipynb", method="PUT",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {token}"})
+        assert urllib.request.urlopen(req, timeout=60).status == 200
+
+    def status() -> str:
+        res = asyncio.run(hub_harness.execute(base, token, FILTER_STATUS))
+        assert res["error"] is None, res
+        return json.loads(res["stdout"].strip().splitlines()[-1])
+    save("print(1)")                              # re-run: outputs, a count, the kernel's metadata
+    assert status() == ""
+    save("print(2)")                              # the student's edit
+    assert status().split() == ["M", "lesson.ipynb"]
+
+
+@pytest.mark.slow
+@needs_hub
+def test_idle_culler_stops_an_idle_server() -> None:
+    """jupyterhub-idle-culler (a 15 s timeout, checked every 5 s) stops an idle server, not before
+    its timeout, and nothing of the student's is left running."""
+    _only_hub()
+    hub = hub_harness.Hub("username,role\nprof,instructor\nidler,student\n",
+                          env={"HUB_IDLE_TIMEOUT": "15", "HUB_CULL_EVERY": "5"}).start()
+    try:
+        roster.sync(hub.api_url, hub.token, roster.load(hub_harness.STATE / "roster.csv"))
+        start = time.monotonic()
+        hub.start_server("idler")
+        hub.wait_ready(["idler"], timeout=120, since=start)
+        uid = _uids()["idler"]
+        assert _procs_of(uid)
+        deadline = start + 120
+        while (hub.api("/users/idler")[1]["servers"].get("") or {}).get("ready"):
+            assert time.monotonic() < deadline, hub.log.read_text(errors="replace")[-3000:]
+            time.sleep(1)
+        culled = time.monotonic() - start
+        assert culled >= 15, culled                       # not before the timeout
+        while _procs_of(uid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _procs_of(uid) == []
+        assert "Culling server idler" in hub.log.read_text(errors="replace")
+        print(f"idle server culled {culled:.1f} s after its start was requested")
+    finally:
+        hub.stop()
+
+
 @pytest.mark.slow
 @needs_hub
 def test_lti13_launch_from_a_fake_platform() -> None:
-    """An LMS launch (OIDC login -> signed id_token) logs students in; instructors become admins."""
+    """An LMS launch (OIDC login -> signed id_token) logs students in; this course's Instructors
+    and TAs become course staff (grading), never hub admins; other courses' launches are refused."""
     _only_hub()
     import re
     from urllib.parse import quote
@@ -567,12 +778,13 @@ def test_lti13_launch_from_a_fake_platform() -> None:
     try:
         iss = f"http://127.0.0.1:{int(platform.stdout.readline())}"
         hub = hub_harness.Hub(ROSTER, env={
-            "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub",
-            "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks"}).start()
+            "HUB_AUTH": "lti", "LTI_ISSUER": iss, "LTI_CLIENT_ID": "labkit-hub", "LTI_CONTEXT_ID": "course-1",
+            "LTI_AUTHORIZE_URL": f"{iss}/authorize", "LTI_JWKS_URL": f"{iss}/jwks",
+            "LTI_TOKEN_URL": f"{iss}/token"}).start()
         try:
-            def launch(user: str, tamper: bool = False) -> tuple[int, str]:
+            def launch(hint: str, tamper: bool = False) -> tuple[int, str, hub_harness.Browser]:
                 b = hub_harness.Browser(hub.url)
-                _, _, form = b.get(f"/hub/lti13/oauth_login?iss={quote(iss)}&login_hint={user}"
+                _, _, form = b.get(f"/hub/lti13/oauth_login?iss={quote(iss)}&login_hint={quote(hint)}"
                                    f"&client_id=labkit-hub&target_link_uri={quote(hub.url + '/hub/home')}")
                 action = re.search(r'action="([^"]+)"', form)[1]
                 fields = dict(re.findall(r'name=(\w+) value="([^"]*)"', form))
@@ -580,14 +792,54 @@ def test_lti13_launch_from_a_fake_platform() -> None:
                     head, body, sig = fields["id_token"].split(".")
                     fields["id_token"] = ".".join((head, body[:-4] + "AAAA", sig))
                 status, url, _ = b.post(action, fields)
-                return status, url
-            status, url = launch("carol")
-            assert status == 200 and url.endswith("/hub/home"), (status, url)
-            status, url = launch("profx")
+                return status, url, b
+            people = {}
+            for hint in ("carol", "profx", "ta1", "admin1", "alice"):
+                status, url, people[hint] = launch(hint)
+                assert status == 200 and url.endswith("/hub/home"), (hint, status, url)
             users = {u["name"]: u for u in hub.api("/users")[1]}
-            assert not users["carol"]["admin"] and users["profx"]["admin"]
-            status, _ = launch("mallory", tamper=True)
+            assert not any(users[n]["admin"] for n in people)             # an LMS role is no hub admin
+            assert {n for n in people if "course-staff" in users[n]["groups"]} == {"profx", "ta1"}
+            for name, b in people.items():
+                status, url, _ = b.get("/services/grading/")
+                assert (status == 200) == (name in ("profx", "ta1")), (name, status, url)
+            # an admin could make users and start anyone's server; course staff cannot
+            prof = hub.user_token("profx")
+            assert hub.api("/users", "POST", {"usernames": ["eve"]}, token=prof)[0] == 403
+            assert hub.api("/users/carol/server", "POST", token=prof)[0] in (403, 404)
+            # the same LMS, another course: its instructor gets nothing here, not even a login
+            status, _, _ = launch("profy@course-2")
+            assert status >= 400 and "profy" not in {u["name"] for u in hub.api("/users")[1]}
+            status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
+            # score passback (AGS) of a graded deadline to the same platform, with pylti1p3
+            _fake_report(State(hub_harness.STATE), "exercises")   # alice 5/5, bob 2/5, carol 0/5
+
+            def passback(*args: str) -> subprocess.CompletedProcess:
+                return subprocess.run([str(_hub_python()), "-m", "labkit_hub.passback", *args],
+                                      env=hub.env, capture_output=True, text=True, timeout=120)
+            refused = passback("send", "exercises")              # the LMS doesn't know the tool's key
+            assert refused.returncode == 1 and refused.stdout.count("refused by the LMS") == 2, refused
+            keys = passback("jwks")
+            urllib.request.urlopen(urllib.request.Request(f"{iss}/register", data=keys.stdout.encode()),
+                                   timeout=30)
+            sent = passback("send", "exercises")
+            assert sent.returncode == 0, sent
+            assert sorted(sent.stdout.splitlines()) == ["alice: sent", "bob: no LTI launch: not sent",
+                                                        "carol: sent"]
+            # again from the grading page, as course staff (the same line item is found by its tag)
+            _, _, page = people["profx"].post_form("/services/grading/passback", {"assignment": "exercises"},
+                                                   form_page="/services/grading/")
+            assert "sent 2 scores to the LMS; bob: no LTI launch" in page, page[-1000:]
+            got = json.loads(urllib.request.urlopen(f"{iss}/received", timeout=30).read())
+            assert [(i["tag"], i["scoreMaximum"]) for i in got["lineitems"]] == [("exercises", 5.0)]
+            import uuid
+            sub = {str(uuid.uuid5(uuid.NAMESPACE_DNS, n)): n for n in ("alice", "carol")}
+            scores = sorted((sub[s["userId"]], s["scoreGiven"], s["scoreMaximum"], s["gradingProgress"])
+                            for s in got["scores"])
+            assert scores == [("alice", 5.0, 5.0, "FullyGraded")] * 2 + [("carol", 0.0, 5.0, "FullyGraded")] * 2
+            assert all(s["lineitem"] == got["lineitems"][0]["id"].removeprefix(iss) for s in got["scores"])
+            assert {p.stat().st_mode & 0o777 for p in (hub_harness.STATE / "lti").iterdir()} == {0o600}
         finally:
             hub.stop()
     finally:
@@ -617,16 +869,19 @@ def test_browser_walk_login_lab_handin_grade_feedback(tmp_path: Path) -> None:
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
 
+            staff = hub.issue_staff()             # the instructor's account: issued, not signed up
+
             def person(name: str, next_url: str):
                 page = browser.new_context().new_page()
-                page.goto(f"{hub.url}/hub/signup")
-                page.fill("#username_input", name)
-                page.fill("#password_input", PASSWORD)
-                page.fill("#password_confirmation_input", PASSWORD)
-                page.locator("form input[type=submit], form button[type=submit]").first.click()
+                if name not in staff:
+                    page.goto(f"{hub.url}/hub/signup")
+                    page.fill("#username_input", name)
+                    page.fill("#password_input", PASSWORD)
+                    page.fill("#password_confirmation_input", PASSWORD)
+                    page.locator("form input[type=submit], form button[type=submit]").first.click()
                 page.goto(f"{hub.url}/hub/login?next={next_url}")
                 page.fill("#username_input", name)
-                page.fill("#password_input", PASSWORD)
+                page.fill("#password_input", staff.get(name, PASSWORD))
                 page.click("#login_submit")
                 return page
             alice = person("alice", "%2Fhub%2F")                 # -> spawn -> the lab, 00 open

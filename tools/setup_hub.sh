@@ -30,10 +30,11 @@ mkdir -p "$STATE"
 chmod 711 "$STATE"
 umask 022   # the students' uids must be able to read the user venv
 
-if [ ! -x "$STATE/hub-venv/bin/jupyterhub" ]; then
+if [ ! -x "$STATE/hub-venv/bin/python" ]; then
     $PY -m venv "$STATE/hub-venv"
-    "$STATE/hub-venv/bin/pip" install -q -r deploy/hub/requirements-hub.txt
 fi
+# every time: a pin added since (pylti1p3) arrives; already satisfied pins cost no download
+"$STATE/hub-venv/bin/pip" install -q -r deploy/hub/requirements-hub.txt
 if [ ! -x "$STATE/proxy/node_modules/.bin/configurable-http-proxy" ]; then
     mkdir -p "$STATE/proxy"
     npm install --silent --prefix "$STATE/proxy" configurable-http-proxy@5

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from labkit_hub import paths, roster  # noqa: E402
+from labkit_hub import passback, paths, roster  # noqa: E402
 from labkit_hub.spawner import LabkitSpawner  # noqa: E402
 
 c = get_config()  # noqa: F821  (injected by jupyterhub)
@@ -19,7 +19,8 @@ st = paths.State.from_env()
 st.make()
 py = str(st.hub_venv / "bin" / "python")
 service_env = {"HUB_STATE": str(st.root), "PYTHONPATH": str(Path(__file__).resolve().parent)}
-for key in ("COURSE_PYTHON", "HUB_GRADING_JOBS"):
+for key in ("COURSE_PYTHON", "HUB_GRADING_JOBS", "HUB_AUTH", "LTI_ISSUER", "LTI_CLIENT_ID",
+            "LTI_TOKEN_URL"):
     if key in os.environ:
         service_env[key] = os.environ[key]
 
@@ -45,20 +46,35 @@ c.Spawner.http_timeout = 120
 c.Spawner.default_url = "/lab/tree/course/notebooks/00_overview.ipynb"
 
 # -- logins: the roster ----------------------------------------------------------------------------
-if os.environ.get("HUB_AUTH", "native") == "lti":
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+STAFF_ROLES = ("http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor",
+               "http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#")   # and its sub-roles
+lti = os.environ.get("HUB_AUTH", "native") == "lti"
+if lti:
+    if not os.environ.get("LTI_CONTEXT_ID"):
+        raise SystemExit("HUB_AUTH=lti needs LTI_CONTEXT_ID: the LMS course (context id) this hub "
+                         "serves; launches from other courses are refused")
     c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
     c.LTI13Authenticator.issuer = os.environ["LTI_ISSUER"]
     c.LTI13Authenticator.client_id = [os.environ["LTI_CLIENT_ID"]]
     c.LTI13Authenticator.authorize_url = os.environ["LTI_AUTHORIZE_URL"]
     c.LTI13Authenticator.jwks_endpoint = os.environ["LTI_JWKS_URL"]
     c.LTI13Authenticator.username_key = "preferred_username"
-    c.Authenticator.allow_all = True          # the LMS's course membership is the roster
+    c.Authenticator.allow_all = True          # the course's membership in the LMS is the roster
+    c.Authenticator.manage_groups = True      # course staff is a group, set again at every launch
 
-    def lti_roles(authenticator, handler, authentication: dict) -> dict:
-        """LTI Instructor (or Administrator) launches make hub admins; everyone else a student."""
-        roles = authentication.get("auth_state", {}).get(
-            "https://purl.imsglobal.org/spec/lti/claim/roles", [])
-        authentication["admin"] = any(r.endswith(("#Instructor", "#Administrator")) for r in roles)
+    def lti_roles(authenticator, handler, authentication: dict) -> dict | None:
+        """A launch from this course only; its Instructor roles (and sub-roles: TA) make course
+        staff (the grading service), never hub admin; an LMS-wide Administrator is no staff."""
+        claims = authentication.get("auth_state") or {}
+        context = (claims.get(LTI + "context") or {}).get("id")
+        if context != os.environ["LTI_CONTEXT_ID"]:
+            authenticator.log.warning("LTI launch from context %r refused", context)
+            return None
+        roles = claims.get(LTI + "roles", [])
+        staff = any(r == STAFF_ROLES[0] or r.startswith(STAFF_ROLES[1]) for r in roles)
+        authentication["groups"] = ["course-staff"] if staff else []
+        passback.remember_launch(st, authentication["name"], claims)   # for score passback
         return authentication
 
     c.Authenticator.post_auth_hook = lti_roles
@@ -76,24 +92,27 @@ staff = {m.username: m.role for m in members if m.role != "student"}
 c.Authenticator.admin_users = {n for n, r in staff.items() if r == "instructor"}
 
 # -- roles: only instructors and TAs reach grading -------------------------------------------------
+STAFF_SCOPES = ["access:services!service=grading", "access:services!service=handin",
+                "list:users", "read:users", "read:servers", "admin-ui"]
 c.JupyterHub.load_roles = [
     {"name": "user", "scopes": ["self", "access:services!service=handin"]},
     {"name": "instructor", "users": sorted(c.Authenticator.admin_users),
      "scopes": ["admin:users", "admin:servers", "access:services", "admin-ui", "list:users"]},
     {"name": "teaching-assistant", "users": sorted(n for n, r in staff.items() if r == "ta"),
-     "scopes": ["access:services!service=grading", "access:services!service=handin",
-                "list:users", "read:users", "read:servers", "admin-ui"]},
+     "scopes": STAFF_SCOPES},
     {"name": "idle-culler", "services": ["idle-culler"],
      "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
+    *([{"name": "course-staff", "groups": ["course-staff"], "scopes": STAFF_SCOPES}] if lti else []),
     {"name": "roster", "services": ["roster"],
      "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "access:servers"]},
 ]
 
 # -- services --------------------------------------------------------------------------------------
 idle = os.environ.get("HUB_IDLE_TIMEOUT", "3600")
+cull_every = os.environ.get("HUB_CULL_EVERY", "60")
 c.JupyterHub.services = [
     {"name": "idle-culler",
-     "command": [py, "-m", "jupyterhub_idle_culler", f"--timeout={idle}", "--cull-every=60"]},
+     "command": [py, "-m", "jupyterhub_idle_culler", f"--timeout={idle}", f"--cull-every={cull_every}"]},
     {"name": "roster", "api_token": st.secret("roster_token")},     # `make hub-roster` uses it
     {"name": "handin", "display": True, "oauth_no_confirm": True,
      "url": f"http://127.0.0.1:{paths.HANDIN_PORT}", "environment": service_env,

@@ -61,8 +61,10 @@ def grade(state: State, assignment: str, jobs: int = 1, tasks: tuple[str, ...] =
         log.write(" ".join(cmd) + "\n")
         log.flush()
         env = {**os.environ, "PYTHONPATH": str(REPO)}     # this checkout's labkit, whatever venv
+        # umask 022: the grader hands files to its sandboxes' uids (the hub's own umask is 077;
+        # the run folder itself stays root-only under grading/, mode 700)
         rc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            stdin=subprocess.DEVNULL).returncode
+                            stdin=subprocess.DEVNULL, umask=0o022).returncode
     if rc == 0:
         write_exports(state, assignment)
     return rc

@@ -19,7 +19,9 @@ from pathlib import Path, PurePosixPath
 
 from labkit_hub.paths import REPO, State
 
-MAX_FILE_BYTES = 8 << 20
+MAX_FILE_BYTES = 8 << 20       # one file (a notebook with its outputs: well under 1 MiB)
+MAX_HANDIN_BYTES = 16 << 20    # one hand-in, all files
+MAX_VERSIONS = 30              # per student and deadline: the store is bounded (30 x 16 MiB)
 RUBRIC = REPO / "labkit" / "grading" / "rubric.json"
 EXAMPLE_COURSE = Path(__file__).resolve().parent.parent / "course.example.json"
 
@@ -92,9 +94,20 @@ def hand_in(state: State, student: str, assignment: Assignment,
             problems.append(f"not copied: {exc}")
     if not files:
         raise ValueError("nothing to hand in: none of the exercise files exists in ~/course")
+    total = sum(len(d) for d in files.values())
+    if total > MAX_HANDIN_BYTES:
+        raise ValueError(f"{total / 2**20:.1f} MiB in all, over the "
+                         f"{MAX_HANDIN_BYTES >> 20} MiB limit (clear large outputs and save)")
+    sums = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
     folder = state.handins / assignment.name / student
     folder.mkdir(parents=True, exist_ok=True)
+    previous = versions(state, assignment.name, student)
+    if previous and {r: f["sha256"] for r, f in previous[-1]["files"].items()} == sums:
+        raise ValueError(f"nothing changed since {previous[-1]['version'][:5]}")
     n = len([p for p in folder.iterdir() if p.name.startswith("v")]) + 1
+    if n > MAX_VERSIONS:
+        raise ValueError(f"{MAX_VERSIONS} versions is the limit for a deadline "
+                         "(ask your instructor)")
     version = folder / f"v{n:04d}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     version.mkdir()
     for rel, data in files.items():
@@ -103,8 +116,7 @@ def hand_in(state: State, student: str, assignment: Assignment,
     meta = {"student": student, "assignment": assignment.name, "version": version.name,
             "time": now.isoformat(), "due": assignment.due.isoformat(),
             "late": assignment.late(now), "problems": problems,
-            "files": {rel: {"bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()}
-                      for rel, d in files.items()}}
+            "files": {rel: {"bytes": len(d), "sha256": sums[rel]} for rel, d in files.items()}}
     (version / "meta.json").write_text(json.dumps(meta, indent=1))
     return meta
 

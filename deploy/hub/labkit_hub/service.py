@@ -20,7 +20,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
-from labkit_hub import grading
+from labkit_hub import grading, passback
 from labkit_hub.handin import assignments, hand_in, versions
 from labkit_hub.paths import State
 
@@ -107,11 +107,14 @@ class GradingHome(Base):
             students = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
             out = grading.run_dir(self.state, a.name) / "out"
             files = " ".join(f'<a href="files/{a.name}/{f}">{f}</a>' for f in EXPORTS if (out / f).exists())
+            actions = [("grade", "Grade hand-ins"), ("release", "Release feedback")]
+            if os.environ.get("HUB_AUTH") == "lti":
+                actions.append(("passback", "Send scores to the LMS"))
             forms = "".join(
                 f"<form method=post action={act} style='display:inline'>{self.xsrf_form_html()}"
                 f"<input type=hidden name=assignment value='{html.escape(a.name)}'>"
                 f"<button id={act}-{html.escape(a.name)}>{label}</button></form> "
-                for act, label in (("grade", "Grade hand-ins"), ("release", "Release feedback")))
+                for act, label in actions)
             parts.append(f"<h2>{html.escape(a.name)}</h2><p>{len(students)} students handed in"
                          f"</p>{forms}<p><a href='class/{a.name}'>class view</a> · "
                          f"<a href='files/{a.name}/grade.log'>grading log</a> · {files}</p>")
@@ -125,6 +128,14 @@ class GradingAction(Base):
         if action == "release":
             done = grading.release(self.state, a.name)
             return GradingHome.get(self, f"released feedback to {len(done)} students")
+        if action == "passback":
+            try:
+                results = passback.send(self.state, a.name)
+            except ValueError as exc:
+                return GradingHome.get(self, f"scores not sent: {exc}")
+            sent = sum(1 for w in results.values() if w == "sent")
+            others = "; ".join(f"{n}: {w}" for n, w in results.items() if w != "sent")
+            return GradingHome.get(self, f"sent {sent} scores to the LMS{'; ' + others if others else ''}")
         if not _grading.acquire(blocking=False):
             return GradingHome.get(self, "already grading: wait for the run to end")
         jobs = int(os.environ.get("HUB_GRADING_JOBS", "1"))
@@ -166,7 +177,7 @@ def make_app(role: str) -> web.Application:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{role}/")
     routes = {"handin": [("", HandinHome), ("submit", HandinSubmit),
                          (r"feedback/([\w.-]+)", HandinFeedback)],
-              "grading": [("", GradingHome), ("(grade|release)", GradingAction),
+              "grading": [("", GradingHome), ("(grade|release|passback)", GradingAction),
                           ("status", GradingStatus), (r"class/([\w.-]+)", ClassView),
                           (r"files/([\w.-]+)/([\w.-]+)", Files)]}[role]
     handlers = [(url_path_join(prefix, p), h) for p, h in routes]

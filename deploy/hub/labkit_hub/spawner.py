@@ -24,11 +24,15 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer, Unicode
 
-from labkit_hub.paths import BASE_UID, NAME, State
+from labkit_hub.paths import BASE_UID, NAME, REPO, State
 
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
        "passwd", "group", "hosts", "resolv.conf", "ssl", "ca-certificates", "fonts", "mime.types"]
 CGROUP_FS = Path("/sys/fs/cgroup")
+# the master copy's git filter for notebooks, bound read-only into every sandbox: the filter
+# command and the server's post-save hook are the instructor's, whatever a student's clone holds
+NB_FILTER = REPO / "tools" / "nb_git_clean.py"
+TOOLS = "/opt/labkit"
 
 
 @functools.cache
@@ -144,12 +148,21 @@ class LabkitSpawner(LocalProcessSpawner):
         argv += ["--perms", "0755", "--dir", "/etc"]
         argv += [a for n in ETC if (Path("/etc") / n).exists()
                  for a in ("--ro-bind", f"/etc/{n}", f"/etc/{n}")]
-        # git refuses a repository another uid owns unless the system config says it is safe
+        # the system git config of every sandbox: git refuses a repository another uid owns
+        # unless it says it is safe; and the release's .gitattributes names the notebook filter
+        # (tools/nb_git_clean.py), which nbgitpuller's clone would otherwise lack (`make setup`
+        # installs it on a laptop): without it a re-run lesson is a change to merge
         gitconfig = st.root / "gitconfig"
-        if not gitconfig.exists():
-            gitconfig.write_text(f"[safe]\n\tdirectory = {self.course_mount}\n"
-                                 f"\tdirectory = {self.course_mount}/.git\n")
-        argv += ["--ro-bind", str(gitconfig), "/etc/gitconfig", "--proc", "/proc", "--dev", "/dev"]
+        text = (f"[safe]\n\tdirectory = {self.course_mount}\n\tdirectory = {self.course_mount}/.git\n"
+                f'[filter "labkit-notebook"]\n\tclean = python3 {TOOLS}/{NB_FILTER.name} %f\n')
+        if not gitconfig.exists() or gitconfig.read_text() != text:
+            tmp = gitconfig.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.chmod(tmp, 0o644)          # read by the students' uids (the hub's umask is 077)
+            tmp.replace(gitconfig)
+        argv += ["--ro-bind", str(gitconfig), "/etc/gitconfig", "--proc", "/proc", "--dev", "/dev",
+                 "--perms", "0755", "--dir", str(Path(TOOLS).parent), "--perms", "0755", "--dir", TOOLS,
+                 "--ro-bind", str(NB_FILTER), f"{TOOLS}/{NB_FILTER.name}"]
         # /tmp first: a tmpfs mounted after a bind under /tmp would hide that bind.
         argv += ["--perms", "1777", "--size", str(self.tmp_size), "--tmpfs", "/tmp"]
         # parents bwrap makes are 0700 root by default: the student's uid must traverse them
@@ -178,7 +191,9 @@ class LabkitSpawner(LocalProcessSpawner):
         """JupyterHub's arguments, plus kernels on unix sockets in the student's own runtime
         folder: over TCP on the shared loopback, any student could subscribe to another's iopub
         (every cell's code and output) without a key (the hub review's first finding)."""
-        return [*super().get_args(), "--KernelManager.transport=ipc"]
+        # and a save that changes no cell source leaves `git status` clean, as in `make lab`
+        return [*super().get_args(), "--KernelManager.transport=ipc",
+                f"--ContentsManager.post_save_hook={NB_FILTER.stem}.post_save"]
 
     def make_preexec_fn(self, name: str):
         """Stay root until bwrap (setpriv drops); join the student's cgroups before exec."""
@@ -196,7 +211,7 @@ class LabkitSpawner(LocalProcessSpawner):
         """The student's environment inside the sandbox (their home, the course clone first)."""
         env.update(USER=self.user.name, HOME=self.home, SHELL="/bin/bash", TMPDIR="/tmp",
                    PATH=f"{self.state.user_venv}/bin:/usr/local/bin:/usr/bin:/bin",
-                   PYTHONPATH=f"{self.home}/course", OMP_NUM_THREADS="1", LANG="C.UTF-8")
+                   PYTHONPATH=f"{self.home}/course:{TOOLS}", OMP_NUM_THREADS="1", LANG="C.UTF-8")
         env.pop("VIRTUAL_ENV", None)
         return env
 
