@@ -282,47 +282,82 @@ except Exception as e:
 # torch 2.13 added keywords to `torch.compile` itself (torch/\_\_init\_\_.py, `def compile`):
 # `recompile_limit` (per call, instead of the global `torch._dynamo.config.recompile_limit`, 8),
 # `isolate_recompiles` (this call's compiles count only against its own limit), `shapes_spec` (which
-# dimensions are dynamic, with classes from `torch.fx.experimental.dynamic_spec`), and `name` (an
-# identifier for the compiled region in debug output). `torch.compiler.set_default_backend` changes
-# the backend `torch.compile` uses when none is given.
+# dimensions are dynamic, with classes from `torch.fx.experimental.dynamic_spec`; torch 2.15 renamed
+# the keyword `dynamic_shapes`, same classes), and `name` (an identifier for the compiled region in
+# debug output). `torch.compiler.set_default_backend` changes the backend `torch.compile` uses when
+# none is given.
+#
+# The checked cell below prints *behaviours*, so that it checks the same thing on every torch the
+# course supports: on 2.13 and later it uses the keywords; on an older torch it uses what stood in
+# for them there (the global `recompile_limit` config, a copy of `f`'s code object, which has a cache
+# and a limit of its own, and `mark_dynamic` with a range), and says so on the line above.
 
 # %% id=keywords
 # NBVAL_CHECK_OUTPUT
-if NEW_KEYWORDS:
+import types
+
+SPEC_KEYWORD = next((k for k in ("shapes_spec", "dynamic_shapes")
+                     if k in inspect.signature(torch.compile).parameters), None)
+
+
+def limited(fn, backend, own=False):
+    """fn compiled with a limit of 2 recompiles; ``own``: a limit of its own (not shared with fn)."""
+    if NEW_KEYWORDS:
+        return torch.compile(fn, backend=backend, dynamic=False, recompile_limit=2,
+                             isolate_recompiles=own)
+    if own:  # a copy of the code object: its own cache entries, so its own count
+        fn = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__)
+    return torch.compile(fn, backend=backend, dynamic=False)
+
+
+with torch._dynamo.config.patch(recompile_limit=8 if NEW_KEYWORDS else 2):  # 8: the default
     torch.compiler.reset()
     counter = CompileCounter()
-    limited = torch.compile(f, backend=counter, dynamic=False, recompile_limit=2)
+    one = limited(f, counter)
     for n in range(2, 7):
-        limited(torch.randn(n))  # five lengths, static: one compile each until the limit
-    print("recompile_limit=2, five lengths: compiles", counter.frame_count)
+        one(torch.randn(n))  # five lengths, static: one compile each until the limit
+    print("a limit of 2, five static lengths: compiles", counter.frame_count)
 
-    for isolate in (False, True):
+    for own in (False, True):
         torch.compiler.reset()
         ca, cb = CompileCounter(), CompileCounter()
-        a = torch.compile(f, backend=ca, dynamic=False, recompile_limit=2, isolate_recompiles=isolate)
-        b = torch.compile(f, backend=cb, dynamic=False, recompile_limit=2, isolate_recompiles=isolate)
+        a, b = limited(f, ca), limited(f, cb, own)
         for n in (2, 3):
             a(torch.randn(n))
         for n in (4, 5):
             b(torch.randn(n))
-        print(f"isolate_recompiles={isolate!s:5}: compiles of a, b: {ca.frame_count}, {cb.frame_count}")
+        print(f"{'b with a limit of its own' if own else 'a and b share the limit'}: "
+              f"compiles of a, b: {ca.frame_count}, {cb.frame_count}")
 
+inputs = []
+
+
+def grab(gm, example_inputs):
+    inputs.append([n.name for n in gm.graph.nodes if n.op == "placeholder"])
+    return gm.forward
+
+
+torch.compiler.reset()
+batches = [torch.randn(n, 4) for n in (3, 5, 7)]
+if NEW_KEYWORDS:
     from torch.fx.experimental.dynamic_spec import ShapesSpec, ShapeVar, TensorSpec
 
-    inputs = []
+    spec = ShapesSpec({"x": TensorSpec([ShapeVar("batch", max=64), None])})
+    dynamic_batch = torch.compile(f, backend=grab, **{SPEC_KEYWORD: spec})
+else:
+    for t in batches:
+        torch._dynamo.mark_dynamic(t, 0, min=2, max=64)
+    dynamic_batch = torch.compile(f, backend=grab)
+for t in batches:
+    dynamic_batch(t)
+print("batch dynamic before the first call, batches 3, 5, 7: graphs", len(inputs),
+      "| the size is a graph input of its own:", len(inputs[0]) == 2)
 
-    def grab(gm, example_inputs):
-        inputs.append([n.name for n in gm.graph.nodes if n.op == "placeholder"])
-        return gm.forward
-
-    torch.compiler.reset()
-    batch = ShapeVar("batch", max=64)
-    spec = torch.compile(f, backend=grab, shapes_spec=ShapesSpec({"x": TensorSpec([batch, None])}))
-    for n in (3, 5, 7):
-        spec(torch.randn(n, 4))
-    print("shapes_spec, batches 3, 5, 7: graphs", len(inputs), "inputs",
-          [re.sub(r"\d+", "", i) for i in inputs[0]])
-
+# %%
+print("made with", "the keywords" if NEW_KEYWORDS else
+      f"torch {torch.__version__}'s stand-ins: the config, a code copy, mark_dynamic")
+print("graph inputs:", [re.sub(r"\d+", "", i) for i in inputs[0]])
+if hasattr(torch.compiler, "set_default_backend"):  # torch >= 2.13 (torch/compiler/__init__.py)
     torch.compiler.reset()
     counter = CompileCounter()
     torch.compiler.set_default_backend(counter)
@@ -330,17 +365,19 @@ if NEW_KEYWORDS:
     torch.compiler.set_default_backend(None)  # back to "inductor"
     print("set_default_backend(counter): compiles seen by it", counter.frame_count)
 else:
-    print(f"torch {torch.__version__}: these keywords need torch 2.13 or later")
+    print(f"torch {torch.__version__}: no torch.compiler.set_default_backend (new in 2.13)")
 
 # %% [markdown]
-# - Five static lengths with `recompile_limit=2`: two compiles, then Dynamo stops compiling `f` and
-#   runs it eagerly (it logs "hit config.recompile_limit").
+# - Five static lengths under a limit of 2: two compiles, then Dynamo stops compiling `f` and runs it
+#   eagerly (it logs "hit config.recompile_limit").
 # - Two `torch.compile` calls on the same function **share** their compiled entries by default: `a`
 #   used up the limit of 2, so `b` compiled nothing. With `isolate_recompiles=True` each call has its
 #   own entries and its own limit: two compiles each.
 # - `shapes_spec` marks `x`'s first dimension dynamic before the first call: one graph for all three
-#   batches, whose size arrives as an extra graph input (`u`, an *unbacked* symbol: in 2.13 the spec
-#   classes make unbacked sizes only, says torch/fx/experimental/dynamic\_spec.py).
+#   batches, whose size arrives as an extra graph input (on 2.13, `u`, an *unbacked* symbol: the spec
+#   classes make unbacked sizes only, says torch/fx/experimental/dynamic\_spec.py; `mark_dynamic`
+#   makes a backed `s`).
+# - With `set_default_backend(counter)`, a `torch.compile` without `backend=` used the counter.
 #
 # ## 5. Where compile time goes: the timeline
 #
