@@ -737,3 +737,5 @@ print("and the check is faster (x2 margin):", kept_t * 2 < full_t)
 # 3. Change `EDGES` after the substituted compile and call `bucket_scale` again: does it recompile?
 # 4. Find a change to `f`'s call that gives a cache *hit* although the input differs, and one that
 #    misses although the graph is the same.
+#
+# Graded exercise: Task 13.1 of [`exercises/ex13_production.ipynb`](exercises/ex13_production.ipynb).

@@ -384,3 +384,5 @@ for line in run_python(DDP_JOB, port).splitlines():
 # 1. Export `MLP` without `dynamic_shapes` and call the package with a batch of 3: what happens?
 # 2. Change `bucket_cap_mb` to 2 and then 4 in the DDP job: how many graphs, and why?
 # 3. Make `Branchy` export by replacing the `if` with `torch.where`: which ops are in the graph now?
+#
+# Graded exercise: Task 14.1 of [`exercises/ex13_production.ipynb`](exercises/ex13_production.ipynb).

@@ -219,3 +219,5 @@ print("correct after the fix:", still_right())
 #    what does torch write now?
 # 3. Plant the bug in a decomposition instead of a lowering: which rung of the ladder fails first,
 #    and what does the bisector say?
+#
+# Graded exercise: Task 15.1 of [`exercises/ex13_production.ipynb`](exercises/ex13_production.ipynb).
