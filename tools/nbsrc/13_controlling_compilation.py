@@ -22,9 +22,10 @@
 #   checks for speed with `guard_filter_fn`, knowing what soundness that gives up.
 #
 # Every API here was checked in torch 2.13's source (file named next to it). The `torch.compile`
-# keywords `recompile_limit`, `isolate_recompiles`, `shapes_spec` and `name` are new in 2.13: the
-# cells that use them say so and skip on an older torch. Timings depend on the machine; the checked
-# cells print only orders ("regional < whole: True") with generous margins.
+# keywords `recompile_limit`, `isolate_recompiles`, `shapes_spec` and `name` are new in 2.13: on an
+# older torch the cell that uses them shows the same behaviours with what stood in for them there.
+# Timings depend on the machine; the checked cells print only orders ("regional < whole: True") with
+# generous margins.
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
@@ -719,9 +720,9 @@ print("and the check is faster (x2 margin):", kept_t * 2 < full_t)
 #   node, you vouch for it), `nonstrict_trace` (traced non-strictly, stays in the graph),
 #   `substitute_in_graph` (a traceable twin of a C function); `error_on_graph_break` makes a region
 #   strict; `nested_graph_breaks` resumes inside the callee.
-# - torch 2.13's `torch.compile(recompile_limit=, isolate_recompiles=, shapes_spec=, name=)` and
-#   `set_default_backend`; `mark_dynamic(min=, max=)` checks the range, `maybe_mark_dynamic` lets
-#   Dynamo specialise.
+# - torch 2.13's `torch.compile(recompile_limit=, isolate_recompiles=, shapes_spec=, name=)`
+#   (`shapes_spec` is `dynamic_shapes` from 2.15) and `set_default_backend`; `mark_dynamic(min=,
+#   max=)` checks the range, `maybe_mark_dynamic` lets Dynamo specialise.
 # - **Compile time** has phases; labkit's timeline reads torch's own timers (`labkit.compile_timeline`,
 #   for `explore` or any TORCH_TRACE log), and its per-compile sums equal `compilation_metrics`.
 # - **Regional compilation** (`block.compile()` or `nested_compile_region`) compiles the repeated
