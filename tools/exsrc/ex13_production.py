@@ -92,21 +92,25 @@ def predict_calls(limit: int, calls: list[tuple[str, int]]) -> list[str]:
     """Per call: "compiled", "cached", "eager" or "error", predicted without compiling (Task 13.1)."""
     ### BEGIN SOLUTION
     graphs: set[int] = set()        # the lengths a compiled graph exists for (its guards)
+    gave_up = False                 # a default call found the limit reached: f runs eagerly for good
     happened = []
     for stance, n in calls:
         if stance == "force_eager":
             happened.append("eager")              # not even the cache is consulted
         elif n in graphs:
             happened.append("cached")             # a guard passes: no stance stops a cached graph
+        elif gave_up:
+            happened.append("eager")              # Dynamo skips f's misses, whatever the stance
+        elif stance == "fail_on_recompile":
+            happened.append("error")              # the first compile counts too, and the stance
+        elif stance == "eager_on_recompile":      # is consulted before the limit
+            happened.append("eager")
         elif len(graphs) >= limit:
-            happened.append("eager")              # over the limit: Dynamo gives up, never raises
-        elif stance == "default":
+            gave_up = True
+            happened.append("eager")
+        else:
             graphs.add(n)
             happened.append("compiled")
-        elif stance == "eager_on_recompile":
-            happened.append("eager")              # also on the first call: no compile at all
-        else:
-            happened.append("error")              # fail_on_recompile: the first compile counts too
     return happened
     ### END SOLUTION
 # %% id=c13-1
