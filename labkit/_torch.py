@@ -529,3 +529,45 @@ def compile_triton(
         except Exception:  # an attrs format this triton does not take: compile without hints
             pass
     return run()
+
+
+# -- exercise 15.1: a bug planted in one layer of Inductor ------------------------------------------
+PLANT_LAYERS = ("decomposition", "lowering")
+
+
+@contextlib.contextmanager
+def planted_bug(layer: str, op: str) -> Iterator[None]:
+    """Inside, ``aten.<op>`` is computed wrongly by one layer: its entry in Inductor's decomposition
+    table (``x * 0.5 + 1``; aot_eager_decomp_partition uses the same table) or its lowering (as
+    ``abs``). Caches are off inside, so no compiled code outlives the bug or hides it."""
+    from torch._inductor import config, decomposition, lowering
+
+    if layer not in PLANT_LAYERS:
+        raise ValueError(f"layer must be one of {PLANT_LAYERS}, not {layer!r}")
+    key = getattr(torch.ops.aten, op).default
+    if layer == "decomposition":
+        table: dict[Any, Any] = decomposition.decompositions
+
+        def wrong(x: Any, *args: Any, **kwargs: Any) -> Any:
+            return x * 0.5 + 1.0
+    else:
+        table, absolute = lowering.lowerings, lowering.lowerings[torch.ops.aten.abs.default]
+
+        def wrong(x: Any, *args: Any, **kwargs: Any) -> Any:
+            return absolute(x)
+    # select_decomp_table() serves a functools.cache'd copy of the table: cleared on entry and exit
+    copied = getattr(decomposition, "fast_random_decomps", None)
+    clear = getattr(copied, "cache_clear", lambda: None)
+    missing = object()
+    old = table.get(key, missing)
+    table[key] = wrong
+    clear()
+    try:
+        with config.patch(force_disable_caches=True):
+            yield
+    finally:
+        if old is missing:
+            del table[key]
+        else:
+            table[key] = old
+        clear()

@@ -107,8 +107,32 @@ WRONG = {
             "    return 1 + steps.count('matmul') if any(s != 'matmul' for s in steps) else 0\n"),
     "8.3": ("def predict_step_flops(widths, batch):   # backward = exactly twice the forward\n"
             "    return 3 * sum(2 * batch * a * b for a, b in zip(widths, widths[1:]))\n"),
+    "13.1": ("def predict_calls(limit, calls):   # a stance only matters for a new length\n"
+             "    seen, out = set(), []\n"
+             "    for stance, n in calls:\n"
+             "        if n in seen:\n"
+             "            out.append('cached')\n"
+             "        elif stance == 'default':\n"
+             "            seen.add(n)\n"
+             "            out.append('compiled')\n"
+             "        else:\n"
+             "            out.append('error' if stance == 'fail_on_recompile' else 'eager')\n"
+             "    return out\n"),
+    "14.1": ("class GateFixed(nn.Module):   # the value branch as torch.where, the size branch kept\n"
+             "    def __init__(self, d):\n"
+             "        super().__init__()\n"
+             "        self.proj = nn.Linear(d, d)\n"
+             "    def forward(self, x):\n"
+             "        h = self.proj(x)\n"
+             "        h = torch.where(x.mean() > 0, h.tanh(), h.relu() - 1)\n"
+             "        if x.shape[0] > 16:\n"
+             "            h = h * 2\n"
+             "        return h / (h.abs().max() + 1)\n"
+             "DYNAMIC_SHAPES = {'x': {0: torch.export.Dim('batch', min=2, max=64)}}\n"),
+    "15.1": ("def first_wrong(program, layer, op):   # every bug is Inductor's, so: inductor\n"
+             "    return 'inductor' if op in program else 'none'\n"),
 }
-SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1"}
+SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1", "14.1", "15.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:

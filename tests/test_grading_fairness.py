@@ -29,7 +29,9 @@ from fairness import ANSWERS, Fairness, grade_answer
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
 FAST_CASES = {"10.1": 4, "11.1": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.5": 1, "6.1": 1, "6.2": 1,
-              "8.1": 6, "8.3": 5, "9.2": 6}
+              "8.1": 6, "8.3": 5, "9.2": 6, "13.1": 6, "15.1": 4}
+# Fast tests whose few cases still compile with Inductor under a planted bug (~1 min cold): slow
+SLOW_FEW = {"15.1"}
 SLOW_CASES = 200
 # Cases every run measures first: the ones a review or these tests found judged wrongly.
 PINNED: dict[str, list[tuple[Any, ...]]] = {
@@ -114,7 +116,8 @@ def test_every_predict_then_verify_task_has_a_fairness_test() -> None:
     assert set(fairness.predict_tasks()) - {"7.2", "8.2"} == set(FAST_CASES)
 
 
-@pytest.mark.parametrize("task_id", sorted(FAST_CASES))
+@pytest.mark.parametrize("task_id", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW_FEW
+                                     else t for t in sorted(FAST_CASES)])
 def test_reference_agrees_with_the_measurement_on_a_few_cases(task_id: str) -> None:
     pinned = PINNED.get(task_id, [])
     result = fairness.fairness(task_id, FAST_CASES[task_id] + len(pinned), [0],
@@ -176,7 +179,7 @@ def test_task3_2_measurement_tells_the_causes_apart() -> None:
 # -- alternative answers: a second correct one passes, a plausible wrong one fails -------------------
 ANSWER_TASKS = sorted(p.stem for p in fairness.answer_files())
 # Cheap to grade (no Inductor, no library test run): in the default suite.
-FAST_ANSWERS = {"2.1", "2.3", "3.1", "3.2", "4.1", "4.2", "7.2", "8.1", "8.2", "8.3", "9.2"}
+FAST_ANSWERS = {"2.1", "2.3", "3.1", "3.2", "4.1", "4.2", "7.2", "8.1", "8.2", "8.3", "9.2", "13.1"}
 
 
 def _answer_params() -> list[Any]:

@@ -245,3 +245,9 @@ def count_compiles(fn: Callable[..., Any], calls: list[tuple[Any, ...]],
     for args in calls:
         compiled(*args)
     return int(cc.frame_count)
+
+
+def planted_bug(layer: str, op: str) -> contextlib.AbstractContextManager[None]:
+    """Inside, ``aten.<op>`` is wrong in one layer of Inductor (``"decomposition"`` or
+    ``"lowering"``), with caches off: the planted bugs of Task 15.1 (see ``_torch.planted_bug``)."""
+    return _torch.planted_bug(layer, op)

@@ -22,9 +22,10 @@
 #   checks for speed with `guard_filter_fn`, knowing what soundness that gives up.
 #
 # Every API here was checked in torch 2.13's source (file named next to it). The `torch.compile`
-# keywords `recompile_limit`, `isolate_recompiles`, `shapes_spec` and `name` are new in 2.13: the
-# cells that use them say so and skip on an older torch. Timings depend on the machine; the checked
-# cells print only orders ("regional < whole: True") with generous margins.
+# keywords `recompile_limit`, `isolate_recompiles`, `shapes_spec` and `name` are new in 2.13: on an
+# older torch the cell that uses them shows the same behaviours with what stood in for them there.
+# Timings depend on the machine; the checked cells print only orders ("regional < whole: True") with
+# generous margins.
 
 # %% id=setup
 # Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
@@ -282,47 +283,82 @@ except Exception as e:
 # torch 2.13 added keywords to `torch.compile` itself (torch/\_\_init\_\_.py, `def compile`):
 # `recompile_limit` (per call, instead of the global `torch._dynamo.config.recompile_limit`, 8),
 # `isolate_recompiles` (this call's compiles count only against its own limit), `shapes_spec` (which
-# dimensions are dynamic, with classes from `torch.fx.experimental.dynamic_spec`), and `name` (an
-# identifier for the compiled region in debug output). `torch.compiler.set_default_backend` changes
-# the backend `torch.compile` uses when none is given.
+# dimensions are dynamic, with classes from `torch.fx.experimental.dynamic_spec`; torch 2.15 renamed
+# the keyword `dynamic_shapes`, same classes), and `name` (an identifier for the compiled region in
+# debug output). `torch.compiler.set_default_backend` changes the backend `torch.compile` uses when
+# none is given.
+#
+# The checked cell below prints *behaviours*, so that it checks the same thing on every torch the
+# course supports: on 2.13 and later it uses the keywords; on an older torch it uses what stood in
+# for them there (the global `recompile_limit` config, a copy of `f`'s code object, which has a cache
+# and a limit of its own, and `mark_dynamic` with a range), and says so on the line above.
 
 # %% id=keywords
 # NBVAL_CHECK_OUTPUT
-if NEW_KEYWORDS:
+import types
+
+SPEC_KEYWORD = next((k for k in ("shapes_spec", "dynamic_shapes")
+                     if k in inspect.signature(torch.compile).parameters), None)
+
+
+def limited(fn, backend, own=False):
+    """fn compiled with a limit of 2 recompiles; ``own``: a limit of its own (not shared with fn)."""
+    if NEW_KEYWORDS:
+        return torch.compile(fn, backend=backend, dynamic=False, recompile_limit=2,
+                             isolate_recompiles=own)
+    if own:  # a copy of the code object: its own cache entries, so its own count
+        fn = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__)
+    return torch.compile(fn, backend=backend, dynamic=False)
+
+
+with torch._dynamo.config.patch(recompile_limit=8 if NEW_KEYWORDS else 2):  # 8: the default
     torch.compiler.reset()
     counter = CompileCounter()
-    limited = torch.compile(f, backend=counter, dynamic=False, recompile_limit=2)
+    one = limited(f, counter)
     for n in range(2, 7):
-        limited(torch.randn(n))  # five lengths, static: one compile each until the limit
-    print("recompile_limit=2, five lengths: compiles", counter.frame_count)
+        one(torch.randn(n))  # five lengths, static: one compile each until the limit
+    print("a limit of 2, five static lengths: compiles", counter.frame_count)
 
-    for isolate in (False, True):
+    for own in (False, True):
         torch.compiler.reset()
         ca, cb = CompileCounter(), CompileCounter()
-        a = torch.compile(f, backend=ca, dynamic=False, recompile_limit=2, isolate_recompiles=isolate)
-        b = torch.compile(f, backend=cb, dynamic=False, recompile_limit=2, isolate_recompiles=isolate)
+        a, b = limited(f, ca), limited(f, cb, own)
         for n in (2, 3):
             a(torch.randn(n))
         for n in (4, 5):
             b(torch.randn(n))
-        print(f"isolate_recompiles={isolate!s:5}: compiles of a, b: {ca.frame_count}, {cb.frame_count}")
+        print(f"{'b with a limit of its own' if own else 'a and b share the limit'}: "
+              f"compiles of a, b: {ca.frame_count}, {cb.frame_count}")
 
+inputs = []
+
+
+def grab(gm, example_inputs):
+    inputs.append([n.name for n in gm.graph.nodes if n.op == "placeholder"])
+    return gm.forward
+
+
+torch.compiler.reset()
+batches = [torch.randn(n, 4) for n in (3, 5, 7)]
+if NEW_KEYWORDS:
     from torch.fx.experimental.dynamic_spec import ShapesSpec, ShapeVar, TensorSpec
 
-    inputs = []
+    spec = ShapesSpec({"x": TensorSpec([ShapeVar("batch", max=64), None])})
+    dynamic_batch = torch.compile(f, backend=grab, **{SPEC_KEYWORD: spec})
+else:
+    for t in batches:
+        torch._dynamo.mark_dynamic(t, 0, min=2, max=64)
+    dynamic_batch = torch.compile(f, backend=grab)
+for t in batches:
+    dynamic_batch(t)
+print("batch dynamic before the first call, batches 3, 5, 7: graphs", len(inputs),
+      "| the size is a graph input of its own:", len(inputs[0]) == 2)
 
-    def grab(gm, example_inputs):
-        inputs.append([n.name for n in gm.graph.nodes if n.op == "placeholder"])
-        return gm.forward
-
-    torch.compiler.reset()
-    batch = ShapeVar("batch", max=64)
-    spec = torch.compile(f, backend=grab, shapes_spec=ShapesSpec({"x": TensorSpec([batch, None])}))
-    for n in (3, 5, 7):
-        spec(torch.randn(n, 4))
-    print("shapes_spec, batches 3, 5, 7: graphs", len(inputs), "inputs",
-          [re.sub(r"\d+", "", i) for i in inputs[0]])
-
+# %%
+print("made with", "the keywords" if NEW_KEYWORDS else
+      f"torch {torch.__version__}'s stand-ins: the config, a code copy, mark_dynamic")
+print("graph inputs:", [re.sub(r"\d+", "", i) for i in inputs[0]])
+if hasattr(torch.compiler, "set_default_backend"):  # torch >= 2.13 (torch/compiler/__init__.py)
     torch.compiler.reset()
     counter = CompileCounter()
     torch.compiler.set_default_backend(counter)
@@ -330,17 +366,19 @@ if NEW_KEYWORDS:
     torch.compiler.set_default_backend(None)  # back to "inductor"
     print("set_default_backend(counter): compiles seen by it", counter.frame_count)
 else:
-    print(f"torch {torch.__version__}: these keywords need torch 2.13 or later")
+    print(f"torch {torch.__version__}: no torch.compiler.set_default_backend (new in 2.13)")
 
 # %% [markdown]
-# - Five static lengths with `recompile_limit=2`: two compiles, then Dynamo stops compiling `f` and
-#   runs it eagerly (it logs "hit config.recompile_limit").
+# - Five static lengths under a limit of 2: two compiles, then Dynamo stops compiling `f` and runs it
+#   eagerly (it logs "hit config.recompile_limit").
 # - Two `torch.compile` calls on the same function **share** their compiled entries by default: `a`
 #   used up the limit of 2, so `b` compiled nothing. With `isolate_recompiles=True` each call has its
 #   own entries and its own limit: two compiles each.
 # - `shapes_spec` marks `x`'s first dimension dynamic before the first call: one graph for all three
-#   batches, whose size arrives as an extra graph input (`u`, an *unbacked* symbol: in 2.13 the spec
-#   classes make unbacked sizes only, says torch/fx/experimental/dynamic\_spec.py).
+#   batches, whose size arrives as an extra graph input (on 2.13, `u`, an *unbacked* symbol: the spec
+#   classes make unbacked sizes only, says torch/fx/experimental/dynamic\_spec.py; `mark_dynamic`
+#   makes a backed `s`).
+# - With `set_default_backend(counter)`, a `torch.compile` without `backend=` used the counter.
 #
 # ## 5. Where compile time goes: the timeline
 #
@@ -682,9 +720,9 @@ print("and the check is faster (x2 margin):", kept_t * 2 < full_t)
 #   node, you vouch for it), `nonstrict_trace` (traced non-strictly, stays in the graph),
 #   `substitute_in_graph` (a traceable twin of a C function); `error_on_graph_break` makes a region
 #   strict; `nested_graph_breaks` resumes inside the callee.
-# - torch 2.13's `torch.compile(recompile_limit=, isolate_recompiles=, shapes_spec=, name=)` and
-#   `set_default_backend`; `mark_dynamic(min=, max=)` checks the range, `maybe_mark_dynamic` lets
-#   Dynamo specialise.
+# - torch 2.13's `torch.compile(recompile_limit=, isolate_recompiles=, shapes_spec=, name=)`
+#   (`shapes_spec` is `dynamic_shapes` from 2.15) and `set_default_backend`; `mark_dynamic(min=,
+#   max=)` checks the range, `maybe_mark_dynamic` lets Dynamo specialise.
 # - **Compile time** has phases; labkit's timeline reads torch's own timers (`labkit.compile_timeline`,
 #   for `explore` or any TORCH_TRACE log), and its per-compile sums equal `compilation_metrics`.
 # - **Regional compilation** (`block.compile()` or `nested_compile_region`) compiles the repeated
@@ -700,3 +738,5 @@ print("and the check is faster (x2 margin):", kept_t * 2 < full_t)
 # 3. Change `EDGES` after the substituted compile and call `bucket_scale` again: does it recompile?
 # 4. Find a change to `f`'s call that gives a cache *hit* although the input differs, and one that
 #    misses although the graph is the same.
+#
+# Graded exercise: Task 13.1 of [`exercises/ex13_production.ipynb`](exercises/ex13_production.ipynb).

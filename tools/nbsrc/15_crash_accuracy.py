@@ -218,4 +218,8 @@ print("correct after the fix:", still_right())
 # 2. Plant a crash instead (make the lowering raise) and run the job with `TORCHDYNAMO_REPRO_LEVEL=2`:
 #    what does torch write now?
 # 3. Plant the bug in a decomposition instead of a lowering: which rung of the ladder fails first,
-#    and what does the bisector say?
+#    and what does the bisector say? (Inductor's table is `torch._inductor.decomposition.decompositions`,
+#    but `select_decomp_table()` serves a `functools.cache`'d copy of it, `fast_random_decomps()`:
+#    call its `cache_clear()` after the change, or the ladder never sees it; torch 2.13 and 2.15.)
+#
+# Graded exercise: Task 15.1 of [`exercises/ex13_production.ipynb`](exercises/ex13_production.ipynb).
