@@ -47,7 +47,7 @@ def pow2(n: int) -> int:  # the smallest power of two >= n (1 for n <= 1)
     return 1 << max(0, (max(n, 1) - 1).bit_length())
 
 
-TILE, CPP_TILE = 64, 32  # a 2-D pointwise tile: TILE x TILE elements a GPU program, CPP_TILE a C++ block
+TILE, CPP_TILE = 64, 64  # a 2-D pointwise tile: TILE x TILE elements a GPU program, CPP_TILE a C++ block
 
 
 def tile_2d(sizes: list[int], loop: list[sympy.Symbol],
