@@ -145,6 +145,6 @@ def test_transposed_tiles_every_element_size_cpp() -> None:
              (torch.float64, torch.int64)]
     for dtype, shape in [(d, s) for pair in sizes for d, s in zip(pair, ((256, 256), (200, 333)))]:
         x, y = sample(dtype, shape, 0), sample(dtype, shape[::-1], 1)  # 64x64 tiles only; ragged edges
-        p = assert_same_as_eager(lambda x, y: x.t() * y if dtype == torch.bool else x.t() - y, x, y,
+        p = assert_same_as_eager(lambda x, y: x.t() * y if x.dtype == torch.bool else x.t() - y, x, y,
                                  rtol=0, atol=0)
         assert "lk_tile_transpose<64>" in p.code, dtype

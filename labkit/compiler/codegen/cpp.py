@@ -26,7 +26,7 @@ from typing import Any
 import sympy
 import torch
 
-from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, _linear_coeff, scalar, spelled
+from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar, spelled, stride_of
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel, sym
 from labkit.compiler.schedule import CPP_TILE, FusedKernel, reads_of, store_index
 
@@ -79,14 +79,11 @@ template <typename U> static inline void lk_transpose8(const U* src, int64_t ld,
   for (int i = 0; i < 8; ++i) std::memcpy(&r[i], src + i * ld, sizeof(v));
   for (int i = 0; i < 8; i += 2) { t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
     t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15); }
-  for (int i = 0; i < 8; i += 4) for (int k = i; k < i + 2; ++k) {
-    u[k] = __builtin_shufflevector(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+  for (int k : {0, 1, 4, 5}) { u[k] = __builtin_shufflevector(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
     u[k + 2] = __builtin_shufflevector(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15); }
   for (int k = 0; k < 4; ++k) { const int row = (k & 1) * 2 + (k >> 1);  // u0..u3 hold rows 0, 2, 1, 3
-    v lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    v hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    std::memcpy(dst + row * ldd, &lo, sizeof(v)); std::memcpy(dst + (row + 4) * ldd, &hi, sizeof(v)); }
-}
+    v lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11), hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    std::memcpy(dst + row * ldd, &lo, sizeof(v)); std::memcpy(dst + (row + 4) * ldd, &hi, sizeof(v)); } }
 // A B x B tile of a transposed read made contiguous, dst[j*B + i] = src[i*ld + j]: 8x8 register
 // transposes for a whole tile (on the bits, any element type), element by element at the edges.
 template <int B, typename T> static inline void lk_tile_transpose(const T* src, int64_t ld, T* dst, int64_t rows, int64_t cols) {
@@ -94,8 +91,7 @@ template <int B, typename T> static inline void lk_tile_transpose(const T* src, 
           std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>> U;
   if (rows == B && cols == B) { for (int i = 0; i < B; i += 8) for (int j = 0; j < B; j += 8)
       lk_transpose8(reinterpret_cast<const U*>(src + i * ld + j), ld, reinterpret_cast<U*>(dst + j * B + i), B); return; }
-  for (int64_t i = 0; i < rows; ++i) for (int64_t j = 0; j < cols; ++j) dst[j * B + i] = src[i * ld + j];
-}
+  for (int64_t i = 0; i < rows; ++i) for (int64_t j = 0; j < cols; ++j) dst[j * B + i] = src[i * ld + j]; }
 """
 
 
@@ -236,13 +232,12 @@ class CppKernelWriter(KernelWriter):
                 self.compute(node)
 
     def transpose_tiles(self, inner: Any, other: Any, t: int) -> None:
-        """Each load walking ``other`` with stride 1 but ``inner`` with a stride is first copied,
-        tile by tile, into a contiguous ``tile`` array (8x8 register transposes), so the SIMD loop
-        along ``inner`` reads it contiguously instead of gathering one cache line per lane."""
+        """A load walking ``other`` with stride 1 but ``inner`` with a stride is first copied into a
+        contiguous tile (8x8 register transposes): the SIMD loop along ``inner`` then reads, not gathers."""
         at = {inner: sym(f"{inner}_outer"), other: sym(f"{other}_outer")}
         for name, e in self.accesses:
-            ld = _linear_coeff(e, inner)
-            if name in self.reads and (e, name) not in self.tiles and _linear_coeff(e, other) == 1 and ld not in (None, 0, 1):
+            ld = stride_of(e, inner)
+            if name in self.reads and (e, name) not in self.tiles and stride_of(e, other) == 1 and ld not in (None, 0, 1):
                 var = self.tiles[e, name] = f"tile{len(self.tiles)}"
                 self.emit(f"alignas(64) {CTYPES[self.dtypes[name]]} {var}[{t * t}];")
                 self.emit(f"lk_tile_transpose<{t}>({self.ptr[name]} + {self.printer.doprint(e.subs(at))}, {ld}, {var}, "
