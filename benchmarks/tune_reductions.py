@@ -6,8 +6,8 @@
 Rerunnable on any GPU: it writes figures/tune_reductions_<card>.json with the card's name, its
 properties as ``schedule.Gpu`` reads them (SMs, shared memory, L2), and the torch and triton versions.
 ``Gpu.column_tile`` (a column kernel's [rows x columns] tile and warps, derived from the card),
-``schedule.LOOP_RBLOCK`` / ``LOOP_WARPS`` (a long row's chunk) and ``triton.ROW_WARPS`` (a short,
-persistent row's warps) were chosen from this sweep: each variant is compiled straight
+``schedule.LOOP_RBLOCK`` / ``LOOP_WARPS`` (a long row's chunk) and ``triton.SHORT_ROWS`` (many short,
+persistent rows' warps) were chosen from this sweep: each variant is compiled straight
 from an ATen graph (``testing.compile_fn``, no Dynamo, so variants cannot share a cache entry), checked
 against eager, and timed against eager and Inductor in interleaved rounds (``bench_compiler.interleaved``).
 The first variant of each case is the compiler's current choice. docs/gpu.md has the H100 figures.
@@ -42,27 +42,27 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[int, int]]]
     "softmax": (softmax, (4096, 50257)),
     "softmax_20k": (softmax, (8192, 20000)),
     "log_softmax": (log_softmax, (4096, 32000)),
-    "softmax_short": (softmax, (16384, 1024)),  # H200, torch 2.11: 0.77x with 4 warps a row
+    "softmax_short": (softmax, (16384, 1024)),  # H200, torch 2.11: 0.77x with 4 warps a row (now 1)
     "softmax_short_384": (softmax, (32768, 384)),
 }
 COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8)]  # None: current
 ROW = [None, (2048, 16), (4096, 16), (8192, 32), (4096, 8)]  # (chunk, warps)
-SHORT = [None, (2,), (4,), (8,), (16,)]  # warps a persistent row
+SHORT = [None, (2,), (4,), (8,)]  # warps a short persistent row (None: 1, Inductor's)
 
 
 def build(fn: Callable[..., Any], x: torch.Tensor, variant: tuple[int, ...] | None) -> Callable[..., Any]:
     """labkit's Triton program for ``fn(x)`` with this tile or chunk (None: the compiler's own)."""
-    saved = schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.ROW_WARPS
+    saved = schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.SHORT_ROWS
     if variant and len(variant) == 3:
         schedule.Gpu.column_tile = lambda self, columns, rows: variant
     elif variant and len(variant) == 2:
         schedule.LOOP_RBLOCK, schedule.LOOP_WARPS = variant
     elif variant:
-        tgen.ROW_WARPS = ((1 << 62, variant[0]),)
+        tgen.SHORT_ROWS = (tgen.SHORT_ROWS[0], variant[0])
     try:
         program = compile_fn(fn, x, target="triton")
     finally:
-        schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.ROW_WARPS = saved
+        schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.SHORT_ROWS = saved
     return lambda x: program(x)[0]
 
 

@@ -237,3 +237,8 @@ def test_launch_shapes_derive_from_the_device_properties() -> None:
     writer = tgen.TritonKernelWriter(compile_fn(lambda x: x.sum(0), torch.randn(4096, 1000)).schedule.kernels[0],
                                      {"arg0_1": torch.float32, "buf0": torch.float32}, t4)
     assert (writer.block, writer.rblock, writer.grid) == (16, "512", 63)  # T4: 16 wide, 512 rows
+    # many short rows (256..1024, >= 1024 of them): one warp a row, as Inductor; else by row length
+    warps = {shape: [k.launch["num_warps"] for k in compile_fn(lambda x: torch.softmax(x, -1), torch.empty(shape),
+                                                               target="triton").kernels.values()]
+             for shape in ((16384, 1024), (32768, 384), (512, 1024), (16384, 200), (4096, 4096))}
+    assert warps == {(16384, 1024): [1], (32768, 384): [1], (512, 1024): [4], (16384, 200): [4], (4096, 4096): [8]}

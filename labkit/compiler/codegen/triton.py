@@ -40,8 +40,9 @@ TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int6
             torch.bfloat16: "tl.bfloat16"}
 # The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
 VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
-# Warps for a persistent row of up to N elements: 8-32 floats a thread stay in registers, unspilled.
-ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
+# Warps for a persistent row of up to N elements (8-32 floats a thread stay in registers); >= 1024 rows of 256..1024: 1 warp,
+# as Inductor (torch 2.13 triton_heuristics._persistent_reduction_configs): warp shuffles, no shared memory or barrier.
+ROW_WARPS, SHORT_ROWS = ((1024, 4), (4096, 8), (1 << 62, 16)), ((256, 1024, 1024), 1)  # (lo, hi, rows), warps
 
 HEADER = '''import triton
 import triton.language as tl
@@ -151,13 +152,14 @@ class TritonKernelWriter(KernelWriter):
         elif self.space.rdims:
             self.block, self.grid = sched.pow2(self.rnumel) if self.persistent else sched.LOOP_RBLOCK, n
             # a long row streams through: LOOP_WARPS, 4 floats per thread per chunk
-            self.num_warps = next(w for lim, w in ROW_WARPS if self.block <= lim) if self.persistent else sched.LOOP_WARPS
+            (lo, hi, rows), short = SHORT_ROWS
+            self.num_warps = sched.LOOP_WARPS if not self.persistent else short if lo <= self.rnumel <= hi and n >= rows \
+                else next(w for lim, w in ROW_WARPS if self.block <= lim)
         elif self.tile and -(-self.row_sizes[-1] // gpu.tile(n)) < 65536:  # grid axis 1's limit
             self.block, self.num_warps = gpu.tile(n), 8  # 64 x 64: 16 elements a thread
             self.grid = (-(-(n // self.row_sizes[-1]) // self.block), -(-self.row_sizes[-1] // self.block))
         else:
-            self.tile, self.block, self.num_warps = None, gpu.xblock(n), 4
-            self.grid = -(-n // self.block)
+            self.tile, self.block, self.num_warps, self.grid = None, gpu.xblock(n), 4, -(-n // gpu.xblock(n))
 
     def use_scratch(self, node: Any) -> bool:
         return True  # persistent: the row is in registers; looped: recomputed where it is read
