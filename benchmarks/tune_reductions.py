@@ -39,13 +39,14 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[int, int]]]
     "softmax0": (softmax0, (4096, 4096)),
     "softmax0_tall": (softmax0, (16384, 1024)),
     "colsum": (colsum, (8192, 8192)),
+    "colsum_768": (colsum, (16384, 768)),  # a layer norm's weight gradient: few columns
     "softmax": (softmax, (4096, 50257)),
     "softmax_20k": (softmax, (8192, 20000)),
     "log_softmax": (log_softmax, (4096, 32000)),
     "softmax_short": (softmax, (16384, 1024)),  # H200, torch 2.11: 0.77x with 4 warps a row (now 1)
     "softmax_short_384": (softmax, (32768, 384)),
 }
-COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8)]  # None: current
+COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8), (16, 1024, 16), (8, 2048, 16)]  # None: current
 ROW = [None, (2048, 16), (4096, 16), (8192, 32), (4096, 8)]  # (chunk, warps)
 SHORT = [None, (2,), (4,), (8,)]  # warps a short persistent row (None: 1, Inductor's)
 

@@ -229,6 +229,8 @@ def test_launch_shapes_derive_from_the_device_properties() -> None:
     # column strips: 32 wide once every SM gets one; 16384 elements, fewer when 2 an SM overflow L2
     assert [g.column_tile(4096, 4096) for g in (h100, t4, small)] == [(32, 512, 16), (32, 256, 16), (32, 256, 16)]
     assert t4.column_tile(1000, 4096) == (16, 512, 16)
+    # few columns (a layer norm's weight gradient over 768): 8 wide, a 32-byte sector a row, 96 programs
+    assert [h100.column_tile(n, 8192) for n in (1024, 768)] == [(16, 1024, 16), (8, 2048, 16)]
     p = compile_fn(lambda x, y: x.t() + y, torch.randn(300, 517), torch.randn(517, 300), target="triton")
     (k,) = p.kernels.values()
     assert k.launch["block"] == 32 and "tl.arange(0, 32)[:, None]" in k.source  # too small for 64s

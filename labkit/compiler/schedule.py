@@ -108,11 +108,11 @@ class Gpu:
         return min(pow2(numel), max(128, min(1024, 1 << (numel // (2 * self.sms)).bit_length() >> 1)))
 
     def column_tile(self, columns: int, rows: int) -> tuple[int, int, int]:
-        """(kept elements, rows, warps) of a column kernel's tile: 32 wide (a 128-byte line a row) while
-        every SM (rounded down to a power of 2) gets a program, else 16; 16384 elements in 16 warps, fewer
-        if two tiles an SM would not fit L2. H100, softmax(x, 0) of 4096x4096: 0.151 ms in 64x32 tiles of 8
-        warps, 0.076 in 512x32 (Inductor 0.104); 16384x1024: 0.553 in 64x32, 0.103 in 1024x16 (Ind. 0.101)."""
-        width = 32 if columns >= 16 << self.sms.bit_length() else 16
+        """(kept elements, rows, warps) of a column kernel's tile: 32 wide (a 128-byte line a row) while every
+        SM (rounded down to a power of 2) gets a program, else 16 while half do, else 8 (a 32-byte sector: a layer
+        norm's weight gradients); 16384 elements in 16 warps, fewer if two tiles an SM overflow L2. H100, softmax(x,
+        0) of 4096x4096: 0.151 ms in 64x32 tiles, 8 warps, 0.076 in 512x32 (Ind. 0.104); 16384x1024: 0.103 in 1024x16 (0.101)."""
+        width = 32 if columns >= 16 << self.sms.bit_length() else 16 if columns >= 4 << self.sms.bit_length() else 8
         return width, min(min(16384, pow2(self.l2 // (8 * self.sms) + 1) >> 1) // width, pow2(rows)), 16
 
 
