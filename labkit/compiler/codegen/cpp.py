@@ -231,11 +231,11 @@ class CppKernelWriter(KernelWriter):
                 self.compute(node)
 
     def transpose_tiles(self, inner: Any, other: Any, t: int) -> None:
-        """A load walking ``other`` with stride 1 but ``inner`` with a stride is first copied into a
-        contiguous tile (8x8 register transposes): the SIMD loop along ``inner`` then reads, not gathers."""
+        """Loads walking ``other`` with stride 1 (``inner`` strided) go through a contiguous, transposed tile."""
         at = {inner: sym(f"{inner}_outer"), other: sym(f"{other}_outer")}
         for name, e in ((name, sympy.expand(e)) for name, e in self.accesses):
-            if name in self.reads and (e, name) not in self.tiles and stride_of(e, other) == 1 and (ld := stride_of(e, inner)) not in (None, 0, 1):
+            if name in self.reads and (e, name) not in self.tiles and e.free_symbols <= set(self.rows) \
+                    and stride_of(e, other) == 1 and (ld := stride_of(e, inner)) not in (None, 0, 1):  # not through an index
                 var = self.tiles[e, name] = f"tile{len(self.tiles)}"
                 self.emit(f"alignas(64) {CTYPES[self.dtypes[name]]} {var}[{t * t}];")
                 self.emit(f"lk_tile_transpose<{t}>({self.ptr[name]} + {self.printer.doprint(e.subs(at))}, {ld}, {var}, "
