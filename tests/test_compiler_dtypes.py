@@ -148,3 +148,6 @@ def test_transposed_tiles_every_element_size_cpp() -> None:
         p = assert_same_as_eager(lambda x, y: x.t() * y if x.dtype == torch.bool else x.t() - y, x, y,
                                  rtol=0, atol=0)
         assert "lk_tile_transpose<64>" in p.code, dtype
+    x, i = sample(torch.float32, (300, 400), 2), torch.randint(0, 300, (400, 300), generator=torch.Generator().manual_seed(3))
+    p = assert_same_as_eager(lambda x, y, i: x.t() + y + torch.gather(x.t(), 0, i), x, sample(torch.float32, (400, 300), 4), i)
+    assert p.code.count("lk_tile_transpose<64>(in_ptr") == 1  # x.t() tiled; the gather through i reads in the loop
