@@ -65,29 +65,29 @@ static inline float lk_round_bf(float f) { return lk_bf2f(lk_f2bf(f)); }
 static inline float lk_round_h(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 // Tell the compiler that glibc's libmvec has SIMD versions of these (so loops calling them vectorize).
 #define LK_SIMD extern "C" __attribute__((simd("notinbranch"))) __attribute__((nothrow))
-LK_SIMD float expf(float); LK_SIMD float logf(float); LK_SIMD float sinf(float);
-LK_SIMD float cosf(float); LK_SIMD float tanhf(float); LK_SIMD float erff(float);
-LK_SIMD float powf(float, float); LK_SIMD double exp(double); LK_SIMD double log(double);
+LK_SIMD float expf(float); LK_SIMD float logf(float); LK_SIMD float sinf(float); LK_SIMD float cosf(float); LK_SIMD float tanhf(float);
+LK_SIMD float erff(float); LK_SIMD float powf(float, float); LK_SIMD double exp(double); LK_SIMD double log(double);
 LK_SIMD double sin(double); LK_SIMD double cos(double); LK_SIMD double pow(double, double);
 // std::sin calls __builtin_sinf, which g++ would pair with cos into sincos: call the C names instead.
 static inline float lk_sin(float x) { return sinf(x); } static inline double lk_sin(double x) { return sin(x); }
 static inline float lk_cos(float x) { return cosf(x); } static inline double lk_cos(double x) { return cos(x); }
+#if defined(__clang__)  // a shuffle of two vectors: clang's spelling; g++ (since 4.7) takes the indices as a vector
+#define LK_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define LK_SHUF(a, b, ...) __builtin_shuffle(a, b, v{__VA_ARGS__})
+#endif
 // dst[j*ldd + i] = src[i*ld + j] for an 8x8 block, in registers: unpack pairs, then quads, then halves.
 template <typename U> static inline void lk_transpose8(const U* src, int64_t ld, U* dst, int64_t ldd) {
-  typedef U v __attribute__((vector_size(8 * sizeof(U)))); v r[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) std::memcpy(&r[i], src + i * ld, sizeof(v));
-  for (int i = 0; i < 8; i += 2) { t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15); }
-  for (int k : {0, 1, 4, 5}) { u[k] = __builtin_shufflevector(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-    u[k + 2] = __builtin_shufflevector(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15); }
+  typedef U v __attribute__((vector_size(8 * sizeof(U)))); v r[8], t[8], u[8]; for (int i = 0; i < 8; ++i) std::memcpy(&r[i], src + i * ld, sizeof(v));
+  for (int i = 0; i < 8; i += 2) { t[i] = LK_SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13); t[i + 1] = LK_SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15); }
+  for (int k : {0, 1, 4, 5}) { u[k] = LK_SHUF(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13); u[k + 2] = LK_SHUF(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15); }
   for (int k = 0; k < 4; ++k) { const int row = (k & 1) * 2 + (k >> 1);  // u0..u3 hold rows 0, 2, 1, 3
-    v lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11), hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    v lo = LK_SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11), hi = LK_SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     std::memcpy(dst + row * ldd, &lo, sizeof(v)); std::memcpy(dst + (row + 4) * ldd, &hi, sizeof(v)); } }
 // A B x B tile of a transposed read made contiguous, dst[j*B + i] = src[i*ld + j]: 8x8 register
 // transposes for a whole tile (on the bits, any element type), element by element at the edges.
 template <int B, typename T> static inline void lk_tile_transpose(const T* src, int64_t ld, T* dst, int64_t rows, int64_t cols) {
-  typedef std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t,
-          std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>> U;
+  typedef std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>> U;
   if (rows == B && cols == B) { for (int i = 0; i < B; i += 8) for (int j = 0; j < B; j += 8)
       lk_transpose8(reinterpret_cast<const U*>(src + i * ld + j), ld, reinterpret_cast<U*>(dst + j * B + i), B); return; }
   for (int64_t i = 0; i < rows; ++i) for (int64_t j = 0; j < cols; ++j) dst[j * B + i] = src[i * ld + j]; }
