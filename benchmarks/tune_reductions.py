@@ -3,8 +3,11 @@
     python benchmarks/tune_reductions.py            # every case (a GPU; about a minute on an H100)
     python benchmarks/tune_reductions.py softmax0   # one case
 
-``schedule.column_tile`` (a column kernel's [rows x columns] tile and warps) and ``schedule.LOOP_RBLOCK``
-/ ``LOOP_WARPS`` (a long row's chunk) were chosen from this sweep: each variant is compiled straight
+Rerunnable on any GPU: it writes figures/tune_reductions_<card>.json with the card's name, its
+properties as ``schedule.Gpu`` reads them (SMs, shared memory, L2), and the torch and triton versions.
+``Gpu.column_tile`` (a column kernel's [rows x columns] tile and warps, derived from the card),
+``schedule.LOOP_RBLOCK`` / ``LOOP_WARPS`` (a long row's chunk) and ``triton.SHORT_ROWS`` (many short,
+persistent rows' warps) were chosen from this sweep: each variant is compiled straight
 from an ATen graph (``testing.compile_fn``, no Dynamo, so variants cannot share a cache entry), checked
 against eager, and timed against eager and Inductor in interleaved rounds (``bench_compiler.interleaved``).
 The first variant of each case is the compiler's current choice. docs/gpu.md has the H100 figures.
@@ -13,7 +16,9 @@ The first variant of each case is the compiler's current choice. docs/gpu.md has
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -34,25 +39,31 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[int, int]]]
     "softmax0": (softmax0, (4096, 4096)),
     "softmax0_tall": (softmax0, (16384, 1024)),
     "colsum": (colsum, (8192, 8192)),
+    "colsum_768": (colsum, (16384, 768)),  # a layer norm's weight gradient: few columns
     "softmax": (softmax, (4096, 50257)),
     "softmax_20k": (softmax, (8192, 20000)),
     "log_softmax": (log_softmax, (4096, 32000)),
+    "softmax_short": (softmax, (16384, 1024)),  # H200, torch 2.11: 0.77x with 4 warps a row (now 1)
+    "softmax_short_384": (softmax, (32768, 384)),
 }
-COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8)]  # None: current
+COLUMN = [None, (32, 64, 8), (32, 256, 8), (32, 512, 8), (16, 1024, 8), (8, 1024, 8), (16, 1024, 16), (8, 2048, 16)]  # None: current
 ROW = [None, (2048, 16), (4096, 16), (8192, 32), (4096, 8)]  # (chunk, warps)
+SHORT = [None, (2,), (4,), (8,)]  # warps a short persistent row (None: 1, Inductor's)
 
 
 def build(fn: Callable[..., Any], x: torch.Tensor, variant: tuple[int, ...] | None) -> Callable[..., Any]:
     """labkit's Triton program for ``fn(x)`` with this tile or chunk (None: the compiler's own)."""
-    saved = tgen.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS
+    saved = schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.SHORT_ROWS
     if variant and len(variant) == 3:
-        tgen.column_tile = lambda columns, rows: variant
-    elif variant:
+        schedule.Gpu.column_tile = lambda self, columns, rows: variant
+    elif variant and len(variant) == 2:
         schedule.LOOP_RBLOCK, schedule.LOOP_WARPS = variant
+    elif variant:
+        tgen.SHORT_ROWS = (tgen.SHORT_ROWS[0], variant[0])
     try:
         program = compile_fn(fn, x, target="triton")
     finally:
-        tgen.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS = saved
+        schedule.Gpu.column_tile, schedule.LOOP_RBLOCK, schedule.LOOP_WARPS, tgen.SHORT_ROWS = saved
     return lambda x: program(x)[0]
 
 
@@ -63,7 +74,7 @@ def sweep(name: str) -> dict[str, float]:
     ref = fn(x)
     torch.compiler.reset()
     runs: dict[str, Callable[..., Any]] = {"eager": fn, "inductor": torch.compile(fn, dynamic=False)}
-    for v in COLUMN if name.startswith(("softmax0", "colsum")) else ROW:
+    for v in COLUMN if name.startswith(("softmax0", "colsum")) else SHORT if "short" in name else ROW:
         f = build(fn, x, v)
         torch.testing.assert_close(f(x), ref, rtol=1e-4, atol=1e-3)
         runs[f"labkit {v or 'current'}"] = f
@@ -83,7 +94,14 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("tune_reductions.py needs a CUDA device (the Triton kernels run on it)")
     result = {name: sweep(name) for name in args.cases or CASES}
-    print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "seconds": result}))
+    import triton
+
+    card = torch.cuda.get_device_name(0)
+    record = {"device": card, "gpu": dataclasses.asdict(schedule.this_gpu()), "torch": torch.__version__,
+              "triton": triton.__version__, "seconds": result}
+    out = ROOT / "figures" / f"tune_reductions_{re.sub(r'[^A-Za-z0-9]+', '_', card).strip('_')}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -215,6 +215,11 @@ def aot_module_simplified() -> Callable[..., Any]:
     return _api("torch._functorch.aot_autograd", "aot_module_simplified")
 
 
+def cuda_properties(device: Any = None) -> Any | None:
+    """torch.cuda.get_device_properties(device): SM count, shared memory, L2 size; None with no GPU."""
+    return torch.cuda.get_device_properties(device) if torch.cuda.is_available() else None
+
+
 def make_boxed_func(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` in AOTAutograd's boxed calling convention (one list argument it may clear)."""
     return _api("torch._functorch.aot_autograd", "make_boxed_func")(fn)

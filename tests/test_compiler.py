@@ -261,14 +261,16 @@ TILED = {  # pointwise kernels whose inputs disagree on the fastest-moving dim, 
     for c in TILED for t in ("cpp", "triton")])
 def test_transposed_pointwise_is_tiled_in_2d_and_says_why(case: str, target: str) -> None:
     """A transposed or permuted operand gets a 2-D tile (Triton: a [TILE x TILE] program on a 2-D
-    grid; C++: blocked loops), the schedule text names the tiled loops and the access that asked."""
+    grid; C++: blocked loops reading it from a register-transposed tile), the schedule text names the tiled loops and the access that asked."""
     from labkit.compiler.schedule import format_schedule
 
     fn, shapes, loops = TILED[case]
     p = assert_same_as_eager(fn, *(torch.randn(s) for s in shapes), target=target)
     text = format_schedule(p.schedule, p.graph)
     assert f"tiled 2-D over {loops}" in text, text
-    assert ("yindex" if target == "triton" else "_outer += 32") in p.code
+    # C++: blocked loops, and the transposed operand copied tile by tile into a contiguous array
+    assert ("yindex" if target == "triton" else "_outer += 64") in p.code
+    assert target == "triton" or "lk_tile_transpose<64>(in_ptr" in p.code
     if case == "transposed add":  # every access contiguous along the last loop: flat, not tiled
         flat = assert_same_as_eager(lambda x, y: x * 2 + y, *(torch.randn(300, 517) for _ in "xy"), target=target)
         assert "tiled" not in format_schedule(flat.schedule, flat.graph) and "yindex" not in flat.code

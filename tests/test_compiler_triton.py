@@ -94,8 +94,9 @@ def test_looped_loads_carry_l2_hints() -> None:
     assert "evict_first" in wide.source and "evict_last" not in wide.source  # read once
     assert wide.launch == {"grid": 256, "block": 32, "num_warps": 16}  # 8192 columns: 32 wide
     # Fewer than 128 strips of 32: 16 wide, twice the programs; never taller than the reduction
-    assert [tgen.column_tile(n, 16384) for n in (1024, 4095, 4096)] == [(16, 1024, 16)] * 2 + [(32, 512, 16)]
-    assert tgen.column_tile(8192, 40) == (32, 64, 16)
+    h100 = schedule.Gpu()  # the defaults: no GPU here
+    assert [h100.column_tile(n, 16384) for n in (1024, 4095, 4096)] == [(16, 1024, 16)] * 2 + [(32, 512, 16)]
+    assert h100.column_tile(8192, 40) == (32, 64, 16)
     w = torch.zeros(20000)
     ln = compile_fn(lambda x, w: F.layer_norm(x, (20000,), w, w), torch.zeros(3, 20000), w, target="triton")
     (k,) = ln.kernels.values()  # a row over PERSISTENT_MAX: looped, 4096 x 32 warps
@@ -205,3 +206,41 @@ def test_split_reduction_of_everything_in_interpreter(monkeypatch) -> None:
                              x, target="triton", rtol=1e-4, atol=1e-3)
     spaces = [k.space for k in p.schedule.kernels]
     assert spaces.count(schedule.Space((1024,), (96,))) == 3 and spaces.count(schedule.Space((), (1024,))) == 3
+
+
+def test_launch_shapes_derive_from_the_device_properties() -> None:
+    """Tiles, blocks and column strips come from the card's SM count, shared memory and L2 (a fake
+    ``get_device_properties`` here), the H100's figures when there is no GPU; the kernels follow."""
+    from types import SimpleNamespace
+
+    def card(name: str, sms: int, smem: int, l2_mib: int) -> schedule.Gpu:
+        return schedule.Gpu.of(SimpleNamespace(name=name, multi_processor_count=sms, shared_memory_per_block=48 << 10,
+                                               shared_memory_per_block_optin=smem, L2_cache_size=l2_mib << 20))
+
+    h100, t4, small = card("H100", 132, 227 << 10, 50), card("T4", 40, 64 << 10, 4), card("tiny", 16, 0, 1)
+    assert h100 == schedule.Gpu(name="H100")
+    assert torch.cuda.is_available() or schedule.this_gpu() == schedule.Gpu()  # no GPU: the defaults
+    assert small.smem == 48 << 10  # no opt-in figure: the per-block one
+    # 2-D tiles: 64x64 where 4 fit shared memory and every SM gets 2 tiles, else 32x32
+    assert [g.tile(6000 * 5000) for g in (h100, t4, small)] == [64, 64, 32] and h100.tile(300 * 517) == 32
+    # flat blocks: 1024, smaller until every SM gets two programs (never below 128)
+    assert [h100.xblock(n) for n in (100, 65536, 300_000, 1 << 24)] == [128, 128, 1024, 1024]
+    assert t4.xblock(65536) == 512
+    # column strips: 32 wide once every SM gets one; 16384 elements, fewer when 2 an SM overflow L2
+    assert [g.column_tile(4096, 4096) for g in (h100, t4, small)] == [(32, 512, 16), (32, 256, 16), (32, 256, 16)]
+    assert t4.column_tile(1000, 4096) == (16, 512, 16)
+    # few columns (a layer norm's weight gradient over 768): 8 wide, a 32-byte sector a row, 96 programs
+    assert [h100.column_tile(n, 8192) for n in (1024, 768)] == [(16, 1024, 16), (8, 2048, 16)]
+    p = compile_fn(lambda x, y: x.t() + y, torch.randn(300, 517), torch.randn(517, 300), target="triton")
+    (k,) = p.kernels.values()
+    assert k.launch["block"] == 32 and "tl.arange(0, 32)[:, None]" in k.source  # too small for 64s
+    text = schedule.format_schedule(p.schedule, p.graph)
+    assert "(32x32 a GPU program on the H100 (no GPU here); in C++ 64x64 blocks" in text
+    writer = tgen.TritonKernelWriter(compile_fn(lambda x: x.sum(0), torch.randn(4096, 1000)).schedule.kernels[0],
+                                     {"arg0_1": torch.float32, "buf0": torch.float32}, t4)
+    assert (writer.block, writer.rblock, writer.grid) == (16, "512", 63)  # T4: 16 wide, 512 rows
+    # many short rows (256..1024, >= 1024 of them): one warp a row, as Inductor; else by row length
+    warps = {shape: [k.launch["num_warps"] for k in compile_fn(lambda x: torch.softmax(x, -1), torch.empty(shape),
+                                                               target="triton").kernels.values()]
+             for shape in ((16384, 1024), (32768, 384), (512, 1024), (16384, 200), (4096, 4096))}
+    assert warps == {(16384, 1024): [1], (32768, 384): [1], (512, 1024): [4], (16384, 200): [4], (4096, 4096): [8]}

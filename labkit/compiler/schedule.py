@@ -14,12 +14,14 @@ answers with a ``Verdict``: ok, and why in words.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import sympy
 
+from labkit import _torch
 from labkit.compiler.graph import GraphLowering
 from labkit.compiler.ir import (
     Buffer,
@@ -41,13 +43,11 @@ from labkit.compiler.ir import (
 PERSISTENT_MAX = 16384  # longest row one Triton program keeps in registers as one block
 # a longer row's chunk and warps (H100: softmax 4096x50257 0.97 ms; 1.19 in Inductor's 2048 x 16)
 LOOP_RBLOCK, LOOP_WARPS = 4096, 32
+CPP_TILE = 64  # a C++ block of a 2-D pointwise kernel: CPP_TILE x CPP_TILE elements
 
 
 def pow2(n: int) -> int:  # the smallest power of two >= n (1 for n <= 1)
     return 1 << max(0, (max(n, 1) - 1).bit_length())
-
-
-TILE, CPP_TILE = 64, 32  # a 2-D pointwise tile: TILE x TILE elements a GPU program, CPP_TILE a C++ block
 
 
 def tile_2d(sizes: list[int], loop: list[sympy.Symbol],
@@ -83,15 +83,40 @@ def pointwise_tiling(k: FusedKernel) -> tuple[int, str] | None:
     return tile_2d(list(k.space.rows), rows, accesses)
 
 
-def column_tile(columns: int, rows: int) -> tuple[int, int, int]:
-    """(kept elements, rows, warps) of one GPU program's tile in a column kernel: 16384 elements,
-    16 warps (32 per thread), 32 columns wide (a 128-byte line of float32 per row) while that gives
-    128 programs, else 16 wide for twice the programs. Measured on an H100 (torch 2.11), softmax
-    over dim 0 of 4096x4096: 0.151 ms in 64x32 tiles of 8 warps, 0.076 ms in 512x32 (Inductor
-    0.104); of 16384x1024: 0.553 ms in 64x32, 0.103 ms in 1024x16 (Inductor 0.101). Taller tiles
-    keep more loads in flight; narrower ones give more programs when columns are few."""
-    width = 32 if columns >= 32 * 128 else 16
-    return width, min(16384 // width, pow2(rows)), 16
+@dataclass(frozen=True)
+class Gpu:
+    """What the GPU launch shapes are derived from; with no GPU, an H100's figures (the recordings')."""
+
+    name: str = "H100 (no GPU here)"
+    sms: int = 132  # streaming multiprocessors
+    smem: int = 227 * 1024  # shared memory one program may use, bytes
+    l2: int = 50 << 20  # L2 cache, bytes
+
+    @classmethod
+    def of(cls, props: Any = None) -> Gpu:
+        """From ``torch.cuda.get_device_properties`` (any object with its fields); None: the defaults."""
+        return cls() if props is None else cls(props.name, props.multi_processor_count, getattr(
+            props, "shared_memory_per_block_optin", 0) or props.shared_memory_per_block, props.L2_cache_size)
+
+    def tile(self, numel: int) -> int:
+        """A 2-D pointwise program's side: 64 (16 KiB of float32, transposed through shared memory)
+        where four such tiles fit a program's shared memory and every SM gets two, else 32."""
+        return 64 if 4 * 64 * 64 * 4 <= self.smem and numel >= 2 * self.sms * 64 * 64 else 32
+
+    def xblock(self, numel: int) -> int:
+        """A flat pointwise program's block: 1024 elements, smaller (to 128) until every SM gets two."""
+        return min(pow2(numel), max(128, min(1024, 1 << (numel // (2 * self.sms)).bit_length() >> 1)))
+
+    def column_tile(self, columns: int, rows: int) -> tuple[int, int, int]:
+        """(kept elements, rows, warps) of a column kernel's tile: 32 wide (a 128-byte line a row) while every
+        SM (rounded down to a power of 2) gets a program, else 16 while half do, else 8 (a 32-byte sector: a layer
+        norm's weight gradients); 16384 elements in 16 warps, fewer if two tiles an SM overflow L2. H100, softmax(x,
+        0) of 4096x4096: 0.151 ms in 64x32 tiles, 8 warps, 0.076 in 512x32 (Ind. 0.104); 16384x1024: 0.103 in 1024x16 (0.101)."""
+        width = 32 if columns >= 16 << self.sms.bit_length() else 16 if columns >= 4 << self.sms.bit_length() else 8
+        return width, min(min(16384, pow2(self.l2 // (8 * self.sms) + 1) >> 1) // width, pow2(rows)), 16
+
+
+this_gpu = functools.cache(lambda: Gpu.of(_torch.cuda_properties()))  # this machine's (or the defaults)
 
 
 class Verdict(NamedTuple):
@@ -326,7 +351,7 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
     unit = {v for v in rows[-1:] + rvars[-1:] if any(i.coeff(v) == 1 for i in reads)}
     if rows and rvars[-1] not in unit and rows[-1] in unit:
         cols = math.prod(k.space.rows)
-        c, r, w = column_tile(cols, n)
+        c, r, w = this_gpu().column_tile(cols, n)
         return True, ("reduced over a non-innermost dim: loop order swapped (reduction loop "
                       "outside, a block of kept elements inside) so loads stay contiguous and "
                       f"vectorize across the kept dim; on a GPU, tiles of [{r} rows x {c} columns], "
@@ -400,8 +425,9 @@ def format_schedule(sched: Schedule, graph: GraphLowering) -> str:
             if step.why_order:
                 lines.append(f"    loop order: {step.why_order}")
             if tiling := pointwise_tiling(step):
-                lines.append(f"    {tiling[1]} ({TILE}x{TILE} a GPU program, {CPP_TILE}x{CPP_TILE} "
-                             "blocks in C++)")
+                t = this_gpu().tile(math.prod(step.space.rows))
+                lines.append(f"    {tiling[1]} ({t}x{t} a GPU program on the {this_gpu().name}; in C++ "
+                             f"{CPP_TILE}x{CPP_TILE} blocks, the transposed operand copied in 8x8 register transposes)")
             if step.internal:
                 lines.append(f"    kept in registers (never stored): {', '.join(sorted(step.internal))}")
             if step.row_local:

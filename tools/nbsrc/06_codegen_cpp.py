@@ -390,13 +390,14 @@ print("exp written in the kernel:", src0.count("std::exp("), "time(s)")
 # of 1024x1024 from 1.26 ms to 0.94 ms; `make bench-compiler` measures it on yours.
 #
 # On a GPU the Triton kernel makes the same choice in its own terms: each program owns a strip of
-# 32 neighbouring columns (16 when strips of 32 would give fewer than 128 programs) and walks down
+# 32 neighbouring columns (16 when strips of 32 would give fewer than 128 programs, 8 when strips
+# of 16 would give fewer than 64: one 32-byte sector a row, still read whole) and walks down
 # the rows in tiles of 16,384 elements, 16 warps, so the threads of a warp read neighbouring floats
 # (one coalesced load) instead of floats a row apart. The tile's height is what mattered on an H100
 # (torch 2.11): softmax over dim 0 of 4096x4096 took 0.151 ms in `[64 rows x 32 columns]` tiles
 # and 0.075 ms in `[512 rows x 32 columns]` tiles, against Inductor's 0.104 ms, because a taller
 # tile keeps more loads in flight. The schedule stage states the tile even when it compiles C++.
-# The 300 columns here make fewer than 128 strips of 32, so its strips are 16 wide:
+# The 300 columns here make fewer than 64 strips of 16, so its strips are 8 wide:
 
 # %% id=column-tile
 # NBVAL_CHECK_OUTPUT

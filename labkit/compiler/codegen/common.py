@@ -46,7 +46,7 @@ class IndexPrinter(StrPrinter):
         return f"(({inner}) % {m})"
 
 
-def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
+def stride_of(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
     """The constant coefficient of ``var`` in ``expr`` when expr is linear in it, else None."""
     expr = sympy.expand(expr)
     if not expr.has(var):
@@ -65,7 +65,7 @@ def merge_loops(sizes: Sequence[int], loop: Sequence[sympy.Symbol], exprs: list[
     while d >= 0:
         outer, inner = loop[d], loop[d + 1]
         # Mergeable when every index has outer * size + inner: one variable walking both.
-        coeffs = ((_linear_coeff(e, outer), _linear_coeff(e, inner)) for e in exprs)
+        coeffs = ((stride_of(e, outer), stride_of(e, inner)) for e in exprs)
         if all(co is not None and ci is not None and co == ci * sizes[d + 1] for co, ci in coeffs):
             subs = {k: v.subs({outer: 0}) for k, v in subs.items()}
             subs[outer] = sympy.Integer(0)

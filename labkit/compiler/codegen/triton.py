@@ -32,7 +32,7 @@ from labkit.compiler.codegen.common import InfixOverrides, KernelWriter, scalar,
 from labkit.compiler.codegen.cpp import cache_dir as _cpp_cache_dir
 from labkit.compiler.codegen.cpp import raise_bad_index
 from labkit.compiler.ir import REDUCTION_IDENTITY, numel
-from labkit.compiler.schedule import FusedKernel, column_tile, store_index
+from labkit.compiler.schedule import FusedKernel, Gpu, store_index
 
 TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64",
             torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
@@ -40,10 +40,9 @@ TL_TYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int6
             torch.bfloat16: "tl.bfloat16"}
 # The type a value has in registers: float16/bfloat16 are loaded into float32 and computed there.
 VALUE_TYPES = {**TL_TYPES, torch.float16: "tl.float32", torch.bfloat16: "tl.float32"}
-XBLOCK_MAX = 1024
-# Warps per program for a row block of up to N elements: ~8-32 floats per thread keeps the row
-# in registers without spilling (GPU tuning knob; the interpreter ignores it).
-ROW_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
+# Warps for a persistent row of up to N elements (8-32 floats a thread stay in registers); >= 1024 rows of 256..1024: 1 warp,
+# as Inductor (torch 2.13 triton_heuristics._persistent_reduction_configs): warp shuffles, no shared memory or barrier.
+ROW_WARPS, SHORT_ROWS = ((1024, 4), (4096, 8), (1 << 62, 16)), ((256, 1024, 1024), 1)  # (lo, hi, rows), warps
 
 HEADER = '''import triton
 import triton.language as tl
@@ -141,31 +140,26 @@ class TritonKernelWriter(KernelWriter):
                    "tl.store(err_ptr + 2 + 0 * {var}, {size} + 0 * {var}, ~{var}_ok)",
                    "{var} = tl.where({var}_ok, {var}, 0)")
 
-    def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype]) -> None:
+    def __init__(self, kernel: FusedKernel, dtypes: dict[str, torch.dtype], gpu: Gpu | None = None) -> None:
         super().__init__(kernel, dtypes)
-        self.mask = "xmask"
-        self.rnumel = numel(self.r_sizes)
+        self.mask, n, gpu = "xmask", numel(self.row_sizes), gpu or Gpu()
+        self.rnumel, self.rblock, self.loops = numel(self.r_sizes), "BLOCK", 0
         self.persistent = self.rnumel <= sched.PERSISTENT_MAX and not kernel.column
-        self.rblock = "BLOCK"
         self.evict: dict[tuple[int, str, str], bool] = {}  # looped loads: (loop, buffer, index) -> own row
-        self.loops = 0
         if kernel.column:  # tiles of [rows x BLOCK kept elements], looped down the rows
-            self.block, rblock, self.num_warps = column_tile(numel(self.row_sizes), self.rnumel)
-            self.grid, self.rblock = -(-numel(self.row_sizes) // self.block), str(rblock)
+            self.block, rblock, self.num_warps = gpu.column_tile(n, self.rnumel)
+            self.grid, self.rblock = -(-n // self.block), str(rblock)
         elif self.space.rdims:
-            self.block = sched.pow2(self.rnumel) if self.persistent else sched.LOOP_RBLOCK
-            self.grid = numel(self.row_sizes)
+            self.block, self.grid = sched.pow2(self.rnumel) if self.persistent else sched.LOOP_RBLOCK, n
             # a long row streams through: LOOP_WARPS, 4 floats per thread per chunk
-            self.num_warps = next(w for lim, w in ROW_WARPS if self.block <= lim) if self.persistent else sched.LOOP_WARPS
-        elif self.tile and -(-self.row_sizes[-1] // sched.TILE) < 65536:  # grid axis 1's limit
-            self.block, self.num_warps = sched.TILE, 8  # TILE x TILE: 16 elements a thread
-            ynumel = numel(self.row_sizes) // self.row_sizes[-1]
-            self.grid = (-(-ynumel // sched.TILE), -(-self.row_sizes[-1] // sched.TILE))
+            (lo, hi, rows), short = SHORT_ROWS
+            self.num_warps = sched.LOOP_WARPS if not self.persistent else short if lo <= self.rnumel <= hi and n >= rows \
+                else next(w for lim, w in ROW_WARPS if self.block <= lim)
+        elif self.tile and -(-self.row_sizes[-1] // gpu.tile(n)) < 65536:  # grid axis 1's limit
+            self.block, self.num_warps = gpu.tile(n), 8  # 64 x 64: 16 elements a thread
+            self.grid = (-(-(n // self.row_sizes[-1]) // self.block), -(-self.row_sizes[-1] // self.block))
         else:
-            self.tile = None
-            self.block = min(sched.pow2(numel(self.row_sizes)), XBLOCK_MAX)
-            self.grid = -(-numel(self.row_sizes) // self.block)
-            self.num_warps = 4
+            self.tile, self.block, self.num_warps, self.grid = None, gpu.xblock(n), 4, -(-n // gpu.xblock(n))
 
     def use_scratch(self, node: Any) -> bool:
         return True  # persistent: the row is in registers; looped: recomputed where it is read
@@ -230,7 +224,7 @@ class TritonKernelWriter(KernelWriter):
         if self.tile:  # a [TILE x BLOCK] tile: y walks the other loops, the tiled one fastest
             d, rows, sizes = self.tile[0], self.rows[:-1], self.row_sizes[:-1]
             ys, ysizes = [*rows[:d], *rows[d + 1:], rows[d]], [*sizes[:d], *sizes[d + 1:], sizes[d]]
-            self.emit(f"yindex = tl.program_id(0) * {sched.TILE} + tl.arange(0, {sched.TILE})[:, None]")
+            self.emit(f"yindex = tl.program_id(0) * {self.block} + tl.arange(0, {self.block})[:, None]")
             self.emit("xindex = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)[None, :]")
             self.emit(f"xmask = (yindex < {numel(ysizes)}) & (xindex < {self.row_sizes[-1]})")
             self.unravel("yindex", ys, ysizes)
@@ -376,6 +370,6 @@ class TritonKernel:
 def generate(kernel: FusedKernel, dtypes: dict[str, torch.dtype],
              device: torch.device) -> tuple[str, list[str], dict[str, Any]]:
     """Triton source of one kernel, its pointer arguments, and its launch parameters."""
-    writer = TritonKernelWriter(kernel, dtypes)
+    writer = TritonKernelWriter(kernel, dtypes, sched.this_gpu() if device.type == "cuda" else Gpu())
     launch = {"grid": writer.grid, "block": writer.block, "num_warps": writer.num_warps}
     return writer.source(), writer.reads + writer.writes, launch
