@@ -56,7 +56,7 @@ def run_python(code, *args, env=None):
     done = subprocess.run([sys.executable, str(script), *map(str, args)], env=full_env,
                           capture_output=True, text=True, timeout=600)
     if done.returncode:
-        raise RuntimeError(done.stderr[-3000:])
+        raise RuntimeError(f"exit status {done.returncode}: " + done.stderr[-3000:])
     return done.stdout
 
 # %% [markdown]
