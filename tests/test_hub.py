@@ -88,7 +88,7 @@ def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
         handin.hand_in(st, "alice", a)
     monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
     nb.write_text('{"cells": ["' + "x" * 200 + '"]}')
-    with pytest.raises(ValueError, match=r"0\.0 MiB in all, over the 0 MiB limit"):
+    with pytest.raises(ValueError, match=r"over the 0 MiB limit in all"):
         handin.hand_in(st, "alice", a)
     monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 1 << 20)
     monkeypatch.setattr(handin, "MAX_VERSIONS", 3)
@@ -99,6 +99,109 @@ def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(ValueError, match="3 versions is the limit"):
         handin.hand_in(st, "alice", a)
     assert len(handin.versions(st, "ex", "alice")) == 3
+
+
+def test_handin_refuses_before_reading_past_a_limit(tmp_path: Path, monkeypatch) -> None:
+    """Too many versions: refused before any file is read; too many bytes: reading stops there."""
+    st = _state(tmp_path, "alice")
+    course = st.homes / "alice" / "course"
+    (course / NOTEBOOK).write_text('{"cells": []}')
+    (course / LIBRARY).write_text("x" * 300)
+    a = handin.Assignment("ex", datetime(2026, 12, 1, tzinfo=UTC))
+    read = []
+    real = handin.read_nofollow
+    monkeypatch.setattr(handin, "read_nofollow", lambda base, rel: read.append(rel) or real(base, rel))
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
+    with pytest.raises(ValueError, match="over the 0 MiB limit"):
+        handin.hand_in(st, "alice", a)
+    assert len(read) == handin.allowed_files().index(LIBRARY) + 1 < len(handin.allowed_files())
+    monkeypatch.setattr(handin, "MAX_VERSIONS", 2)
+    for i in (1, 2):
+        (st.handins / "ex" / "alice" / f"v{i:04d}-x").mkdir(parents=True)
+    read.clear()
+    with pytest.raises(ValueError, match="2 versions is the limit"):
+        handin.hand_in(st, "alice", a)
+    assert read == []
+
+
+def test_lti_identity_pinned_at_first_launch(tmp_path: Path) -> None:
+    """A name's first launch pins its LMS user (iss, sub); another LMS user under that name is
+    refused and cannot overwrite the stored passback record."""
+    from labkit_hub import passback
+
+    st = _state(tmp_path)
+    prof = {"iss": "https://lms", "sub": "u-1", passback.AGS: {"scope": []}}
+    other = {**prof, "sub": "u-2"}
+    assert passback.pin_identity(st, "prof", prof)
+    passback.remember_launch(st, "prof", prof)
+    assert passback.pin_identity(st, "prof", prof)                 # the same LMS user again
+    assert not passback.pin_identity(st, "prof", other)
+    assert not passback.pin_identity(st, "prof", {**prof, "iss": "https://other-lms"})
+    assert not passback.pin_identity(st, "x", {"iss": "https://lms"})   # no sub: nothing to pin
+    with pytest.raises(ValueError, match="another LMS user"):
+        passback.remember_launch(st, "prof", other)
+    assert json.loads((st.root / "lti" / "prof.json").read_text())["sub"] == "u-1"
+    assert passback.pin_identity(st, "bob", other)                # a new name: its own pin
+
+
+SESSIONS_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from jupyterhub import orm
+from labkit_hub import roster, spawner
+from labkit_hub.paths import UID_RANGE, State
+
+st = State(Path(sys.argv[1])); st.make()
+db = orm.new_session_factory(f"sqlite:///{st.db}")()
+users = {n: orm.User(name=n) for n in ("prof", "sam", "alice")}
+db.add_all([*users.values(), orm.OAuthClient(identifier="jupyterhub"),
+            orm.OAuthClient(identifier="service-grading")])
+db.commit()
+for u in users.values():
+    u.new_api_token(note="api")                              # an API token
+    u.new_api_token(client_id="service-grading")             # a service's OAuth session
+cookies = {n: u.cookie_id for n, u in users.items()}
+out = {}
+st.roster.write_text("username,role\nprof,instructor\nsam,student\nalice,student\n")
+out["first"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+st.roster.write_text("username,role\nprof,student\nsam,ta\nalice,student\n")
+out["second"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+out["third"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+db.expire_all()
+out["cookie_changed"] = sorted(n for n, u in users.items() if u.cookie_id != cookies[n])
+out["tokens"] = {n: len(u.api_tokens) for n, u in users.items()}
+st.uids.write_text(json.dumps({f"s{i}": UID_RANGE[0] + i for i in range(UID_RANGE[1] - UID_RANGE[0] + 1)}))
+for name in ("s9999", "newcomer"):
+    try:
+        out[name] = spawner.uid_for(st, name)
+    except ValueError as exc:
+        out[name] = str(exc)
+st.uids.write_text(json.dumps({"eve": UID_RANGE[1] + 1}))
+try:
+    out["eve"] = spawner.uid_for(st, "eve")
+except ValueError as exc:
+    out["eve"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not (hub_harness.STATE / "hub-venv" / "bin" / "python").exists(),
+                    reason="no hub venv (HUB_STATE=... bash tools/setup_hub.sh)")
+def test_role_change_ends_sessions_and_uids_stay_in_range(tmp_path: Path) -> None:
+    """On a real JupyterHub database: a role change between starts (first start: staff from
+    nothing; then a demotion and a promotion) rotates the cookie id and deletes the tokens of
+    exactly those names; the uid table refuses uids outside the students' range."""
+    res = subprocess.run([str(_hub_python()), "-c", SESSIONS_SCRIPT, str(tmp_path / "st")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "deploy" / "hub")})
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["first"] == ["prof"] and out["second"] == ["prof", "sam"] and out["third"] == []
+    assert out["cookie_changed"] == ["prof", "sam"]
+    assert out["tokens"] == {"prof": 0, "sam": 0, "alice": 2}
+    assert out["s9999"] == 79999
+    assert "no student uid left for 'newcomer'" in out["newcomer"]
+    assert "outside the students' range" in out["eve"]
 
 
 def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch, capsys) -> None:
