@@ -837,6 +837,63 @@ def test_notebook_filter_inside_a_students_sandbox(class_hub) -> None:
     assert status().split() == ["M", "lesson.ipynb"]
 
 
+def _logged_out(b: hub_harness.Browser, path: str, timeout: float = 20) -> str:
+    """Poll ``path`` until it lands on the hub's login page (the services trust the hub's answer
+    about a session for service.AUTH_CACHE_S); returns the last url."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, url, _ = b.get(path)
+        if "/hub/login" in url or time.monotonic() > deadline:
+            return url
+        time.sleep(2)
+
+
+@pytest.mark.slow
+@needs_hub
+def test_staff_reset_and_role_changes_end_old_sessions() -> None:
+    """A re-issued staff password ends the old browser session, service sessions and API tokens
+    (the new password logs in on the running hub); at the next start a demoted instructor is no
+    admin and logged out, and a student name promoted to TA loses the squatter's session."""
+    _only_hub()
+    hub = hub_harness.Hub("username,role\nprof,instructor\nsam,student\nalice,student\n").start()
+    try:
+        hub.api("/users", "POST", {"usernames": ["sam", "alice"]})
+        squatter = hub_harness.Browser(hub.url)           # whoever signed up as sam first
+        squatter.signup("sam", PASSWORD)
+        assert squatter.login("sam", PASSWORD)[1].endswith("/hub/home")
+        assert squatter.get("/services/handin/")[0] == 200
+        first = hub.issue_staff()["prof"]
+        prof = hub_harness.Browser(hub.url)
+        assert prof.login("prof", first)[1].endswith("/hub/home")
+        assert prof.get("/hub/admin")[1].endswith("/hub/admin")
+        assert prof.get("/services/grading/")[0] == 200
+        token = hub.user_token("prof")
+        assert hub.api("/user", token=token)[0] == 200
+        second = hub.issue_staff("prof")["prof"]                  # make hub-staff RESET=prof
+        assert "/hub/login" in prof.get("/hub/admin")[1]
+        assert "/hub/login" in _logged_out(prof, "/services/grading/")
+        assert hub.api("/user", token=token)[0] == 403
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("prof", first)[1]
+        prof = hub_harness.Browser(hub.url)
+        assert prof.login("prof", second)[1].endswith("/hub/home")  # the new cookie id is used
+        assert prof.get("/hub/admin")[1].endswith("/hub/admin")
+        hub.stop()
+        (hub_harness.STATE / "roster.csv").write_text("username,role\nprof,student\nsam,ta\n"
+                                                       "alice,student\n")
+        hub.start()
+        status, user = hub.api("/users/prof")
+        assert status == 200 and not user["admin"] and "admin" not in user["roles"], user
+        assert "/hub/login" in prof.get("/hub/admin")[1]                 # logged out at the start
+        assert "/hub/login" in _logged_out(squatter, "/services/grading/")
+        sam = hub.issue_staff()["sam"]
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("sam", PASSWORD)[1]
+        ta = hub_harness.Browser(hub.url)
+        assert ta.login("sam", sam)[1].endswith("/hub/home")
+        assert ta.get("/services/grading/")[0] == 200
+    finally:
+        hub.stop()
+
+
 @pytest.mark.slow
 @needs_hub
 def test_idle_culler_stops_an_idle_server() -> None:
@@ -913,6 +970,11 @@ def test_lti13_launch_from_a_fake_platform() -> None:
             # the same LMS, another course: its instructor gets nothing here, not even a login
             status, _, _ = launch("profy@course-2")
             assert status >= 400 and "profy" not in {u["name"] for u in hub.api("/users")[1]}
+            # preferred_username is no identity: another LMS user under a launched name (its
+            # first launch pinned iss + sub), or a learner under a roster instructor's name
+            for hint in ("mallory=profx", "mallory=alice", "mallory=prof"):
+                status, url, _ = launch(hint)
+                assert status >= 400, (hint, status, url)
             status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
             # score passback (AGS) of a graded deadline to the same platform, with pylti1p3
