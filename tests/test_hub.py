@@ -164,8 +164,10 @@ cookies = {n: u.cookie_id for n, u in users.items()}
 out = {}
 st.roster.write_text("username,role\nprof,instructor\nsam,student\nalice,student\n")
 out["first"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+(st.secrets / "staff.json").write_text(json.dumps({"prof": "t", "sam": "t", "tina": "t"}))
 st.roster.write_text("username,role\nprof,student\nsam,ta\nalice,student\n")
 out["second"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+out["staff.json"] = sorted(roster.issued(st))
 out["third"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
 db.expire_all()
 out["cookie_changed"] = sorted(n for n, u in users.items() if u.cookie_id != cookies[n])
@@ -188,15 +190,16 @@ print(json.dumps(out))
 @pytest.mark.skipif(not (hub_harness.STATE / "hub-venv" / "bin" / "python").exists(),
                     reason="no hub venv (HUB_STATE=... bash tools/setup_hub.sh)")
 def test_role_change_ends_sessions_and_uids_stay_in_range(tmp_path: Path) -> None:
-    """On a real JupyterHub database: a role change between starts (first start: staff from
-    nothing; then a demotion and a promotion) rotates the cookie id and deletes the tokens of
-    exactly those names; the uid table refuses uids outside the students' range."""
+    """On a real JupyterHub database: a role change between starts (a demotion and a promotion)
+    rotates the cookie id and deletes the tokens of exactly those names and forgets their issued
+    staff password; the uid table refuses uids outside the students' range."""
     res = subprocess.run([str(_hub_python()), "-c", SESSIONS_SCRIPT, str(tmp_path / "st")],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "deploy" / "hub")})
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout)
-    assert out["first"] == ["prof"] and out["second"] == ["prof", "sam"] and out["third"] == []
+    assert out["first"] == [] and out["second"] == ["prof", "sam"] and out["third"] == []
+    assert out["staff.json"] == ["tina"]        # prof, sam: a fresh first password when staff again
     assert out["cookie_changed"] == ["prof", "sam"]
     assert out["tokens"] == {"prof": 0, "sam": 0, "alice": 2}
     assert out["s9999"] == 79999

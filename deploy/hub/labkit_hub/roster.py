@@ -200,12 +200,16 @@ def issue_staff(state: State, reset: tuple[str, ...] = ()) -> dict[str, str]:
     if not out:
         return out
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    path = state.secrets / "staff.json"
+    write_secret(state.secrets / "staff.json", {**done, **{n: now for n in out}})
+    return out
+
+
+def write_secret(path: Path, data: object) -> None:
+    """Replace a root-only JSON file in the secrets atomically."""
     fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({**done, **{n: now for n in out}}, fh, indent=1)
+        json.dump(data, fh, indent=1)
     path.with_suffix(".tmp").replace(path)
-    return out
 
 
 def end_sessions(db, names: set[str]) -> set[str]:
@@ -224,16 +228,14 @@ def end_sessions(db, names: set[str]) -> set[str]:
 
 
 def roles_changed(state: State, members: list[Member]) -> set[str]:
-    """Names whose roster role differs from the one the hub last started with (removed names
-    included); records the new roles. Run by the hub's config before it opens the database."""
+    """Names whose roster role differs from the one the hub last started with (a removed name
+    counts as a student); records the new roles. Run by the hub's config before it opens the
+    database."""
     path = state.secrets / "roles.json"
-    before = json.loads(path.read_text()) if path.exists() else {}
     now = {m.username: m.role for m in members}
+    before = json.loads(path.read_text()) if path.exists() else now   # (the first start: none)
     changed = {n for n in before.keys() | now.keys() if before.get(n, "student") != now.get(n, "student")}
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(now, fh, indent=1)
-    path.with_suffix(".tmp").replace(path)
+    write_secret(path, now)
     return changed
 
 
@@ -244,6 +246,10 @@ def end_sessions_at_start(state: State, members: list[Member]) -> set[str]:
     from sqlalchemy.orm import Session
 
     changed = roles_changed(state, members)
+    done = issued(state)
+    if changed & done.keys():   # a name that is staff again later gets a fresh password (the
+        # account row may by then be a student's sign-up under that name)
+        write_secret(state.secrets / "staff.json", {n: t for n, t in done.items() if n not in changed})
     engine = create_engine(f"sqlite:///{state.db}")
     if not changed or not state.db.exists() or not inspect(engine).has_table("users"):
         return set()
