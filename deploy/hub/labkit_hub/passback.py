@@ -11,6 +11,7 @@ student's total as a Score. The tool's key pair is made on first use
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -38,13 +39,25 @@ def _write(state: State, name: str, record: dict) -> None:
     tmp.replace(folder / f"{name}.json")
 
 
+@contextlib.contextmanager
+def _locked(state: State):
+    """The launch records' lock (two launches of one name at once)."""
+    folder = state.root / "lti"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def pin_identity(state: State, name: str, claims: dict) -> bool:
     """The first launch under ``name`` pins its LMS user (``iss``, ``sub``: unique per OIDC, unlike
     the name); False for a later launch under ``name`` by another LMS user (refuse it)."""
     if not NAME.match(name) or not claims.get("sub") or not claims.get("iss"):
         return False
-    with open(state.root / ".lti.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(state):
         record = _record(state, name)
         if record is None:
             _write(state, name, {"sub": claims["sub"], "iss": claims["iss"]})
@@ -56,8 +69,7 @@ def remember_launch(state: State, name: str, claims: dict) -> None:
     """Keep what passback needs from one launch of ``name``'s pinned LMS user: the AGS endpoint."""
     if not NAME.match(name) or AGS not in claims:
         return
-    with open(state.root / ".lti.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(state):
         record = _record(state, name)
         if record is not None and (record["sub"], record["iss"]) != (claims["sub"], claims["iss"]):
             raise ValueError(f"LTI launch for {name!r} by another LMS user: not recorded")
