@@ -856,7 +856,8 @@ def _logged_out(b: hub_harness.Browser, path: str, timeout: float = 20) -> str:
 def test_staff_reset_and_role_changes_end_old_sessions() -> None:
     """A re-issued staff password ends the old browser session, service sessions and API tokens
     (the new password logs in on the running hub); at the next start a demoted instructor is no
-    admin and logged out, and a student name promoted to TA loses the squatter's session."""
+    admin and logged out, and a student name promoted to TA loses the squatter's session; five
+    failed logins lock a name."""
     _only_hub()
     hub = hub_harness.Hub("username,role\nprof,instructor\nsam,student\nalice,student\n").start()
     try:
@@ -893,6 +894,11 @@ def test_staff_reset_and_role_changes_end_old_sessions() -> None:
         ta = hub_harness.Browser(hub.url)
         assert ta.login("sam", sam)[1].endswith("/hub/home")
         assert ta.get("/services/grading/")[0] == 200
+        alice = hub_harness.Browser(hub.url)                     # 5 wrong passwords lock a name
+        alice.signup("alice", PASSWORD)
+        for i in range(5):
+            assert "/hub/login" in alice.login("alice", f"wrong-{i}-password")[1]
+        assert "/hub/login" in alice.login("alice", PASSWORD)[1]
     finally:
         hub.stop()
 
