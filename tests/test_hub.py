@@ -899,6 +899,22 @@ def test_staff_reset_and_role_changes_end_old_sessions() -> None:
         for i in range(5):
             assert "/hub/login" in alice.login("alice", f"wrong-{i}-password")[1]
         assert "/hub/login" in alice.login("alice", PASSWORD)[1]
+        # the students' metadata-blocking rule is checked at every server start
+        from labkit_hub import launch
+
+        assert launch.metadata_blocked()
+        subprocess.run(["ip", "-4", "rule", "del", "priority", str(launch.TABLE)], check=True)
+        try:
+            assert not launch.metadata_blocked()
+            hub.api("/users/alice/server", "POST")
+            deadline = time.monotonic() + 60
+            while "routing rule is gone" not in hub.log.read_text(errors="replace"):
+                assert time.monotonic() < deadline, hub.log.read_text(errors="replace")[-3000:]
+                time.sleep(1)
+            assert not (hub_harness.STATE / "homes" / "alice").exists()   # refused before anything
+        finally:
+            launch.block_metadata()
+        assert launch.metadata_blocked()
     finally:
         hub.stop()
 
