@@ -857,7 +857,7 @@ def test_staff_reset_and_role_changes_end_old_sessions() -> None:
     """A re-issued staff password ends the old browser session, service sessions and API tokens
     (the new password logs in on the running hub); at the next start a demoted instructor is no
     admin and logged out, and a student name promoted to TA loses the squatter's session; five
-    failed logins lock a name."""
+    failed logins lock a name; a server start without the metadata-blocking rule is refused."""
     _only_hub()
     hub = hub_harness.Hub("username,role\nprof,instructor\nsam,student\nalice,student\n").start()
     try:
