@@ -7,7 +7,8 @@ and proxy (root only), creates the roster's users through the REST API, signs a 
 up (an outsider is refused) and checks who reaches which service.
 
 Slow: ten students' servers started at once (ready within 90 s) with an isolation probe in each
-kernel, a memory hog and a CPU hog, and hand-in -> grade -> release through the services.
+kernel, a memory hog and a CPU hog, hand-in -> grade -> release through the services, LTI
+launches, and sessions ended by a staff password reset and by role changes between starts.
 """
 
 from __future__ import annotations
