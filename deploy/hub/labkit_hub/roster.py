@@ -5,8 +5,9 @@ Roster columns: ``username`` (required; lowercase letters, digits, ``-``/``_``),
 names may sign up. Staff accounts are never claimed at sign-up: ``sync`` (or ``staff``) issues each
 TA and instructor a first-use password, printed to whoever runs it as root, to hand over out of
 band; a staff name logs in only once its account was issued that way (``$HUB_STATE/secrets/
-staff.json``). Staff roles come from the roster when the hub starts; students are created through
-the REST API by ``python -m labkit_hub.roster sync`` (no restart needed).
+staff.json``). Issuing ends every session under the name, and so does a role change between
+two hub starts (``end_sessions``). Staff roles come from the roster when the hub starts; students
+are created through the REST API by ``python -m labkit_hub.roster sync`` (no restart needed).
 """
 
 from __future__ import annotations
