@@ -1001,6 +1001,9 @@ def test_lti13_launch_from_a_fake_platform() -> None:
             for hint in ("mallory=profx", "mallory=alice", "mallory=prof"):
                 status, url, _ = launch(hint)
                 assert status >= 400, (hint, status, url)
+            assert not (hub_harness.STATE / "lti" / "prof.json").exists()   # a refusal pins nothing
+            status, url, _ = launch("prof")              # the real one, an LMS Instructor, still can
+            assert status == 200 and url.endswith("/hub/home"), (status, url)
             status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
             # score passback (AGS) of a graded deadline to the same platform, with pylti1p3

@@ -77,13 +77,13 @@ if lti:
         # preferred_username is no unique id in OIDC: the name's first launch pins its LMS user
         # (iss, sub), and a roster staff name (hub admin, grading) comes only with an LMS
         # Instructor role, so a learner choosing an instructor's name gets nothing
+        if name in roster.staff(st.roster) and not staff:     # (checked before pinning: a
+            authenticator.log.warning("LTI launch as roster staff %r without an Instructor "
+                                      "role refused", name)   # refused launch pins nothing)
+            return None
         if not passback.pin_identity(st, name, claims):
             authenticator.log.warning("LTI launch as %r by another LMS user (sub %r) refused",
                                       name, claims.get("sub"))
-            return None
-        if name in roster.staff(st.roster) and not staff:
-            authenticator.log.warning("LTI launch as roster staff %r without an Instructor "
-                                      "role refused", name)
             return None
         authentication["groups"] = ["course-staff"] if staff else []
         passback.remember_launch(st, name, claims)   # for score passback
