@@ -43,16 +43,18 @@ def jwks() -> dict:
 
 
 def id_token(issuer: str, hint: str, nonce: str, target: str) -> str:
-    """A signed launch for ``hint`` = ``user[@context]`` (context ``course-1`` by default): an
+    """A signed launch for ``hint`` = ``user[=shown name][@context]`` (context ``course-1`` by
+    default; the shown name is the preferred_username, the user's by default): an
     Instructor when the name starts with 'prof', a TA with 'ta', an LMS-wide Administrator (and
     a Learner in the course) with 'admin', else a Learner."""
     now = int(time.time())
     user, _, context = hint.partition("@")
+    user, _, shown = user.partition("=")    # "mallory=prof": LMS user mallory, username "prof"
     role = {"prof": ["membership#Instructor"], "ta": ["membership/Instructor#TeachingAssistant"],
             "admin": ["institution/person#Administrator", "membership#Learner"]}.get(
         next((p for p in ("prof", "ta", "admin") if user.startswith(p)), ""), ["membership#Learner"])
     claims = {"iss": issuer, "aud": CLIENT_ID, "azp": CLIENT_ID, "sub": str(uuid.uuid5(uuid.NAMESPACE_DNS, user)),
-              "exp": now + 300, "iat": now, "nonce": nonce, "preferred_username": user,
+              "exp": now + 300, "iat": now, "nonce": nonce, "preferred_username": shown or user,
               "name": user.title(), "email": f"{user}@example.edu",
               LTI + "message_type": "LtiResourceLinkRequest", LTI + "version": "1.3.0",
               LTI + "deployment_id": DEPLOYMENT, LTI + "target_link_uri": target,

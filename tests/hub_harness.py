@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 HUB_DIR = REPO / "deploy" / "hub"
 STATE = Path(os.environ.get("HUB_TEST_STATE", "/var/lib/labkit-hub-test"))
 PER_RUN = ("jupyterhub.sqlite", "homes", "handins", "feedback", "grading", "uids.json",
-           "roster.csv", "course.json", "jupyterhub.pid", "lti")
+           "roster.csv", "course.json", "jupyterhub.pid", "lti",
+           "secrets/staff.json", "secrets/roles.json")   # (both describe the database's accounts)
 
 
 def missing() -> str:

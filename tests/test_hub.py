@@ -7,7 +7,8 @@ and proxy (root only), creates the roster's users through the REST API, signs a 
 up (an outsider is refused) and checks who reaches which service.
 
 Slow: ten students' servers started at once (ready within 90 s) with an isolation probe in each
-kernel, a memory hog and a CPU hog, and hand-in -> grade -> release through the services.
+kernel, a memory hog and a CPU hog, hand-in -> grade -> release through the services, LTI
+launches, and sessions ended by a staff password reset and by role changes between starts.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
         handin.hand_in(st, "alice", a)
     monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
     nb.write_text('{"cells": ["' + "x" * 200 + '"]}')
-    with pytest.raises(ValueError, match=r"0\.0 MiB in all, over the 0 MiB limit"):
+    with pytest.raises(ValueError, match=r"over the 0 MiB limit in all"):
         handin.hand_in(st, "alice", a)
     monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 1 << 20)
     monkeypatch.setattr(handin, "MAX_VERSIONS", 3)
@@ -99,6 +100,112 @@ def test_handin_limits_say_why(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(ValueError, match="3 versions is the limit"):
         handin.hand_in(st, "alice", a)
     assert len(handin.versions(st, "ex", "alice")) == 3
+
+
+def test_handin_refuses_before_reading_past_a_limit(tmp_path: Path, monkeypatch) -> None:
+    """Too many versions: refused before any file is read; too many bytes: reading stops there."""
+    st = _state(tmp_path, "alice")
+    course = st.homes / "alice" / "course"
+    (course / NOTEBOOK).write_text('{"cells": []}')
+    (course / LIBRARY).write_text("x" * 300)
+    a = handin.Assignment("ex", datetime(2026, 12, 1, tzinfo=UTC))
+    read = []
+    real = handin.read_nofollow
+    monkeypatch.setattr(handin, "read_nofollow", lambda base, rel: read.append(rel) or real(base, rel))
+    monkeypatch.setattr(handin, "MAX_HANDIN_BYTES", 100)
+    with pytest.raises(ValueError, match="over the 0 MiB limit"):
+        handin.hand_in(st, "alice", a)
+    assert len(read) == handin.allowed_files().index(LIBRARY) + 1 < len(handin.allowed_files())
+    monkeypatch.setattr(handin, "MAX_VERSIONS", 2)
+    for i in (1, 2):
+        (st.handins / "ex" / "alice" / f"v{i:04d}-x").mkdir(parents=True)
+    read.clear()
+    with pytest.raises(ValueError, match="2 versions is the limit"):
+        handin.hand_in(st, "alice", a)
+    assert read == []
+
+
+def test_lti_identity_pinned_at_first_launch(tmp_path: Path) -> None:
+    """A name's first launch pins its LMS user (iss, sub); another LMS user under that name is
+    refused and cannot overwrite the stored passback record."""
+    from labkit_hub import passback
+
+    st = _state(tmp_path)
+    prof = {"iss": "https://lms", "sub": "u-1", passback.AGS: {"scope": []}}
+    other = {**prof, "sub": "u-2"}
+    assert passback.pin_identity(st, "prof", prof)
+    passback.remember_launch(st, "prof", prof)
+    assert passback.pin_identity(st, "prof", prof)                 # the same LMS user again
+    assert not passback.pin_identity(st, "prof", other)
+    assert not passback.pin_identity(st, "prof", {**prof, "iss": "https://other-lms"})
+    assert not passback.pin_identity(st, "x", {"iss": "https://lms"})   # no sub: nothing to pin
+    with pytest.raises(ValueError, match="another LMS user"):
+        passback.remember_launch(st, "prof", other)
+    assert json.loads((st.root / "lti" / "prof.json").read_text())["sub"] == "u-1"
+    assert passback.pin_identity(st, "bob", other)                # a new name: its own pin
+
+
+SESSIONS_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from jupyterhub import orm
+from labkit_hub import roster, spawner
+from labkit_hub.paths import UID_RANGE, State
+
+st = State(Path(sys.argv[1])); st.make()
+db = orm.new_session_factory(f"sqlite:///{st.db}")()
+users = {n: orm.User(name=n) for n in ("prof", "sam", "alice")}
+db.add_all([*users.values(), orm.OAuthClient(identifier="jupyterhub"),
+            orm.OAuthClient(identifier="service-grading")])
+db.commit()
+for u in users.values():
+    u.new_api_token(note="api")                              # an API token
+    u.new_api_token(client_id="service-grading")             # a service's OAuth session
+cookies = {n: u.cookie_id for n, u in users.items()}
+out = {}
+st.roster.write_text("username,role\nprof,instructor\nsam,student\nalice,student\n")
+out["first"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+(st.secrets / "staff.json").write_text(json.dumps({"prof": "t", "sam": "t", "tina": "t"}))
+st.roster.write_text("username,role\nprof,student\nsam,ta\nalice,student\n")
+out["second"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+out["staff.json"] = sorted(roster.issued(st))
+out["third"] = sorted(roster.end_sessions_at_start(st, roster.load(st.roster)))
+db.expire_all()
+out["cookie_changed"] = sorted(n for n, u in users.items() if u.cookie_id != cookies[n])
+out["tokens"] = {n: len(u.api_tokens) for n, u in users.items()}
+st.uids.write_text(json.dumps({f"s{i}": UID_RANGE[0] + i for i in range(UID_RANGE[1] - UID_RANGE[0] + 1)}))
+for name in ("s9999", "newcomer"):
+    try:
+        out[name] = spawner.uid_for(st, name)
+    except ValueError as exc:
+        out[name] = str(exc)
+st.uids.write_text(json.dumps({"eve": UID_RANGE[1] + 1}))
+try:
+    out["eve"] = spawner.uid_for(st, "eve")
+except ValueError as exc:
+    out["eve"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not (hub_harness.STATE / "hub-venv" / "bin" / "python").exists(),
+                    reason="no hub venv (HUB_STATE=... bash tools/setup_hub.sh)")
+def test_role_change_ends_sessions_and_uids_stay_in_range(tmp_path: Path) -> None:
+    """On a real JupyterHub database: a role change between starts (a demotion and a promotion)
+    rotates the cookie id and deletes the tokens of exactly those names and forgets their issued
+    staff password; the uid table refuses uids outside the students' range."""
+    res = subprocess.run([str(_hub_python()), "-c", SESSIONS_SCRIPT, str(tmp_path / "st")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "deploy" / "hub")})
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["first"] == [] and out["second"] == ["prof", "sam"] and out["third"] == []
+    assert out["staff.json"] == ["tina"]        # prof, sam: a fresh first password when staff again
+    assert out["cookie_changed"] == ["prof", "sam"]
+    assert out["tokens"] == {"prof": 0, "sam": 0, "alice": 2}
+    assert out["s9999"] == 79999
+    assert "no student uid left for 'newcomer'" in out["newcomer"]
+    assert "outside the students' range" in out["eve"]
 
 
 def test_make_hub_refuses_without_root_and_says_why(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -734,6 +841,85 @@ def test_notebook_filter_inside_a_students_sandbox(class_hub) -> None:
     assert status().split() == ["M", "lesson.ipynb"]
 
 
+def _logged_out(b: hub_harness.Browser, path: str, timeout: float = 20) -> str:
+    """Poll ``path`` until it lands on the hub's login page (the services trust the hub's answer
+    about a session for service.AUTH_CACHE_S); returns the last url."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, url, _ = b.get(path)
+        if "/hub/login" in url or time.monotonic() > deadline:
+            return url
+        time.sleep(2)
+
+
+@pytest.mark.slow
+@needs_hub
+def test_staff_reset_and_role_changes_end_old_sessions() -> None:
+    """A re-issued staff password ends the old browser session, service sessions and API tokens
+    (the new password logs in on the running hub); at the next start a demoted instructor is no
+    admin and logged out, and a student name promoted to TA loses the squatter's session; five
+    failed logins lock a name; a server start without the metadata-blocking rule is refused."""
+    _only_hub()
+    hub = hub_harness.Hub("username,role\nprof,instructor\nsam,student\nalice,student\n").start()
+    try:
+        hub.api("/users", "POST", {"usernames": ["sam", "alice"]})
+        squatter = hub_harness.Browser(hub.url)           # whoever signed up as sam first
+        squatter.signup("sam", PASSWORD)
+        assert squatter.login("sam", PASSWORD)[1].endswith("/hub/home")
+        assert squatter.get("/services/handin/")[0] == 200
+        first = hub.issue_staff()["prof"]
+        prof = hub_harness.Browser(hub.url)
+        assert prof.login("prof", first)[1].endswith("/hub/home")
+        assert prof.get("/hub/admin")[1].endswith("/hub/admin")
+        assert prof.get("/services/grading/")[0] == 200
+        token = hub.user_token("prof")
+        assert hub.api("/user", token=token)[0] == 200
+        second = hub.issue_staff("prof")["prof"]                  # make hub-staff RESET=prof
+        assert "/hub/login" in prof.get("/hub/admin")[1]
+        assert "/hub/login" in _logged_out(prof, "/services/grading/")
+        assert hub.api("/user", token=token)[0] == 403
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("prof", first)[1]
+        prof = hub_harness.Browser(hub.url)
+        assert prof.login("prof", second)[1].endswith("/hub/home")  # the new cookie id is used
+        assert prof.get("/hub/admin")[1].endswith("/hub/admin")
+        hub.stop()
+        (hub_harness.STATE / "roster.csv").write_text("username,role\nprof,student\nsam,ta\n"
+                                                       "alice,student\n")
+        hub.start()
+        status, user = hub.api("/users/prof")
+        assert status == 200 and not user["admin"] and "admin" not in user["roles"], user
+        assert "/hub/login" in prof.get("/hub/admin")[1]                 # logged out at the start
+        assert "/hub/login" in _logged_out(squatter, "/services/grading/")
+        sam = hub.issue_staff()["sam"]
+        assert "/hub/login" in hub_harness.Browser(hub.url).login("sam", PASSWORD)[1]
+        ta = hub_harness.Browser(hub.url)
+        assert ta.login("sam", sam)[1].endswith("/hub/home")
+        assert ta.get("/services/grading/")[0] == 200
+        alice = hub_harness.Browser(hub.url)                     # 5 wrong passwords lock a name
+        alice.signup("alice", PASSWORD)
+        for i in range(5):
+            assert "/hub/login" in alice.login("alice", f"wrong-{i}-password")[1]
+        assert "/hub/login" in alice.login("alice", PASSWORD)[1]
+        # the students' metadata-blocking rule is checked at every server start
+        from labkit_hub import launch
+
+        assert launch.metadata_blocked()
+        subprocess.run(["ip", "-4", "rule", "del", "priority", str(launch.TABLE)], check=True)
+        try:
+            assert not launch.metadata_blocked()
+            hub.api("/users/alice/server", "POST")
+            deadline = time.monotonic() + 60
+            while "routing rule is gone" not in hub.log.read_text(errors="replace"):
+                assert time.monotonic() < deadline, hub.log.read_text(errors="replace")[-3000:]
+                time.sleep(1)
+            assert not (hub_harness.STATE / "homes" / "alice").exists()   # refused before anything
+        finally:
+            launch.block_metadata()
+        assert launch.metadata_blocked()
+    finally:
+        hub.stop()
+
+
 @pytest.mark.slow
 @needs_hub
 def test_idle_culler_stops_an_idle_server() -> None:
@@ -810,6 +996,14 @@ def test_lti13_launch_from_a_fake_platform() -> None:
             # the same LMS, another course: its instructor gets nothing here, not even a login
             status, _, _ = launch("profy@course-2")
             assert status >= 400 and "profy" not in {u["name"] for u in hub.api("/users")[1]}
+            # preferred_username is no identity: another LMS user under a launched name (its
+            # first launch pinned iss + sub), or a learner under a roster instructor's name
+            for hint in ("mallory=profx", "mallory=alice", "mallory=prof"):
+                status, url, _ = launch(hint)
+                assert status >= 400, (hint, status, url)
+            assert not (hub_harness.STATE / "lti" / "prof.json").exists()   # a refusal pins nothing
+            status, url, _ = launch("prof")              # the real one, an LMS Instructor, still can
+            assert status == 200 and url.endswith("/hub/home"), (status, url)
             status, _, _ = launch("mallory", tamper=True)
             assert status in (400, 401) and "mallory" not in {u["name"] for u in hub.api("/users")[1]}
             # score passback (AGS) of a graded deadline to the same platform, with pylti1p3

@@ -73,8 +73,20 @@ if lti:
             return None
         roles = claims.get(LTI + "roles", [])
         staff = any(r == STAFF_ROLES[0] or r.startswith(STAFF_ROLES[1]) for r in roles)
+        name = authentication["name"]
+        # preferred_username is no unique id in OIDC: the name's first launch pins its LMS user
+        # (iss, sub), and a roster staff name (hub admin, grading) comes only with an LMS
+        # Instructor role, so a learner choosing an instructor's name gets nothing
+        if name in roster.staff(st.roster) and not staff:     # (checked before pinning: a
+            authenticator.log.warning("LTI launch as roster staff %r without an Instructor "
+                                      "role refused", name)   # refused launch pins nothing)
+            return None
+        if not passback.pin_identity(st, name, claims):
+            authenticator.log.warning("LTI launch as %r by another LMS user (sub %r) refused",
+                                      name, claims.get("sub"))
+            return None
         authentication["groups"] = ["course-staff"] if staff else []
-        passback.remember_launch(st, authentication["name"], claims)   # for score passback
+        passback.remember_launch(st, name, claims)   # for score passback
         return authentication
 
     c.Authenticator.post_auth_hook = lti_roles
@@ -85,18 +97,26 @@ else:
     c.NativeAuthenticator.open_signup = False    # roster names are pre-authorised, others refused
     c.NativeAuthenticator.check_common_password = True
     c.NativeAuthenticator.minimum_password_length = 8
+    c.NativeAuthenticator.allowed_failed_logins = 5     # then a name is locked for a while
+    c.NativeAuthenticator.seconds_before_next_try = 300
     c.JupyterHub.template_vars = {"announcement_login": 'First time here? <a href="signup">Sign '
                                   'up</a> with the username on the class roster.'}
 members = roster.load(st.roster)
 staff = {m.username: m.role for m in members if m.role != "student"}
-c.Authenticator.admin_users = {n for n, r in staff.items() if r == "instructor"}
+instructors = sorted(n for n, r in staff.items() if r == "instructor")
+# a name whose role changed since the last start (demoted, removed, promoted) is logged out
+# everywhere before the hub opens the database: its old sessions carried the old role
+roster.end_sessions_at_start(st, members)
 
 # -- roles: only instructors and TAs reach grading -------------------------------------------------
 STAFF_SCOPES = ["access:services!service=grading", "access:services!service=handin",
                 "list:users", "read:users", "read:servers", "admin-ui"]
 c.JupyterHub.load_roles = [
+    # the admin role listed here is exactly the roster's instructors: without it JupyterHub keeps
+    # every admin the database had (jupyterhub/app.py, 6.1), so a demoted instructor stayed admin
+    {"name": "admin", "users": instructors},
     {"name": "user", "scopes": ["self", "access:services!service=handin"]},
-    {"name": "instructor", "users": sorted(c.Authenticator.admin_users),
+    {"name": "instructor", "users": instructors,
      "scopes": ["admin:users", "admin:servers", "access:services", "admin-ui", "list:users"]},
     {"name": "teaching-assistant", "users": sorted(n for n, r in staff.items() if r == "ta"),
      "scopes": STAFF_SCOPES},

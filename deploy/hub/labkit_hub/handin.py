@@ -81,10 +81,18 @@ def hand_in(state: State, student: str, assignment: Assignment,
     """Copy the student's allowed files into a new version; returns its meta (also written)."""
     now = now or datetime.now(UTC)
     course = state.homes / student / "course"
-    files, problems = {}, []
+    folder = state.handins / assignment.name / student
+    n = len([p for p in folder.iterdir() if p.name.startswith("v")]) + 1 if folder.is_dir() else 1
+    if n > MAX_VERSIONS:                 # refused before anything is read or hashed
+        raise ValueError(f"{MAX_VERSIONS} versions is the limit for a deadline "
+                         "(ask your instructor)")
+    files, problems, total = {}, [], 0
     for rel in allowed_files():
         try:
             files[rel] = read_nofollow(course, rel)
+            total += len(files[rel])
+            if total > MAX_HANDIN_BYTES:     # stop reading at the limit, never hash past it
+                break
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -94,20 +102,14 @@ def hand_in(state: State, student: str, assignment: Assignment,
             problems.append(f"not copied: {exc}")
     if not files:
         raise ValueError("nothing to hand in: none of the exercise files exists in ~/course")
-    total = sum(len(d) for d in files.values())
     if total > MAX_HANDIN_BYTES:
-        raise ValueError(f"{total / 2**20:.1f} MiB in all, over the "
-                         f"{MAX_HANDIN_BYTES >> 20} MiB limit (clear large outputs and save)")
+        raise ValueError(f"over the {MAX_HANDIN_BYTES >> 20} MiB limit in all "
+                         "(clear large outputs and save)")
     sums = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
-    folder = state.handins / assignment.name / student
     folder.mkdir(parents=True, exist_ok=True)
     previous = versions(state, assignment.name, student)
     if previous and {r: f["sha256"] for r, f in previous[-1]["files"].items()} == sums:
         raise ValueError(f"nothing changed since {previous[-1]['version'][:5]}")
-    n = len([p for p in folder.iterdir() if p.name.startswith("v")]) + 1
-    if n > MAX_VERSIONS:
-        raise ValueError(f"{MAX_VERSIONS} versions is the limit for a deadline "
-                         "(ask your instructor)")
     version = folder / f"v{n:04d}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     version.mkdir()
     for rel, data in files.items():

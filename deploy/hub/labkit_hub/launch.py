@@ -52,6 +52,17 @@ def block_metadata() -> None:
                        check=True)
 
 
+def metadata_blocked() -> bool:
+    """Whether ``block_metadata``'s rules (both families, the whole uid range) are in place."""
+    lo, hi = UID_RANGE
+    for family in ("-4", "-6"):
+        rules = subprocess.run(["ip", family, "rule", "show", "priority", str(TABLE)],
+                               capture_output=True, text=True).stdout
+        if f"uidrange {lo}-{hi} lookup {TABLE}" not in rules:
+            return False
+    return True
+
+
 def main() -> int:
     st = State.from_env()
     why = problems(st)

@@ -11,6 +11,8 @@ student's total as a Score. The tool's key pair is made on first use
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import sys
@@ -22,18 +24,56 @@ AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 
 
-def remember_launch(state: State, name: str, claims: dict) -> None:
-    """Keep what passback needs from one launch: ``sub``, issuer, and the AGS endpoint claim."""
-    if not NAME.match(name) or AGS not in claims:
-        return
+def _record(state: State, name: str) -> dict | None:
+    path = state.root / "lti" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write(state: State, name: str, record: dict) -> None:
     folder = state.root / "lti"
     folder.mkdir(mode=0o700, exist_ok=True)
-    record = {"sub": claims["sub"], "iss": claims["iss"], "endpoint": claims[AGS]}
     tmp = folder / f".{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(record, fh)
     tmp.replace(folder / f"{name}.json")
+
+
+@contextlib.contextmanager
+def _locked(state: State):
+    """The launch records' lock (two launches of one name at once)."""
+    folder = state.root / "lti"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def pin_identity(state: State, name: str, claims: dict) -> bool:
+    """The first launch under ``name`` pins its LMS user (``iss``, ``sub``: unique per OIDC, unlike
+    the name); False for a later launch under ``name`` by another LMS user (refuse it)."""
+    if not NAME.match(name) or not claims.get("sub") or not claims.get("iss"):
+        return False
+    with _locked(state):
+        record = _record(state, name)
+        if record is None:
+            _write(state, name, {"sub": claims["sub"], "iss": claims["iss"]})
+            return True
+        return (record["sub"], record["iss"]) == (claims["sub"], claims["iss"])
+
+
+def remember_launch(state: State, name: str, claims: dict) -> None:
+    """Keep what passback needs from one launch of ``name``'s pinned LMS user: the AGS endpoint."""
+    if not NAME.match(name) or AGS not in claims:
+        return
+    with _locked(state):
+        record = _record(state, name)
+        if record is not None and (record["sub"], record["iss"]) != (claims["sub"], claims["iss"]):
+            raise ValueError(f"LTI launch for {name!r} by another LMS user: not recorded")
+        _write(state, name, {"sub": claims["sub"], "iss": claims["iss"], "endpoint": claims[AGS]})
 
 
 def tool_key(state: State) -> str:
@@ -102,6 +142,9 @@ def send(state: State, assignment: str) -> dict[str, str]:
             out[s["student"]] = "no LTI launch: not sent"
             continue
         launch = json.loads(path.read_text())
+        if "endpoint" not in launch:
+            out[s["student"]] = "no launch with a grade service: not sent"
+            continue
         if launch["iss"] != os.environ["LTI_ISSUER"] or SCORE_SCOPE not in launch["endpoint"].get("scope", []):
             out[s["student"]] = "this LMS gave no score scope: not sent"
             continue

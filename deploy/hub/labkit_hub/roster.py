@@ -5,8 +5,9 @@ Roster columns: ``username`` (required; lowercase letters, digits, ``-``/``_``),
 names may sign up. Staff accounts are never claimed at sign-up: ``sync`` (or ``staff``) issues each
 TA and instructor a first-use password, printed to whoever runs it as root, to hand over out of
 band; a staff name logs in only once its account was issued that way (``$HUB_STATE/secrets/
-staff.json``). Staff roles come from the roster when the hub starts; students are created through
-the REST API by ``python -m labkit_hub.roster sync`` (no restart needed).
+staff.json``). Issuing ends every session under the name, and so does a role change between
+two hub starts (``end_sessions``). Staff roles come from the roster when the hub starts; students
+are created through the REST API by ``python -m labkit_hub.roster sync`` (no restart needed).
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ def issued(state: State) -> dict[str, str]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def reload_user(db, name: str) -> None:
+    """Re-read ``name``'s hub user from the database in the running hub: ``end_sessions`` (run as
+    root outside the hub) gave it a new cookie id, and the login cookie must carry the new one."""
+    from jupyterhub import orm
+
+    user = orm.User.find(db, name)
+    if user is not None:
+        db.refresh(user)
+
+
 STAFF_SIGNUP = ("{name} is a staff name on the roster: staff accounts are not made at sign-up. "
                 "The instructor issues them (make hub-roster) and hands the first password over.")
 
@@ -121,7 +132,10 @@ def roster_authenticator(base: type) -> type:
             if name in self.staff() and name not in issued(State.from_env()):
                 self.log.warning("staff login %r refused: no account issued by the instructor", name)
                 return None
-            return await super().authenticate(handler, data)
+            result = await super().authenticate(handler, data)
+            if result:
+                reload_user(handler.db, name)
+            return result
 
         def get_authed_users(self) -> set[str]:
             return super().get_authed_users() | self.roster()
@@ -182,16 +196,68 @@ def issue_staff(state: State, reset: tuple[str, ...] = ()) -> dict[str, str]:
             db.query(UserInfo).filter(UserInfo.username == n).delete()
             db.add(UserInfo(username=n, is_authorized=True,
                             password=bcrypt.hashpw(out[n].encode(), bcrypt.gensalt())))
+        end_sessions(db, set(out))    # whoever held the name before (a squatter, the old password)
         db.commit()
     if not out:
         return out
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    path = state.secrets / "staff.json"
+    write_secret(state.secrets / "staff.json", {**done, **{n: now for n in out}})
+    return out
+
+
+def write_secret(path: Path, data: object) -> None:
+    """Replace a root-only JSON file in the secrets atomically."""
     fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({**done, **{n: now for n in out}}, fh, indent=1)
+        json.dump(data, fh, indent=1)
     path.with_suffix(".tmp").replace(path)
-    return out
+
+
+def end_sessions(db, names: set[str]) -> set[str]:
+    """Log ``names`` out everywhere (in an open hub-database session; the caller commits): a new
+    login cookie id ends every browser session, and their API and OAuth tokens (the services'
+    sessions) are deleted; returns the names that had a hub user. A running hub re-reads the
+    cookie id at the next password login (``RosterAuthenticator.authenticate``)."""
+    from jupyterhub import orm
+    from jupyterhub.utils import new_token
+
+    users = db.query(orm.User).filter(orm.User.name.in_(sorted(names))).all()
+    for user in users:
+        user.cookie_id = new_token()
+        db.query(orm.APIToken).filter(orm.APIToken.user_id == user.id).delete()
+    return {u.name for u in users}
+
+
+def roles_changed(state: State, members: list[Member]) -> set[str]:
+    """Names whose roster role differs from the one the hub last started with (a removed name
+    counts as a student); records the new roles. Run by the hub's config before it opens the
+    database."""
+    path = state.secrets / "roles.json"
+    now = {m.username: m.role for m in members}
+    before = json.loads(path.read_text()) if path.exists() else now   # (the first start: none)
+    changed = {n for n in before.keys() | now.keys() if before.get(n, "student") != now.get(n, "student")}
+    write_secret(path, now)
+    return changed
+
+
+def end_sessions_at_start(state: State, members: list[Member]) -> set[str]:
+    """Before the hub starts: log out everyone whose role changed since the last start (a demoted
+    instructor, a student name promoted to staff); returns the names logged out."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.orm import Session
+
+    changed = roles_changed(state, members)
+    done = issued(state)
+    if changed & done.keys():   # a name that is staff again later gets a fresh password (the
+        # account row may by then be a student's sign-up under that name)
+        write_secret(state.secrets / "staff.json", {n: t for n, t in done.items() if n not in changed})
+    engine = create_engine(f"sqlite:///{state.db}")
+    if not changed or not state.db.exists() or not inspect(engine).has_table("users"):
+        return set()
+    with Session(engine) as db:
+        ended = end_sessions(db, changed)
+        db.commit()
+    return ended
 
 
 def print_issued(passwords: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ import threading
 from datetime import UTC, datetime
 from urllib.parse import urlparse
 
-from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
@@ -29,6 +29,7 @@ td,th{padding:.3em .6em;text-align:left;vertical-align:top}button{font-size:1em;
 .late{color:#a11}.barcell{width:8em}.bar{background:#4a7ab5;height:1em}</style>"""
 EXPORTS = ("grades.csv", "report.json", "results.json", "canvas.csv", "moodle.csv")
 _grading = threading.Lock()
+AUTH_CACHE_S = 10
 
 
 def page(title: str, body: str) -> str:
@@ -182,6 +183,9 @@ def make_app(role: str) -> web.Application:
                           (r"files/([\w.-]+)/([\w.-]+)", Files)]}[role]
     handlers = [(url_path_join(prefix, p), h) for p, h in routes]
     handlers.append((url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler))
+    # the hub's answer about a session is trusted for 10 s, not the default 5 min: a reset staff
+    # password or a demotion (roster.end_sessions) must end a grading session at once
+    HubOAuth.instance(cache_max_age=AUTH_CACHE_S)
     return web.Application(handlers, cookie_secret=os.urandom(32), xsrf_cookies=True)
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer, Unicode
 
-from labkit_hub.paths import BASE_UID, NAME, REPO, State
+from labkit_hub.launch import metadata_blocked
+from labkit_hub.paths import BASE_UID, NAME, REPO, UID_RANGE, State
 
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
        "passwd", "group", "hosts", "resolv.conf", "ssl", "ca-certificates", "fonts", "mime.types"]
@@ -54,10 +55,17 @@ def uid_for(state: State, name: str) -> int:
         table = json.loads(state.uids.read_text()) if state.uids.exists() else {}
         if name not in table:
             table[name] = BASE_UID + len(table)
+            if table[name] > UID_RANGE[1]:   # past it, the metadata-blocking rule would miss them
+                raise ValueError(f"no student uid left for {name!r}: {UID_RANGE[0]}-{UID_RANGE[1]} "
+                                 f"are all handed out ({state.uids})")
             tmp = state.uids.with_suffix(".tmp")
             tmp.write_text(json.dumps(table, indent=1))
             tmp.replace(state.uids)
-        return int(table[name])
+        uid = int(table[name])
+        if not UID_RANGE[0] <= uid <= UID_RANGE[1]:
+            raise ValueError(f"{name!r} has uid {uid} in {state.uids}, outside the students' "
+                             f"range {UID_RANGE[0]}-{UID_RANGE[1]}")
+        return uid
 
 
 def cgroup_parent(controller: str) -> Path | None:
@@ -216,6 +224,9 @@ class LabkitSpawner(LocalProcessSpawner):
         return env
 
     async def start(self):
+        if not metadata_blocked():    # checked at every start: someone may have flushed the rules
+            raise RuntimeError("the students' metadata-blocking routing rule is gone (ip rule "
+                               "show priority 170): restart the hub (make hub) to add it again")
         self.prepare()
         venv = self.state.user_venv / "bin"
         # nbgitpuller merges the newest release into ~/course on every start (their edits win):
