@@ -117,9 +117,9 @@ nc.check_predictions("10.1", predict_symbols, sequences, measure, "sequences")
 #
 # `pooled(x, length)` averages each sequence of a padded batch over its first `length` time steps:
 # `x` is `(batch, time, d)` and `length` a 0-d integer tensor. Compiled, it breaks the graph on every
-# call (at `int(length)`), and the graph after the break compiles again when the shapes change: once
-# more for the second distinct size, which automatic dynamic then marks dynamic, and for every new
-# `length` until the recompile limit, since `n` became a constant. Write two functions:
+# call (at `int(length)`), and the code after the break compiles again the first time `length`
+# changes and again the first time the shapes change (automatic dynamic then makes `n` and the
+# sizes symbolic, so later calls reuse that graph; the break stays). Write two functions:
 #
 # - `pooled_fixed(x, length)`: the same values, with no graph break and no size that depends on
 #   the *value* of `length`;
