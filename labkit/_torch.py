@@ -135,6 +135,18 @@ def mark_dynamic(t: torch.Tensor, dim: int) -> None:
     _api("torch._dynamo", "mark_dynamic")(t, dim)
 
 
+def copy_dynamic_marks(source: torch.Tensor, target: torch.Tensor) -> None:
+    """Give ``target`` the dimension marks Dynamo's mark_dynamic / maybe_mark_dynamic / mark_static
+    put on ``source``."""
+    import copy
+
+    # torch 2.13 keeps them as ``_dynamo_*`` attributes of the tensor (torch/_dynamo/decorators.py:
+    # _dynamo_dynamic_indices, _dynamo_dynamic_range, _dynamo_weak_dynamic_indices, ...)
+    for attr, value in vars(source).items():
+        if attr.startswith("_dynamo_"):
+            setattr(target, attr, copy.copy(value))
+
+
 def original_callable(fn: Any) -> Any:
     """The function torch.compile wrapped when ``fn`` is a torch.compile result, else ``fn`` itself."""
     return getattr(fn, "_torchdynamo_orig_callable", fn)

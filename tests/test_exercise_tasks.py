@@ -89,7 +89,7 @@ WRONG = {
     "10.2": ("def pooled_fixed(x, length):   # no .item(), but no marks: a second graph\n"
              "    keep = (torch.arange(x.shape[1]) < length).to(x.dtype)\n"
              "    return (x * keep[None, :, None]).sum(dim=1) / length.to(x.dtype)\n\n\n"
-             "def prepare(x, length):\n"
+             "def prepare(x):\n"
              "    pass\n"),
     "11.1": ("def predict_saved_bytes(layers, rows, width, dtype):   # every activation, ckpt or not\n"
              "    size = {'float32': 4, 'float64': 8}[dtype]\n"

@@ -112,6 +112,7 @@ class Fix:
     measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
     modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
     source: str = ""                   # a library file: the answer is its ``answer`` definitions
+    denied: tuple[str, ...] = ()       # names (imported, called or read) this task's answer may not use
 
 
 def _p22(r: Any) -> dict[str, Any]:
@@ -236,7 +237,11 @@ def _m102(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[st
     compiled = torch.compile(ns["pooled_fixed"], backend=backend)
     outs = []
     for x, n in _in102(p):
-        ns["prepare"](x, n)
+        # prepare sees a tensor of x's shape with no values (and no length): it may only mark
+        # dimensions, never compute the answer outside the compiled graph
+        blank = torch.full_like(x, float("nan"))
+        ns["prepare"](blank)
+        _torch.copy_dynamic_marks(blank, x)
         outs.append(tensor(compiled(x, n)))
     return {**compiled_stats(graphs, runs), "outputs": outs}
 
@@ -281,12 +286,15 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
     with Ops() as forward:
         out = fn(x, weights)
     gc.collect()
-    inputs.add(out.untyped_storage().data_ptr())
     alive = {ptr: size for ref, ptr, size in forward.refs if not ref.expired() and ptr not in inputs}
+    # the output is not kept for the backward, but whatever its storage holds beyond it is
+    out_ptr = out.untyped_storage().data_ptr()
+    if out_ptr in alive:
+        alive[out_ptr] = max(0, alive[out_ptr] - out.numel() * out.element_size())
     with Ops() as backward:
         grads = torch.autograd.grad(out.sum(), [x, *weights])
     return {"out": out, "grads": grads, "kept": sum(alive.values()),
-            "recomputed_mm": backward.mm - 2 * forward.mm}
+            "recomputed_mm": backward.mm - 2 * forward.mm, "backward_mm": backward.mm}
 
 
 def _r112(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
@@ -298,15 +306,20 @@ def _r112(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
              "tol": 1e-5, "say": "gradients differ from block's"},
             {"field": "kept", "rule": "at_most", "value": budget,
              "say": "keeps {got} bytes for the backward, over the budget of {limit} "
-                    "(one activation per layer)"},
+                    "(one rows x width activation per layer, in total)"},
             {"field": "recomputed_mm", "rule": "at_most", "value": 0,
-             "say": "the backward recomputes {got} matmuls (it may recompute none)"}]
+             "say": "the backward recomputes {got} matmuls (it may recompute none)"},
+            # two matmuls per layer give the gradients of x and w; a third is a recomputed one
+            # (extra forward matmuls would hide it from recomputed_mm alone)
+            {"field": "backward_mm", "rule": "at_most", "value": 2 * len(weights),
+             "say": "the backward runs {got} matmuls, more than the {limit} the gradients need"}]
 
 
 def _m112(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     found = _kept(ns["block_lean"], *_in112(p))
     return {"out": tensor(found["out"]), "grads": [tensor(g) for g in found["grads"]],
-            "kept": found["kept"], "recomputed_mm": found["recomputed_mm"]}
+            "kept": found["kept"], "recomputed_mm": found["recomputed_mm"],
+            "backward_mm": found["backward_mm"]}
 
 
 OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
@@ -543,7 +556,14 @@ TASKS: dict[str, Fix] = {
     "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
                source="labkit/exercises/triton_softmax.py"),
     "10.2": Fix(("pooled_fixed", "prepare"), _p102, _r102, _m102),
-    "11.2": Fix(("block_lean",), _p112, _r112, _m112),
+    # 11.2 measures memory through torch's dispatcher and storages: memory kept outside it (numpy
+    # copies, Python lists, CPU offload, a saved-tensor hook or an autograd.Function of its own that
+    # saves what it likes) would not be counted
+    "11.2": Fix(("block_lean",), _p112, _r112, _m112,
+                denied=("numpy", "from_numpy", "tolist", "item", "saved_tensors_hooks", "save_on_cpu",
+                        "graph", "Function", "register_hook", "register_multi_grad_hook",
+                        "array", "frombuffer", "as_strided", "set_", "storage", "untyped_storage",
+                        "cpu", "pin_memory")),
     **{t: Fix((name,), _p12, _r12(t), _m12(t)) for t, (name, _) in METHODS12.items()},
     "14.1": Fix(("GateFixed", "DYNAMIC_SHAPES"), _export.params, _export.rules, _export.measure),
 }
@@ -562,6 +582,31 @@ def library_answer(task: str, text: str) -> str:
     return definitions(text, TASKS[task].answer)
 
 
+def _deny(source: str, denied: tuple[str, ...]) -> None:
+    """Refuse a source that names (as a name, an attribute or an import) one of ``denied``."""
+    import ast
+
+    if not denied:
+        return
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return                        # check_source reports it
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [part for a in node.names for part in a.name.split(".")]
+            names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            if name in denied:
+                raise Refused(f"line {node.lineno}: '{name}' is not allowed in this task's answer "
+                              "(its memory would escape the measurement)")
+
+
 def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     """Run the student's answer source, checked by the restricted policy, in a namespace of its
     own (the notebook's allowed names copied in); a refusal or an error is kept for the evidence."""
@@ -572,6 +617,7 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     filename = f"<{name}>"
     extra = TASKS[task].modules
     try:
+        _deny(source, TASKS[task].denied)
         code = check_source(source, filename, extra)
     except Refused as exc:
         return {"__refused__": str(exc)}
@@ -620,6 +666,27 @@ def emit_evidence(task: str, ns: dict[str, Any], params_json: str, ctx: dict[str
         ev.emit({"error": "the evidence was not plain data"})
 
 
+def answer_cell(task: str, ctx: dict[str, Any]) -> str | None:
+    """The source of the last cell the notebook ran (IPython's ``In``) that defines every name of
+    the task's answer at top level; None outside IPython (then the check measures ``ctx`` as is)."""
+    import ast
+
+    cells = ctx.get("In")
+    if not isinstance(cells, list):
+        return None
+    for source in reversed(cells):
+        if not isinstance(source, str):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        if TASKS[task].answer and set(TASKS[task].answer) <= defined:
+            return source
+    return None
+
+
 def check(task: str, ctx: dict[str, Any]) -> None:
     """A notebook's check cell: the same protocol in the student's own kernel (``make check`` and
     grading run it as a judge notebook instead). In pass 1 it only records the trusted spec."""
@@ -638,6 +705,10 @@ def check(task: str, ctx: dict[str, Any]) -> None:
         path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source
         with open(path) as fh:
             ns = load_answer(task, library_answer(task, fh.read()), ctx)
+    else:                        # the answer cell as grading loads it: restricted, in its own module
+        source = answer_cell(task, ctx)
+        if source is not None:
+            ns = load_answer(task, source, ctx)
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found, echo=True))
 

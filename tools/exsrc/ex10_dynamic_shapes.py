@@ -117,16 +117,28 @@ nc.check_predictions("10.1", predict_symbols, sequences, measure, "sequences")
 #
 # `pooled(x, length)` averages each sequence of a padded batch over its first `length` time steps:
 # `x` is `(batch, time, d)` and `length` a 0-d integer tensor. Compiled, it breaks the graph on every
-# call and compiles again for new lengths and new shapes. Write two functions:
+# call (at `int(length)`), and the code after the break compiles again the first time `length`
+# changes and again the first time the shapes change (automatic dynamic then makes `n` and the
+# sizes symbolic, so later calls reuse that graph; the break stays). Write two functions:
 #
 # - `pooled_fixed(x, length)`: the same values, with no graph break and no size that depends on
 #   the *value* of `length`;
-# - `prepare(x, length)`: called by the check just before every call (before the first one too),
-#   so that `torch.compile(pooled_fixed)` (default settings) compiles **exactly one graph** for all
-#   the calls, whose batch sizes (2 or more) and time lengths change from call to call.
+# - `prepare(x)`: called by the check just before every call (before the first one too), so that
+#   `torch.compile(pooled_fixed)` (default settings) compiles **exactly one graph** for all the
+#   calls, whose batch sizes (2 or more) and time lengths change from call to call. It gets a tensor
+#   of `x`'s shape and dtype *without `x`'s values* (they are all NaN); the check copies the
+#   dimension marks it sets (`torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`, `mark_static`)
+#   onto `x`. All the work happens in `pooled_fixed`.
 #
 # The check compiles `pooled_fixed` with a backend of its own and calls it on 5–8 hidden batches
 # (hidden `d`, batch sizes, time lengths and `length`s); it compares values with `pooled`'s.
+#
+# Your answer cell runs under the restricted rules graded answers follow, and the check here loads it
+# the same way (a refusal prints the line and the reason): imports from `torch`, `torch.nn`,
+# `torch.nn.functional`, `torch.utils.checkpoint`, `torch.autograd`, `numpy`, `math` and a few
+# other standard modules only (a refusal names any other); no private names (`._x`,
+# `__x__`) except `torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`, `mark_static` and
+# `graph_break`; no `eval`, `exec`, `getattr`, `setattr`; attributes assigned only on `self`.
 # %% id=fn-10-2
 def pooled(x, length):
     n = int(length)                 # .item(): a graph break, and then n is a constant
@@ -141,8 +153,9 @@ def pooled_fixed(x: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-def prepare(x: torch.Tensor, length: torch.Tensor) -> None:
-    """Prepare x before each call so that one graph serves every batch (Task 10.2)."""
+def prepare(x: torch.Tensor) -> None:
+    """Mark x's dimensions (x has the batch's shape, not its values) so that one graph serves every
+    batch (Task 10.2)."""
     ### BEGIN SOLUTION
     for varying in (0, 1):             # batch and time; d stays static
         torch._dynamo.mark_dynamic(x, varying)

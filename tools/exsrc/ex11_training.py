@@ -4,6 +4,14 @@
 # Companion to `11_training_perf.ipynb`. Edit only the cells that start with `# your answer`; keep
 # every cell's id. Each check (`# NBVAL_CHECK_OUTPUT`) ends with `Task N.M: PASS` or
 # `Task N.M: FAIL — what was wrong`; when grading it runs on hidden inputs and variants.
+#
+# Your answer cells run under the restricted rules graded answers follow, and each check here loads
+# the answer cell the same way (a refusal prints the line and the reason): imports from `torch`,
+# `torch.nn`, `torch.nn.functional`, `torch.utils.checkpoint`, `torch.autograd`, `numpy`, `math`
+# and a few other standard modules only (a refusal names any other); no private names (`._x`,
+# `__x__`, `self._peak` included) except `torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`,
+# `mark_static` and `graph_break`; no `eval`, `exec`, `getattr`, `setattr`; attributes assigned
+# only on `self`.
 # %% id=setup
 import warnings
 warnings.filterwarnings("ignore")
@@ -100,16 +108,20 @@ nc.check_predictions("11.1", predict_saved_bytes, networks, measure, "networks",
 #
 # `block` below keeps several activations per layer for the backward. Checkpointing the whole block
 # keeps none, but the backward then runs every matmul again. Write `block_lean(x, weights)`: the
-# same values and gradients (for `x` and every weight) as `block`, keeping **at most one
-# `rows × width` activation per layer** alive between the forward and the backward, and making the
-# backward recompute **no matmul** (it runs exactly the two matmuls per forward matmul that the
-# gradients need). Cheap elementwise ops may be recomputed. `torch.utils.checkpoint` takes a
+# same values and gradients (for `x` and every weight) as `block`, keeping alive between the forward
+# and the backward **at most as many bytes as one `rows × width` activation per layer** (a total
+# over the block: `depth × rows × width × itemsize`), and making the backward recompute **no
+# matmul** (it runs the two matmuls per layer that the gradients need, no more). Cheap elementwise ops may be recomputed. `torch.utils.checkpoint` takes a
 # `context_fn`; look for what `create_selective_checkpoint_contexts` accepts.
 #
 # The check runs the forward and the backward on hidden sizes and depths. It counts the memory the
 # forward leaves alive (every buffer an op wrote that is still held when the forward returns; the
 # output, `x` and the weights excepted: saved-tensor hooks alone would miss what checkpointing keeps)
-# and the matmuls (`aten.mm`) run in the forward and in the backward.
+# (and whatever the output's storage holds beyond the output), and the matmuls (`aten.mm`,
+# `aten.addmm`, `aten.bmm`) run in the forward and in the backward. Memory the dispatcher does not
+# see is not counted, so for this task the answer may not use `numpy` (`.numpy()`, `from_numpy`),
+# `.tolist()`, `.item()`, `.cpu()`, storages, saved-tensor hooks (`torch.autograd.graph`,
+# `save_on_cpu`) or an `autograd.Function` of its own: the check refuses them.
 # %% id=block-11-2
 def block(x, weights):
     for w in weights:

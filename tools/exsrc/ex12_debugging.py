@@ -15,6 +15,14 @@
 # AOTAutograd (as `aot_eager` does), runs it on a model variant and inputs the grader picks (sizes,
 # steps, magnitudes, classes), compares with `SensorNet`'s own method in eager mode, and ends with
 # `Task 12.N: PASS` or `Task 12.N: FAIL — what was wrong`.
+#
+# Your answer cells run under the restricted rules graded answers follow, and each check here loads
+# the answer cell the same way (a refusal prints the line and the reason): imports from `torch`,
+# `torch.nn`, `torch.nn.functional`, `torch.utils.checkpoint`, `torch.autograd`, `numpy`, `math`
+# and a few other standard modules only (a refusal names any other); no private names (`._x`,
+# `__x__`, `self._peak` included) except `torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`,
+# `mark_static` and `graph_break`; no `eval`, `exec`, `getattr`, `setattr`; attributes assigned
+# only on `self`.
 # %% id=setup
 import warnings
 warnings.filterwarnings("ignore")
@@ -191,7 +199,9 @@ harness.check("12.2", globals())
 # `warmup` scales the first steps' losses down. It has no graph break, yet compiled it makes a new
 # graph at every step until the recompile limit. Write `SteadyWarmup`, a `SensorNet` whose `warmup`
 # returns the same values step after step and compiles **one graph**. (The training loop keeps its
-# own log from the losses it gets back: `warmup` need not keep one.)
+# own log from the losses it gets back: `warmup` must not append to a list attribute such as
+# `self.history` — Dynamo guards on the list's length, so that append alone recompiles at every
+# step.)
 # %% id=t12-3
 # your answer (Task 12.3)
 class SteadyWarmup(SensorNet):
