@@ -32,6 +32,7 @@ from labkit.grading.grade import (
     load_key,
     prepare,
     seed_from_key,
+    self_check_evidence,
 )
 from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
 from labkit.grading.runner import execute, grading_env
@@ -311,6 +312,9 @@ def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report
                               max(600, 3 * rubric.cell_timeout_s))
         setup = Setup(root, rubric, references, seed=0, specs=specs, stub=False, unlink=False,
                       sandboxed=sandbox.available() == "", strict=False)
+        evidenced = tuple(t.id for t in rubric.tasks if t.evidence)
+        if evidenced:
+            setup.lib_evidence = self_check_evidence(setup, evidenced, Path(tmp))
         return grade_one(setup, root, "self-check", Path(tmp))
 
 
