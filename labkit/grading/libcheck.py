@@ -35,6 +35,7 @@ from typing import Any
 
 TASKS = ("5.1", "5.2")
 MAX_FILE = 16 << 20                     # bytes of one evidence or output file the judge reads
+MAX_SOURCE = 256 << 10                  # characters of generated code per program the grader parses
 REFERENCE_FILE = Path(__file__).with_name("library_reference.json")   # seed 0 answers (make check)
 DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16",
           "bfloat16")
@@ -329,19 +330,46 @@ def _inputs(case: dict[str, Any], data: list[list[Any]]) -> list[Any]:
             for spec, vals in zip(case["inputs"], data)]
 
 
+def screen(case: dict[str, Any], got: Any) -> str:
+    """Why the generated code of a program case is not run ('' if it may be): no code, or code
+    outside what labkit writes (also run by the grader, so the reason comes from trusted code)."""
+    if not isinstance(got, dict) or not isinstance(got.get("kernels"), list) or \
+            not isinstance(got.get("call"), str):
+        return "no generated code"
+    try:
+        specs = got["kernels"]
+        names = [k["name"] for k in specs]
+        if len(set(names)) != len(names) or not all(
+                isinstance(n, str) and n.isidentifier() and isinstance(k["source"], str)
+                and isinstance(k["args"], list) for n, k in zip(names, specs)):
+            return "kernel names or sources are not plain strings"
+        if sum(len(k["source"]) for k in specs) + len(got["call"]) > MAX_SOURCE:
+            return "more generated code than these programs need"
+        check_call(got["call"], set(names))
+        if case["target"] == "triton":
+            for k in specs:
+                check_triton(k["source"])
+                grid, block, warps = k["launch"]["grid"], k["launch"]["block"], k["launch"]["num_warps"]
+                grid = grid if isinstance(grid, list) else [grid]
+                if not all(type(g) is int and 0 <= g <= 1 << 16 for g in [*grid, block, warps]):
+                    return "a launch size that is not a small integer"
+    except (Refused, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return str(exc)[:200] or type(exc).__name__
+    except (KeyError, TypeError, AttributeError):
+        return "generated code in an unexpected form"
+    return ""
+
+
 def _run(case: dict[str, Any], got: Any, data: list[list[Any]]) -> list[dict[str, Any]]:
     import torch
 
     from labkit.compiler.wrapper import reinterpret
 
-    if not isinstance(got, dict) or "error" in got or not isinstance(got.get("kernels"), list):
-        raise Refused(f"no generated code ({got.get('error') if isinstance(got, dict) else 'none'})")
+    why = screen(case, got)
+    if why:
+        raise Refused(why)
     kernels = {}
     specs = got["kernels"]
-    names = [str(k["name"]) for k in specs]
-    if len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
-        raise Refused("kernel names")
-    check_call(str(got["call"]), set(names))
     if case["target"] == "cpp":
         from labkit.compiler.codegen import cpp
 
@@ -355,12 +383,8 @@ def _run(case: dict[str, Any], got: Any, data: list[list[Any]]) -> list[dict[str
         from labkit.compiler.codegen import triton as tgen
 
         for k in specs:
-            check_triton(str(k["source"]))
             launch = {"grid": k["launch"]["grid"], "block": int(k["launch"]["block"]),
                       "num_warps": int(k["launch"]["num_warps"])}
-            grid = launch["grid"] if isinstance(launch["grid"], list) else [launch["grid"]]
-            if not all(type(g) is int and 0 <= g <= 1 << 16 for g in grid):
-                raise Refused("launch grid")
             kernels[k["name"]] = tgen.TritonKernel(k["name"], str(k["source"]),
                                                    SimpleNamespace(origins=[]), torch.device("cpu"),
                                                    launch)
@@ -413,12 +437,13 @@ def judge(cases: list[dict[str, Any]], evidence: Any, outputs: Any, reference: d
             err = got.get("error") if isinstance(got, dict) else None
             say.append(f"{label}: compiling it raised {err if isinstance(err, str) else 'an error'}"[:200])
             continue
-        ran = outputs.get(cid)
+        refused = screen(case, got)       # here, in the grader: the reason is trusted text
+        if refused:
+            say.append(f"{label}: its generated code was refused ({refused})")
+            continue
+        ran = outputs.get(cid)             # from the execute sandbox: only its outputs are read
         if not isinstance(ran, dict) or "outputs" not in ran:
-            why = "its generated code was refused" if isinstance(ran, dict) and "refused" in ran \
-                else "its generated code did not build or run"
-            detail = f" ({str(ran['refused'])[:160]})" if isinstance(ran, dict) and "refused" in ran else ""
-            say.append(f"{label}: {why}{detail}")
+            say.append(f"{label}: its generated code did not build or run")
             continue
         bad = _compare(ran["outputs"], expected.get(cid), case["rtol"], case["atol"])
         if bad:
