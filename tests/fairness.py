@@ -244,12 +244,13 @@ def with_body(text: str, body: str) -> str:
 _EVIDENCE_REFERENCE: dict[tuple[int, tuple[str, ...]], dict[str, Any]] = {}
 
 
-def library_evidence(files: dict[str, str | None], seed: int, tasks: tuple[str, ...] = ("5.1", "5.2")
-                     ) -> dict[str, list[str]]:
+def library_evidence(files: dict[str, str | None], seed: int, tasks: tuple[str, ...] = ("5.1", "5.2"),
+                     prefix: dict[str, str] | None = None) -> dict[str, list[str]]:
     """Grade the evidence-judged library tasks as ``make grade`` does (``grade.evidence_run``: the
     student's library produces, a sandbox without it executes, the grader judges) on a copy of the
     course whose library files have their fenced solutions replaced (``None``: the release stub).
-    Pass 1 (the instructor's evidence, eager's outputs) is computed once per seed. Task -> problems."""
+    ``prefix``: module-level code put at the top of a library file (an attack's). Pass 1 (the
+    instructor's evidence, eager's outputs) is computed once per seed. Task -> problems."""
     from labkit.grading import grade as G
     from labkit.grading import sandbox as S
     from labkit.grading.runner import build_workspace
@@ -271,6 +272,11 @@ def library_evidence(files: dict[str, str | None], seed: int, tasks: tuple[str, 
             owner = rubric.task_for_file(rel) or tasks[0]
             target.write_text(rubric_mod.stub_file(target, owner) if body is None
                               else with_body(target.read_text(), body))
+        for rel, code in (prefix or {}).items():
+            target = work / "code" / rel
+            text = target.read_text()
+            at = text.index("\nimport ")                    # after the docstring and __future__
+            target.write_text(text[:at] + "\n" + code + text[at:])
         try:
             problems, _ = G.evidence_run(setup, work, 0, 300, scratch)
         finally:
