@@ -143,4 +143,5 @@ def test_a_library_that_forges_at_import_gains_nothing() -> None:
     stub = {rel: None for t in ("5.1", "5.2") for rel in rubric_mod.load().task(t).files}
     problems = library_evidence(stub, 5, prefix={"labkit/compiler/lower.py": FORGE})
     assert problems["5.1"] and all("refused" in p for p in problems["5.1"]), problems
+    assert any("torch.log" in p for p in problems["5.1"])      # the forged evidence was judged
     assert any("node_fits" in p for p in problems["5.2"]), problems

@@ -328,6 +328,8 @@ def judged_as(task: rubric_mod.Task) -> str:
     """How grading judges a task: where the student's code runs and what is compared."""
     from labkit.grading.harness import TASKS
 
+    if task.evidence:
+        return "library (generated code judged outside)"
     if task.tests and task.id in TASKS:
         return "kernel (restricted, harness) + library tests"
     if task.tests:
@@ -344,6 +346,7 @@ def rubric_table(rubric: Rubric) -> str:
         kinds.setdefault(judged_as(task), []).append(task)
     total = sum(t.points for t in rubric.tasks)
     nouns = {"prediction": "predictions", "fix": "fixes", "library tests": "library tasks",
+             "library": "library tasks",
              "kernel": "kernel task"}
     parts = ", ".join(f"{len(ts)} {nouns[kind.split(' (')[0]]} ({_num(sum(t.points for t in ts))}"
                       " points)" for kind, ts in kinds.items())
