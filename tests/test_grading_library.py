@@ -145,3 +145,10 @@ def test_a_library_that_forges_at_import_gains_nothing() -> None:
     assert problems["5.1"] and all("refused" in p for p in problems["5.1"]), problems
     assert any("torch.log" in p for p in problems["5.1"])      # the forged evidence was judged
     assert any("node_fits" in p for p in problems["5.2"]), problems
+
+
+def test_make_checks_seed_0_answers_are_the_solutions() -> None:
+    """library_reference.json (shipped, for make check) is what the solution answers at seed 0;
+    after changing the solution or the cases: python -m labkit.grading.libcheck write-reference."""
+    cases, _ = lc.draw(0, ("5.2",))
+    assert lc.self_check_reference(lc.produce(cases)) == json.loads(lc.REFERENCE_FILE.read_text())
