@@ -41,7 +41,7 @@ DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "boo
           "bfloat16")
 
 
-# -- the grader's programs: names here, bodies below (they need torch) -----------------------------
+# -- the grader's programs, by name (their bodies need torch: built where they run) -----------------
 def _programs() -> dict[str, Any]:
     import torch
 
