@@ -263,8 +263,7 @@ def library_evidence(files: dict[str, str | None], seed: int, tasks: tuple[str, 
         if key not in _EVIDENCE_REFERENCE:
             _EVIDENCE_REFERENCE[key] = G.evidence_reference(setup, tasks, scratch)
         setup.lib_evidence = _EVIDENCE_REFERENCE[key]
-        setup.template = scratch / "template"
-        build_workspace(ROOT, setup.template, rubric)          # stubbed: what execute runs over
+        setup.template = G.stubbed_template(ROOT, rubric, scratch)   # what execute runs over
         work = scratch / "sub"
         build_workspace(ROOT, work / "code", None)
         for rel, body in files.items():

@@ -144,8 +144,7 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
             nbs.precheck(master, [c for t in rubric.for_notebook(nb_path) for c in t.graded], nb_path)
             references[nb_path] = master
     setup = Setup(root, rubric, references, seed, sandboxed=sandboxed)
-    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
-    build_workspace(root, setup.template, rubric)
+    setup.template = stubbed_template(root, rubric, scratch)
     tested = [t for t in rubric.tasks if t.tests] if library else []
     evidenced = tuple(t.id for t in rubric.tasks if t.evidence) if library else ()
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -158,6 +157,15 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
         setup.lib_evidence = ev.result() if ev is not None else None
     setup.warm = _compiled_only(scratch / "cache" / "inductor", scratch / "warm")
     return setup
+
+
+def stubbed_template(root: Path, rubric: Rubric, scratch: Path) -> Path:
+    """The stubbed workspace, built once per run: copied for each submission, and read as it is
+    by libcheck's execute sandbox (so not mkdtemp's 0700)."""
+    template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
+    build_workspace(root, template, rubric)
+    os.chmod(template, 0o755)
+    return template
 
 
 def library_seed(seed: int) -> int:
