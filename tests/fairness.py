@@ -227,10 +227,56 @@ def with_body(text: str, body: str) -> str:
     return "".join(lines[:start] + [body if body.endswith("\n") else body + "\n"] + lines[end + 1:])
 
 
+_EVIDENCE_REFERENCE: dict[tuple[int, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def library_evidence(files: dict[str, str | None], seed: int, tasks: tuple[str, ...] = ("5.1", "5.2"),
+                     prefix: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Grade the evidence-judged library tasks as ``make grade`` does (``grade.evidence_run``: the
+    student's library produces, a sandbox without it executes, the grader judges) on a copy of the
+    course whose library files have their fenced solutions replaced (``None``: the release stub).
+    ``prefix``: module-level code put at the top of a library file (an attack's). Pass 1 (the
+    instructor's evidence, eager's outputs) is computed once per seed. Task -> problems."""
+    from labkit.grading import grade as G
+    from labkit.grading import sandbox as S
+    from labkit.grading.runner import build_workspace
+
+    rubric = rubric_mod.load().only(list(tasks))
+    with tempfile.TemporaryDirectory(prefix="labkit-libcheck-") as tmp:
+        scratch = Path(tmp)
+        setup = G.Setup(ROOT, rubric, {}, seed, sandboxed=S.available() == "")
+        key = (seed, tasks)
+        if key not in _EVIDENCE_REFERENCE:
+            _EVIDENCE_REFERENCE[key] = G.evidence_reference(setup, tasks, scratch)
+        setup.lib_evidence = _EVIDENCE_REFERENCE[key]
+        setup.template = G.stubbed_template(ROOT, rubric, scratch)   # what execute runs over
+        work = scratch / "sub"
+        build_workspace(ROOT, work / "code", None)
+        for rel, body in files.items():
+            target = work / "code" / rel
+            owner = rubric.task_for_file(rel) or tasks[0]
+            target.write_text(rubric_mod.stub_file(target, owner) if body is None
+                              else with_body(target.read_text(), body))
+        for rel, code in (prefix or {}).items():
+            target = work / "code" / rel
+            text = target.read_text()
+            at = text.index("\nimport ")                    # after the docstring and __future__
+            target.write_text(text[:at] + "\n" + code + text[at:])
+        try:
+            problems, _ = G.evidence_run(setup, work, 0, 300, scratch)
+        finally:
+            if setup.sandboxed and os.geteuid() == 0:
+                G.end(G.Sandbox(code="", scratch="", slot=0))
+        return problems
+
+
 def _grade_library(task: rubric_mod.Task, files: dict[str, str], seed: int) -> tuple[bool, str]:
     """The task's marked tests (``pytest -m taskN_M``), run on a copy of the course whose library
     files have their fenced solutions replaced; 7.1 also runs its notebook check on that copy."""
     assert set(files) <= set(task.files), f"{sorted(files)} are not all files of Task {task.id}"
+    if task.evidence:
+        problems = library_evidence(dict(files), seed, (task.id,))[task.id]
+        return not problems, "\n".join(problems)
     with tempfile.TemporaryDirectory(prefix="labkit-answer-") as tmp:
         work = Path(tmp)
         shutil.copytree(ROOT / "labkit", work / "labkit",

@@ -53,7 +53,7 @@ WRONG = {
     "4.1": "def softplus(x):\n    return torch.log(1 + torch.exp(x))   # overflows for large x\n",
     "4.2": ("def predict_copies(statements):   # every in-place statement writes back\n"
             "    return sum(s.endswith('_') for s in statements)\n"),
-    "5.5": ("def predict_kernels(steps):   # one kernel per graph\n"
+    "5.3": ("def predict_kernels(steps):   # one kernel per graph\n"
             "    return 1 + steps.count('break')\n"),
     "9.1": ("@sqdist.register_fake\n"
             "def _(x, y):\n"
@@ -132,7 +132,7 @@ WRONG = {
     "15.1": ("def first_wrong(program, layer, op):   # every bug is Inductor's, so: inductor\n"
              "    return 'inductor' if op in program else 'none'\n"),
 }
-SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.5", "6.1", "6.2", "9.1", "14.1", "15.1"}
+SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.3", "6.1", "6.2", "9.1", "14.1", "15.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:
@@ -572,78 +572,32 @@ def test_release_check_passes_the_solution_and_fails_a_wrong_answer(release: Pat
 
 
 
-# -- Tasks 5.1-5.4 live in labkit.compiler: solution, stub and a wrong answer through their tests --
-# A wrong body per task: {library file: the fenced body's replacement}.
+# -- Tasks 5.1 and 5.2 live in labkit.compiler, judged from what the compiler produces -----------
+# A wrong body per task: {library file: the fenced body's replacement}; the other files keep the
+# solution. Graded as `make grade` grades them (fairness.library_evidence: grade.evidence_run).
 LIBRARY_WRONG = {
-    "5.1": {"labkit/compiler/lower.py":
-            "    return pointwise(lambda v: ops.reciprocal(ops.exp(ops.neg(v))), x)   # forgot 1 +\n"},
-    "5.2": {"labkit/compiler/codegen/cpp.py": '        return f"std::tanh({x})"\n',
-            "labkit/compiler/codegen/triton.py":    # overflows: inf / inf for large x
-            '        return f"(tl.exp(2.0 * {x}) - 1.0) / (tl.exp(2.0 * {x}) + 1.0)"\n'},
-    "5.3": {"labkit/compiler/decompose.py":          # the tanh approximation for both modes
-            "    dtype, x = x.dtype, upcast(x)\n"
-            "    inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)\n"
-            "    return (0.5 * x * (1 + torch.tanh(inner))).to(dtype)\n"},
-    "5.4": {"labkit/compiler/schedule.py":           # only identical shapes fit
+    "5.1": {"labkit/compiler/codegen/triton.py":     # loses every digit of a tiny x
+            '        return f"tl.log(1.0 + {x})"\n'},
+    "5.2": {"labkit/compiler/schedule.py":           # only identical shapes fit
             "    assert node.data is not None\n"
             "    same = squeeze(node.data.ranges) == space.rows + space.rdims\n"
             "    return same, 'same shape' if same else 'another shape'\n"},
 }
 
 
-def _replace_fence(text: str, body: str) -> str:
-    from labkit.grading.rubric import BEGIN, END
-
-    lines = text.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if BEGIN.match(line))
-    end = next(i for i, line in enumerate(lines) if END.match(line))
-    indent = BEGIN.match(lines[start])["indent"]
-    body = "".join(indent + line.lstrip() if line.strip() and not line.startswith(indent)
-                   else line for line in body.splitlines(keepends=True))
-    return "".join(lines[:start] + [body] + lines[end + 1:])
-
-
-def run_library_task(task_id: str, tmp_path: Path, answer: str | None,
-                     seed: int = 0) -> subprocess.CompletedProcess[str]:
-    """The task's marked tests (as `make check` and grading run them) on a copy of labkit with the
-    task's files holding the solution (None), the release stub ("stub") or LIBRARY_WRONG ("wrong")."""
-    import shutil
-
-    from labkit.grading.rubric import stub_file
-
-    task = rubric_mod.load().task(task_id)
-    work = tmp_path / f"{task_id}-{answer}"
-    shutil.copytree(ROOT / "labkit", work / "labkit",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
-    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
-    for rel in task.files:
-        path = work / rel
-        if answer == "stub":
-            path.write_text(stub_file(path, task_id))
-        elif answer == "wrong":
-            path.write_text(_replace_fence(path.read_text(), LIBRARY_WRONG[task_id][rel]))
-    env = {**os.environ, "PYTHONPATH": str(work), "LABKIT_GRADE_SEED": str(seed),
-           "OMP_NUM_THREADS": "1", "TRITON_INTERPRET": "1"}
-    import glob
-
-    tests = sorted(str(Path(f).relative_to(work)) for pattern in task.tests
-                   for f in glob.glob(str(work / pattern)))
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-m", task.marker, *tests], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id", sorted(LIBRARY_WRONG))
-def test_library_task_solution_passes_stub_and_wrong_answer_fail(task_id: str,
-                                                                 tmp_path: Path) -> None:
-    right = run_library_task(task_id, tmp_path, None, seed=987654)
-    assert right.returncode == 0 and " passed" in right.stdout, right.stdout[-1500:]
-    for answer in ("stub", "wrong"):
-        res = run_library_task(task_id, tmp_path, answer)
-        assert res.returncode == 1 and " failed" in res.stdout, (answer, res.stdout[-1500:])
+@pytest.mark.parametrize("seed", [0, 987654])
+def test_library_tasks_solution_full_stub_zero_wrong_below_full(seed: int) -> None:
+    """At two seeds: the solution has no problem, the release stub fails every library task, and
+    each wrong body fails its own task (and only it)."""
+    from fairness import library_evidence
+
+    assert library_evidence({}, seed) == {"5.1": [], "5.2": []}
+    stub = {rel: None for t in ("5.1", "5.2") for rel in rubric_mod.load().task(t).files}
+    assert all(library_evidence(stub, seed).values())
+    wrong = library_evidence({rel: body for files in LIBRARY_WRONG.values()
+                              for rel, body in files.items()}, seed)
+    assert wrong["5.1"] and wrong["5.2"], wrong
 
 
 # -- the shared predict-then-verify check -----------------------------------------------------------

@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.slow,
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "attack-key"
 TASKS = ["3.1", "3.2", "5.1"]
-FULL = {"3.1": 2.0, "3.2": 2.0, "5.1": 3.0}
+FULL = {"3.1": 2.0, "3.2": 2.0, "5.1": 6.0}
 ZERO = dict.fromkeys(TASKS, 0.0)
 
 def _master() -> nbformat.NotebookNode:
@@ -72,11 +72,11 @@ def _submissions(subs: Path) -> None:
     editable = [c for t in rubric.for_notebook(NB) for c in t.editable]
     graded = [c for t in rubric.for_notebook(NB) for c in t.graded]
     released = nbs.released(master, editable, graded, keep_outputs=False)
-    solution = (ROOT / LIB).read_text()
     stubbed = R.stub_file(ROOT / LIB, "5.1")
     for name in ("aa_honest", "zz_honest"):
         _put(subs / name, NB, nbformat.writes(master))
-        _put(subs / name, LIB, solution)
+        for rel in rubric.task("5.1").files:          # the op end to end: four files
+            _put(subs / name, rel, (ROOT / rel).read_text())
     _put(subs / "=HYPERLINK(1)", NB, nbformat.writes(released))          # the empty release
     for name, code in [("proc_peek", SOLUTION_HUNT), ("write_trusted", WRITE_TRUSTED),
                        ("outlive", OUTLIVE), ("hog", HOG)]:

@@ -52,7 +52,7 @@ INLINE_OP_LIMIT = 12
 lowerings: dict[Any, Callable[..., Any]] = {}
 extern_lowerings: set[Callable[..., Any]] = set()  # lowerings that run the op as an ATen call
 # ops.* names that cost tens of cycles per element (transcendentals): registered with expensive=True.
-EXPENSIVE_OPS: set[str] = {"sigmoid", "pow"}  # the hand-written lowerings below; the rest register
+EXPENSIVE_OPS: set[str] = {"sigmoid", "pow", "log1p"}  # the hand-written lowerings below; the rest register
 
 
 class Metrics:
@@ -236,8 +236,15 @@ register_pointwise(aten.ge, compare=True)
 def sigmoid(x: Any) -> Pointwise:
     """sigmoid(x)[i] = 1 / (1 + exp(-x[i])) as one ``ops.sigmoid`` (each backend's overrides spell
     it out), computed in eager's output dtype."""
-    ### BEGIN SOLUTION
     return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
+
+
+@register_lowering(aten.log1p)
+def log1p(x: Any) -> Pointwise:
+    """log1p(x)[i] = log(1 + x[i]) as one ``ops.log1p``, exact for tiny x; computed in eager's
+    output dtype (Task 5.1)."""
+    ### BEGIN SOLUTION
+    return pointwise(lambda v: ops.log1p(v), x)  # an int x is cast to eager's float on load
     ### END SOLUTION
 
 

@@ -32,6 +32,7 @@ from labkit.grading.grade import (
     load_key,
     prepare,
     seed_from_key,
+    self_check_evidence,
 )
 from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
 from labkit.grading.runner import execute, grading_env
@@ -311,6 +312,9 @@ def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report
                               max(600, 3 * rubric.cell_timeout_s))
         setup = Setup(root, rubric, references, seed=0, specs=specs, stub=False, unlink=False,
                       sandboxed=sandbox.available() == "", strict=False, visible=True)
+        evidenced = tuple(t.id for t in rubric.tasks if t.evidence)
+        if evidenced:
+            setup.lib_evidence = self_check_evidence(setup, evidenced, Path(tmp))
         return grade_one(setup, root, "self-check", Path(tmp))
 
 
@@ -324,6 +328,8 @@ def judged_as(task: rubric_mod.Task) -> str:
     """How grading judges a task: where the student's code runs and what is compared."""
     from labkit.grading.harness import TASKS
 
+    if task.evidence:
+        return "library (generated code judged outside)"
     if task.tests and task.id in TASKS:
         return "kernel (restricted, harness) + library tests"
     if task.tests:
@@ -340,6 +346,7 @@ def rubric_table(rubric: Rubric) -> str:
         kinds.setdefault(judged_as(task), []).append(task)
     total = sum(t.points for t in rubric.tasks)
     nouns = {"prediction": "predictions", "fix": "fixes", "library tests": "library tasks",
+             "library": "library tasks",
              "kernel": "kernel task"}
     parts = ", ".join(f"{len(ts)} {nouns[kind.split(' (')[0]]} ({_num(sum(t.points for t in ts))}"
                       " points)" for kind, ts in kinds.items())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -31,6 +32,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 
 from labkit.grading import judge as jg
+from labkit.grading import libcheck
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
@@ -105,6 +107,7 @@ class Setup:
     sandboxed: bool = True                  # False: --unsafe-no-sandbox (every report is marked)
     strict: bool = True                     # list files outside the layout (grading, not check)
     lib_reference: dict | None = None       # the instructor's library transcript (pass 1)
+    lib_evidence: dict | None = None        # libcheck's cases, hidden values, reference (pass 1)
     template: Path | None = None            # the stubbed workspace, built once per run
     warm: Path | None = None                # pass 1's compiled C++ objects only (no sources)
     limits: Limits = field(default_factory=Limits)   # every submission's sandbox (grade_all: CPU)
@@ -143,17 +146,28 @@ def prepare(root: Path, rubric: Rubric, seed: int, scratch: Path, sandboxed: boo
             nbs.precheck(master, [c for t in rubric.for_notebook(nb_path) for c in t.graded], nb_path)
             references[nb_path] = master
     setup = Setup(root, rubric, references, seed, sandboxed=sandboxed)
-    setup.template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
-    build_workspace(root, setup.template, rubric)
+    setup.template = stubbed_template(root, rubric, scratch)
     tested = [t for t in rubric.tasks if t.tests] if library else []
+    evidenced = tuple(t.id for t in rubric.tasks if t.evidence) if library else ()
     with ThreadPoolExecutor(max_workers=1) as pool:
         lib = pool.submit(_library_reference, setup, tested, scratch) if tested else None
+        ev = pool.submit(evidence_reference, setup, evidenced, scratch) if evidenced else None
         env = grading_env(seed, scratch / "cache", root)
         setup.specs = jg.measure(references, rubric, seed, scratch, env,
                                  max(600, 3 * rubric.cell_timeout_s))
         setup.lib_reference = lib.result() if lib is not None else None
+        setup.lib_evidence = ev.result() if ev is not None else None
     setup.warm = _compiled_only(scratch / "cache" / "inductor", scratch / "warm")
     return setup
+
+
+def stubbed_template(root: Path, rubric: Rubric, scratch: Path) -> Path:
+    """The stubbed workspace, built once per run: copied for each submission, and read as it is
+    by libcheck's execute sandbox (so not mkdtemp's 0700)."""
+    template = Path(tempfile.mkdtemp(prefix="stubbed-", dir=scratch))
+    build_workspace(root, template, rubric)
+    os.chmod(template, 0o755)
+    return template
 
 
 def library_seed(seed: int) -> int:
@@ -195,6 +209,93 @@ def _library_reference(setup: Setup, tested: list[Task], scratch: Path) -> dict:
         if setup.sandboxed and os.geteuid() == 0:
             end(Sandbox(code="", scratch="", slot=SLOTS - 1))
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _libcheck_box(setup: Setup, code: Path, scratch: Path, slot: int) -> Sandbox:
+    """A sandbox for libcheck over ``code`` with a fresh ``scratch`` no student process ever had."""
+    env = sandbox_env(0, scratch, code)
+    return Sandbox(code=str(code), scratch=str(scratch), slot=slot, enabled=setup.sandboxed,
+                   env=tuple(sorted(env.items())), limits=setup.limits)
+
+
+def _libcheck(box: Sandbox, command: str, data: dict, seconds: float, log: Path) -> tuple[object, Finished]:
+    """Run ``libcheck <command>`` in ``box`` on ``data`` (a file the grader writes into the fresh
+    scratch, handed to the sandbox's uid) and read back what it wrote (capped, no link followed)."""
+    box.prepare()
+    scratch = Path(box.scratch)
+    source, dest = scratch / "libcheck-in.json", scratch / "libcheck-out.json"
+    fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    if box.enabled and os.geteuid() == 0:
+        os.chown(source, box.uid, box.uid)
+    cmd = [python(), "-P", "-m", "labkit.grading.libcheck", command, str(source), str(dest)]
+    finished = run_box(box, cmd, seconds, log)
+    return libcheck.read_json(dest), finished
+
+
+def evidence_reference(setup: Setup, tasks: tuple[str, ...], scratch: Path) -> dict:
+    """Pass 1 of the evidence-judged library tasks: the cases and hidden values drawn from the
+    seed (here, outside), and, in a sandbox on the instructor's library, its evidence and eager's
+    outputs. None of it ever enters a student's sandbox, but the cases (no values) do."""
+    cases, values = libcheck.draw(setup.seed, tasks)
+    work = Path(tempfile.mkdtemp(prefix="ref-libcheck-", dir=scratch))
+    try:
+        build_workspace(setup.root, work / "code", None)
+        box = _libcheck_box(setup, work / "code", work / "scratch", SLOTS - 1)
+        got, finished = _libcheck(box, "reference", {"cases": cases, "values": values},
+                                  setup.rubric.submission_timeout_s, work / "ref.log")
+        if not isinstance(got, dict) or finished.returncode != 0:
+            raise RuntimeError(f"libcheck failed on the instructor's library:\n{finished.output_tail}")
+        bad = libcheck.judge(cases, got["evidence"], None, got["evidence"], got["expected"])
+        if any("compiling it raised" in p for ps in bad.values() for p in ps):
+            raise RuntimeError(f"the instructor's library fails libcheck's cases: {bad}")
+        return {"cases": cases, "values": values, "evidence": got["evidence"],
+                "expected": got["expected"]}
+    finally:
+        if setup.sandboxed and os.geteuid() == 0:
+            end(Sandbox(code="", scratch="", slot=SLOTS - 1))
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def self_check_evidence(setup: Setup, tasks: tuple[str, ...], scratch: Path) -> dict:
+    """``make check``'s pass 1 of the evidence-judged tasks at seed 0: eager's outputs computed
+    here (a sandbox over the student's own copy: nothing is secret on their machine) and the
+    instructor's answers for seed 0 from ``libcheck.REFERENCE_FILE`` (the release has no solution)."""
+    cases, values = libcheck.draw(0, tasks)
+    work = Path(tempfile.mkdtemp(prefix="check-libcheck-", dir=scratch))
+    box = _libcheck_box(setup, setup.root, work / "scratch", 0)
+    got, finished = _libcheck(box, "expect", {"cases": cases, "values": values},
+                              setup.rubric.submission_timeout_s, work / "expect.log")
+    if not isinstance(got, dict):
+        raise RuntimeError(f"libcheck could not compute eager's outputs:\n{finished.output_tail}")
+    reference = json.loads(libcheck.REFERENCE_FILE.read_text())
+    return {"cases": cases, "values": values, "evidence": reference, "expected": got["expected"]}
+
+
+def evidence_run(setup: Setup, work: Path, slot: int, seconds: float, trusted: Path
+                 ) -> tuple[dict[str, list[str]], float]:
+    """The evidence-judged library tasks of one submission: ``produce`` in a sandbox over its
+    workspace (the student's library), ``execute`` of the generated code in a second sandbox over
+    the stubbed instructor copy (no student file), :func:`libcheck.judge` here."""
+    ref = setup.lib_evidence
+    assert ref is not None
+    start = time.monotonic()
+    cases = ref["cases"]
+    produce_box = _libcheck_box(setup, work / "code", work / "scratch-libcheck", slot)
+    evidence, first = _libcheck(produce_box, "produce", {"cases": cases}, seconds,
+                                trusted / "libcheck-produce.log")
+    code = setup.template if setup.template is not None else setup.root
+    exec_box = _libcheck_box(setup, code, work / "scratch-execute", slot)
+    left = max(30.0, seconds - first.seconds)
+    outputs, _ = _libcheck(exec_box, "execute", {"cases": cases, "evidence": evidence,
+                                                 "values": ref["values"]}, left,
+                           trusted / "libcheck-execute.log")
+    problems = libcheck.judge(cases, evidence, outputs, ref["evidence"], ref["expected"])
+    if first.timed_out:
+        for found in problems.values():
+            found.insert(0, "the time limit per submission was reached")
+    return problems, time.monotonic() - start
 
 
 def _category(detail: str) -> str:
@@ -311,6 +412,18 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
                                 "checks that had not finished score 0")
             elif not run.outcomes:
                 problems.append(f"{part}: a grading run produced no results (see the instructor log)")
+        evidenced = [t for t in rubric.tasks if t.evidence]
+        if evidenced and setup.lib_evidence is not None:
+            problems_by_task, seconds = evidence_run(setup, work, slot, seconds_left, trusted)
+            phases["library evidence"] = seconds
+            seconds_left = max(30.0, seconds_left - seconds)
+            for task in evidenced:
+                found = problems_by_task.get(task.id, ["no evidence was judged"])
+                outcomes += [Outcome(f"libcheck::{task.id}", "failed", EVIDENCE_REJECTED + why,
+                                     {"task_marker": [task.marker]}) for why in found]
+                if not found:
+                    outcomes.append(Outcome(f"libcheck::{task.id}", "passed", "",
+                                            {"task_marker": [task.marker]}))
         tested = [t for t in rubric.tasks if t.tests]
         if tested:
             verdicts, finished = library_run(setup, box, tested, seconds_left, trusted / "lib.log")
@@ -407,15 +520,18 @@ def score_task(task: Task, outcomes: list[Outcome], cell_problems: dict[tuple[st
         elif got.outcome != "passed":
             ok = False
             feedback.append(f"{_cell_name(task, cid)}: {_category(got.detail)}")
-    if task.tests:
+    if task.tests or task.evidence:
         mine = [o for o in outcomes if task.marker in o.properties.get("task_marker", [])]
         if not mine:
             ok = False
-            feedback.append(f"tests marked {task.marker}: none ran")
+            feedback.append(f"tests marked {task.marker}: none ran" if task.tests
+                            else "the library check did not run")
         for o in mine:
             if o.outcome != "passed":
                 ok = False
-                feedback.append(f"test {o.name.split('::')[-1]}: {_category(o.detail)}")
+                what = "library check" if o.name.startswith("libcheck::") else \
+                    f"test {o.name.split('::')[-1]}"
+                feedback.append(f"{what}: {_category(o.detail)}")
     if ok:
         feedback = ["passed"]
     return TaskScore(task.id, task.points if ok else 0.0, task.points, feedback)

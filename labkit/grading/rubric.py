@@ -35,6 +35,7 @@ class Task:
     tests: tuple[str, ...] = ()              # pytest files holding the @pytest.mark.<marker> tests
     difficulty: int = 0                      # 1 (warm-up) .. 3 (hard); 0: not stated
     minutes: int = 0                         # the time a student should plan for; 0: not stated
+    evidence: bool = False                   # a library task judged by labkit.grading.libcheck
 
     @property
     def marker(self) -> str:
@@ -94,9 +95,9 @@ def load(path: Path | str = RUBRIC_PATH) -> Rubric:
         task = Task(id=entry["id"], title=entry["title"], kind=entry["kind"],
                     points=float(entry["points"]), notebook=entry.get("notebook"),
                     difficulty=int(entry.get("difficulty", 0)), minutes=int(entry.get("minutes", 0)),
-                    **tuples)
-        if not (task.graded or task.tests):
-            raise ValueError(f"task {task.id} has neither graded cells nor tests")
+                    evidence=bool(entry.get("evidence", False)), **tuples)
+        if not (task.graded or task.tests or task.evidence):
+            raise ValueError(f"task {task.id} has neither graded cells, tests nor evidence")
         if (task.editable or task.graded) and not task.notebook:
             raise ValueError(f"task {task.id} names cells but no notebook")
         tasks.append(task)

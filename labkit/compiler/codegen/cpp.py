@@ -127,11 +127,13 @@ class CppOverrides(InfixOverrides):
     sin = spelled("lk_sin({0})")
     cos = spelled("lk_cos({0})")
 
+    tanh = spelled("std::tanh({0})")
+
     @staticmethod
-    def tanh(x: str) -> str:
-        """tanh(x), from the C library (vectorized through libmvec)."""
+    def log1p(x: str) -> str:
+        """log(1 + x), accurate where 1 + x would round to 1 (Task 5.1)."""
         ### BEGIN SOLUTION
-        return f"std::tanh({x})"
+        return f"std::log1p({x})"
         ### END SOLUTION
 
     sigmoid = spelled("1 / (1 + std::exp(-{0}))")

@@ -113,11 +113,16 @@ class TritonOverrides(InfixOverrides):
     sin = spelled("tl.sin({0})")
     cos = spelled("tl.cos({0})")
 
+    tanh = spelled("1.0 - 2.0 / (tl.exp(2.0 * {0}) + 1.0)")  # exact limits at +-inf, builtins only
+
     @staticmethod
-    def tanh(x: str) -> str:
-        """tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits at +-inf, builtins only."""
+    def log1p(x: str) -> str:
+        """log(1 + x), accurate where 1 + x would round to 1, from builtins only (Task 5.1)."""
         ### BEGIN SOLUTION
-        return f"1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0)"
+        # Goldberg: u = 1 + x rounds, log(u) * x / (u - 1) cancels that rounding error; where u is
+        # exactly 1 (or inf), x itself is the answer.
+        u = f"(1.0 + {x})"
+        return f"tl.where(({u} == 1.0) | ({u} == float('inf')), {x}, tl.log({u}) * {x} / ({u} - 1.0))"
         ### END SOLUTION
 
     sigmoid = spelled("1.0 / (1.0 + tl.exp(-{0}))")
