@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.autograd.function import FunctionCtx
 
 from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
-from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
+from labkit.grading.restrict import Refused, allowed_context, check_source, definitions, guards
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -531,14 +532,59 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
     module.__dict__.update(allowed_context(ctx, extra))
+    module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
+                                  writable=(torch.nn.Module, FunctionCtx)))
     module.__file__ = filename
     sys.modules[name] = module
+    seal = Seal()                        # what the harness measures with, as it was
     try:
         with quiet():
             exec(code, module.__dict__)
+    except Refused as exc:               # a guard refused a store or a read at run time
+        module.__dict__["__refused__"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
         module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    module.__dict__["__seal__"] = seal
     return module.__dict__
+
+
+class Seal:
+    """The objects the harness measures with, taken before an answer runs: :meth:`broken` names
+    any that an answer replaced since (a backstop behind the policy and the store guard: a route
+    around both that rebinds what the harness calls still gains nothing)."""
+
+    def __init__(self) -> None:
+        self.taken = [(label, space, dict(vars(space))) for label, space in self.spaces()]
+        self.counters = _torch.counters()
+
+    @staticmethod
+    def spaces() -> list[tuple[str, Any]]:
+        import builtins
+        import sys
+
+        from labkit.grading import restrict
+
+        spaces = [("torch", torch), ("torch.library", torch.library), ("torch.autograd",
+                  torch.autograd), ("torch.autograd.graph", torch.autograd.graph),
+                  ("torch.compiler", torch.compiler), ("torch.nn", torch.nn),
+                  ("torch.nn.functional", torch.nn.functional), ("torch.Tensor", torch.Tensor),
+                  ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
+                  ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
+                  ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
+                  ("contextlib", contextlib), ("io", io)]
+        return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
+                         if m in sys.modules]
+
+    VOLATILE = frozenset({"_", "__", "___"})       # the shell's last results, in builtins
+
+    def broken(self) -> list[str]:
+        """``space.name`` for every name that is gone or bound to another object."""
+        out = []
+        for label, space, before in self.taken:
+            now = vars(space)
+            out += [f"{label}.{k}" for k, v in before.items()
+                    if k not in self.VOLATILE and (k not in now or now[k] is not v)]
+        return out + (["Dynamo's counters"] if _torch.counters() is not self.counters else [])
 
 
 def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
@@ -551,9 +597,18 @@ def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str
     missing = [n for n in TASKS[task].answer if n not in ns]
     if missing:
         return {"error": f"{', '.join(missing)} is not defined"}
+    seal = ns.get("__seal__")
+    changed = seal.broken() if isinstance(seal, Seal) else []
+    if changed:
+        return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
     try:
         with quiet():
             found = TASKS[task].measure(params, ns, ctx)
+        changed = seal.broken() if isinstance(seal, Seal) else []
+        if changed:
+            return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
+    except Refused as exc:
+        return {"refused": str(exc)}
     except NotImplementedError:
         return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
     except Exception as exc:  # noqa: BLE001 - reported by name only
