@@ -157,6 +157,13 @@ def counters() -> Any:
     return _api("torch._dynamo.utils", "counters")
 
 
+def install_dynamo_patches() -> None:
+    """What Dynamo patches into torch on its first compile (nn.Module.__init__ and __setstate__
+    tag modules with a generation: torch/_dynamo/mutation_guard.py, 2.13), done now, so that a
+    later compile changes nothing a snapshot of torch holds."""
+    _api("torch._dynamo.mutation_guard", "install_generation_tagging_init")()
+
+
 def reset_compile_state() -> None:
     """Forget every compiled frame, Dynamo's counters and Inductor's metrics."""
     _api("torch._dynamo", "reset")()

@@ -283,15 +283,16 @@ class _Guarded(ast.NodeTransformer):
            ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor", ast.LShift: "ilshift",
            ast.RShift: "irshift"}
 
-    def __init__(self, public: frozenset[str]) -> None:
-        self.public = public
+    def __init__(self, public: frozenset[str], kept: set[tuple[str, str]]) -> None:
+        self.public, self.kept = public, kept
 
     def _call(self, name: str, *args: ast.expr) -> ast.Call:
         return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and node.attr not in self.public and \
+        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
+        if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
                 not node.attr.startswith("_") and not _under_ops(node):
             return self._call(LOAD, node.value, ast.Constant(node.attr))
         return node
@@ -330,8 +331,10 @@ def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> typ
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         raise Refused(f"line {exc.lineno}: syntax error") from None
-    _Policy(MODULES | frozenset(extra)).visit(tree)
-    tree = ast.fix_missing_locations(_Guarded(public_names(tuple(sorted(extra)))).visit(tree))
+    policy = _Policy(MODULES | frozenset(extra))
+    policy.visit(tree)
+    guarded = _Guarded(public_names(tuple(sorted(extra))), policy.kept)
+    tree = ast.fix_missing_locations(guarded.visit(tree))
     return compile(tree, filename, "exec", dont_inherit=True)
 
 
