@@ -4,6 +4,7 @@ under attack is tests/test_grading_forgery.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -104,7 +105,7 @@ def test_the_guards_refuse_stores_and_reads_outside_the_answers_objects(name):
     import torch
 
     ns = harness.load_answer("3.3", GUARDED[name], {"torch": torch, "__name__": "lesson"})
-    assert ns.get("__refused__", "").startswith("a graded answer may not"), ns.get("__refused__")
+    assert re.match(r"line \d+: a graded answer may not", ns.get("__refused__", "")), ns
     found = harness.measure("3.3", ns, {}, {})
     assert "refused" in found, found
     assert torch.compile.__module__ == "torch" and torch.library.opcheck.__name__ == "opcheck"

@@ -17,7 +17,7 @@ import ast
 import operator
 import re
 import types
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 MODULES = frozenset({
@@ -232,7 +232,7 @@ def denied(name: str) -> bool:
     return name in ATTRS_DENIED or bool(ATTRS_DENIED_PATTERN.search(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
     """The attribute names an answer reads without a guard: the public names of the allowed
     modules, of torch's tensors, modules and autograd, and of Python's own types."""
@@ -294,12 +294,13 @@ class _Guarded(ast.NodeTransformer):
         kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
         if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
                 not node.attr.startswith("_") and not _under_ops(node):
-            return self._call(LOAD, node.value, ast.Constant(node.attr))
+            return self._call(LOAD, node.value, ast.Constant(node.attr),
+                              ast.Constant(getattr(node, "lineno", 0)))
         return node
 
     def _store(self, target: ast.Attribute, value: ast.expr) -> ast.Expr:
         return ast.Expr(self._call(STORE, self.visit(target.value), ast.Constant(target.attr),
-                                   value))
+                                   value, ast.Constant(getattr(target, "lineno", 0))))
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
@@ -352,16 +353,18 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         kind = obj if isinstance(obj, type) else type(obj)
         return kind.__module__ == answer
 
-    def store(obj: Any, name: str, value: Any) -> None:
+    def store(obj: Any, name: str, value: Any, line: int) -> None:
         if not (own(obj) or (not isinstance(obj, type) and isinstance(obj, writable))):
-            raise Refused(f"a graded answer may not assign '{name}' on a {type(obj).__name__}")
+            raise Refused(f"line {line}: a graded answer may not assign '{name}' on a "
+                          f"{type(obj).__name__}")
         setattr(obj, name, value)
 
-    def load(obj: Any, name: str) -> Any:
+    def load(obj: Any, name: str, line: int) -> Any:
         kind = obj if isinstance(obj, type) else type(obj)
         if not (own(obj) or kind.__module__ == lesson or (
                 not isinstance(obj, type) and isinstance(obj, writable + readable))):
-            raise Refused(f"a graded answer may not read '{name}' of a {type(obj).__name__}")
+            raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
+                          f"{type(obj).__name__}")
         return getattr(obj, name)
 
     return {STORE: store, LOAD: load, IOP: operator}
