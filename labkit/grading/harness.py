@@ -28,7 +28,14 @@ from torch.autograd.function import FunctionCtx
 from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
-from labkit.grading.restrict import Refused, allowed_context, check_source, definitions, guards
+from labkit.grading.restrict import (
+    Refused,
+    Seal,
+    allowed_context,
+    check_source,
+    definitions,
+    guards,
+)
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -586,7 +593,8 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
                                   writable=(torch.nn.Module, FunctionCtx)))
     module.__file__ = filename
     sys.modules[name] = module
-    seal = Seal()                        # what the harness measures with, as it was
+    _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
+    seal = Seal(_sealed(), _torch.counters)   # what the harness measures with, as it was
     try:
         with quiet():
             exec(code, module.__dict__)
@@ -598,44 +606,23 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     return module.__dict__
 
 
-class Seal:
-    """The objects the harness measures with, taken before an answer runs: :meth:`broken` names
-    any that an answer replaced since (a backstop behind the policy and the store guard: a route
-    around both that rebinds what the harness calls still gains nothing)."""
+def _sealed() -> list[tuple[str, Any]]:
+    """What the harness measures with: torch's entry points, its own modules, the judge's."""
+    import builtins
+    import sys
 
-    def __init__(self) -> None:
-        _torch.install_dynamo_patches()          # Dynamo's own first-compile patches, done now
-        self.taken = [(label, space, dict(vars(space))) for label, space in self.spaces()]
-        self.counters = _torch.counters()
+    from labkit.grading import restrict
 
-    @staticmethod
-    def spaces() -> list[tuple[str, Any]]:
-        import builtins
-        import sys
-
-        from labkit.grading import restrict
-
-        spaces = [("torch", torch), ("torch.library", torch.library), ("torch.autograd",
-                  torch.autograd), ("torch.autograd.graph", torch.autograd.graph),
-                  ("torch.compiler", torch.compiler), ("torch.nn", torch.nn),
-                  ("torch.nn.functional", torch.nn.functional), ("torch.Tensor", torch.Tensor),
-                  ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
-                  ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
-                  ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
-                  ("contextlib", contextlib), ("io", io)]
-        return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
-                         if m in sys.modules]
-
-    VOLATILE = frozenset({"_", "__", "___"})       # the shell's last results, in builtins
-
-    def broken(self) -> list[str]:
-        """``space.name`` for every name that is gone or bound to another object."""
-        out = []
-        for label, space, before in self.taken:
-            now = vars(space)
-            out += [f"{label}.{k}" for k, v in before.items()
-                    if k not in self.VOLATILE and (k not in now or now[k] is not v)]
-        return out + (["Dynamo's counters"] if _torch.counters() is not self.counters else [])
+    spaces = [("torch", torch), ("torch.library", torch.library), ("torch.autograd",
+              torch.autograd), ("torch.autograd.graph", torch.autograd.graph),
+              ("torch.compiler", torch.compiler), ("torch.nn", torch.nn),
+              ("torch.nn.functional", torch.nn.functional), ("torch.Tensor", torch.Tensor),
+              ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
+              ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
+              ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
+              ("contextlib", contextlib), ("io", io)]
+    return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
+                     if m in sys.modules]
 
 
 def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]

@@ -396,3 +396,24 @@ def definitions(text: str, names: tuple[str, ...]) -> str:
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
     return "".join("".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:
                                  n.end_lineno]) + "\n" for n in keep)
+
+
+class Seal:
+    """The objects a harness measures with, taken before an answer runs: :meth:`broken` names any
+    that an answer replaced since (a backstop behind the policy and the guards: a route around
+    both that rebinds what the harness calls still gains nothing)."""
+
+    VOLATILE = frozenset({"_", "__", "___"})       # the shell's last results, in builtins
+
+    def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
+        self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
+        self.counters, self.counted = counters, counters()
+
+    def broken(self) -> list[str]:
+        """``space.name`` for every name that is gone or bound to another object."""
+        out = []
+        for label, space, before in self.taken:
+            now = vars(space)
+            out += [f"{label}.{k}" for k, v in before.items()
+                    if k not in self.VOLATILE and (k not in now or now[k] is not v)]
+        return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])
