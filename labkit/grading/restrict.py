@@ -414,6 +414,11 @@ class Seal:
         out = []
         for label, space, before in self.taken:
             now = vars(space)
+            # Dynamo keeps what it compiles in the globals of the compiled frame's module, under
+            # dunder names (__compiled_fn_1_<uuid>, __builtins_dict___0), and rebinds them; an
+            # answer cannot name a dunder, so a module's dunders are not the seal's business
+            skip = self.VOLATILE | ({k for k in before if k.startswith("__")}
+                                    if isinstance(space, types.ModuleType) else set())
             out += [f"{label}.{k}" for k, v in before.items()
-                    if k not in self.VOLATILE and (k not in now or now[k] is not v)]
+                    if k not in skip and (k not in now or now[k] is not v)]
         return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])
