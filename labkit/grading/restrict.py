@@ -403,7 +403,10 @@ class Seal:
     that an answer replaced since (a backstop behind the policy and the guards: a route around
     both that rebinds what the harness calls still gains nothing)."""
 
-    VOLATILE = frozenset({"_", "__", "___"})       # the shell's last results, in builtins
+    # the shell's last results, and what IPython and ipykernel put into builtins around every
+    # cell they run (get_ipython is a new bound method each time, input is forwarded per request)
+    VOLATILE = frozenset({"_", "__", "___", "get_ipython", "exit", "quit", "display", "input",
+                          "raw_input", "help", "copyright", "credits", "license"})
 
     def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
         self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
