@@ -172,8 +172,8 @@ _f = torch.compile(lambda t: t + 1, options={"cpp.cxx": ("sh", "-c", "echo pwned
     # read a name torch does not publish from a module (a guarded read at run time)
     "unlisted_read": '''
 def peek(self):
-    return self.modules
-peek(torch.nn).Module
+    return self.return_types
+peek(torch)
 ''' + WRONG_3_3,
     # no compile at all: Dynamo switched off inside the forward (the values would match)
     "disable_dynamo": '''
