@@ -61,6 +61,12 @@ REFUSED = {
     "attribute in a for target": "class A:\n    def f(self):\n        for self.x in [1]:\n            pass\n",
     "attribute delete": "class A:\n    def f(self):\n        del self.x\n",
     "object": "object.__setattr__\n",
+    # a name that would stand in for the store guard the rewritten code calls
+    "guard as a parameter": "def f(self, __labkit_store__):\n    self.x = 1\n",
+    "guard as a class": "class __labkit_store__:\n    pass\n",
+    "guard as an alias": "import math as __labkit_load__\n",
+    "guard as global": "def f():\n    global __labkit_store__\n",
+    "guard as an exception": "try:\n    pass\nexcept Exception as __labkit_store__:\n    pass\n",
 }
 ALLOWED = {
     "a module with a buffer": (

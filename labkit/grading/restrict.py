@@ -121,12 +121,30 @@ class _Policy(ast.NodeVisitor):
             self.parents[id(child)] = node
         super().generic_visit(node)
 
+    def _bound(self, node: ast.AST, name: str | None) -> None:
+        """A name bound other than by assignment (a parameter, ``as``, ``class``, ``global``):
+        never a dunder, so nothing can stand in for the guards the rewritten code calls."""
+        if name and name.startswith("__"):
+            self.refuse(node, f"the name '{name}' is not allowed in a graded answer")
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        self._bound(node, node.name)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        for name in node.names:
+            self._bound(node, name)
+
+    visit_Nonlocal = visit_Global
+
     def visit_arg(self, node: ast.arg) -> None:
+        self._bound(node, node.arg)
         if any(node.arg == n for n, _ in self.kept):
             self.refuse(node, f"'{node.arg}' may not be rebound in a graded answer")
         self.generic_visit(node)
 
     def visit_alias(self, node: ast.alias) -> None:
+        self._bound(node, node.asname)
         if any((node.asname or node.name) == n for n, _ in self.kept):
             self.refuse(node, f"'{node.asname or node.name}' may not be rebound in a graded answer")
         self.generic_visit(node)
@@ -215,6 +233,7 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)       # __init__ and the others above: their bodies are checked
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._bound(node, node.name)
         if any(k.arg == "metaclass" for k in node.keywords):
             self.refuse(node, "a metaclass is not allowed in a graded answer")
         self.generic_visit(node)
