@@ -191,3 +191,26 @@ def test_alternative_answer_is_graded_as_it_should(task_id: str, which: str) -> 
     data = json.loads((ANSWERS / f"{task_id}.json").read_text())
     passed, printed = grade_answer(task_id, data[which])
     assert passed == (which == "right"), f"{data[which + '_note']}\n{printed[-3000:]}"
+
+
+def test_every_fix_answer_passes_the_restricted_policy() -> None:
+    """The solution and both stored answers of every fix-type task load under the policy grading
+    uses (a new task's answer that needs a name the policy refuses shows here, not at grading)."""
+    from labkit.grading import harness
+    from labkit.grading import rubric as rubric_mod
+    from labkit.grading.restrict import Refused, check_source
+
+    refused = []
+    for task in (t for t in rubric_mod.load().tasks if t.id in harness.TASKS):
+        sources = {}
+        if task.editable:
+            sources["solution"] = dict(fairness.cells(task.notebook))[task.editable[0]]
+        path = ANSWERS / f"{task.id}.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        sources.update({k: data[k]["cell"] for k in ("right", "wrong") if "cell" in data.get(k, {})})
+        for which, source in sources.items():
+            try:
+                check_source(source, f"<{task.id} {which}>", harness.TASKS[task.id].modules)
+            except Refused as exc:
+                refused.append(f"{task.id} {which}: {exc}")
+    assert not refused, refused
