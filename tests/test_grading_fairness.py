@@ -214,3 +214,24 @@ def test_every_fix_answer_passes_the_restricted_policy() -> None:
             except Refused as exc:
                 refused.append(f"{task.id} {which}: {exc}")
     assert not refused, refused
+
+
+def _fix_tasks() -> list[str]:
+    from labkit.grading import harness
+    from labkit.grading import rubric as rubric_mod
+
+    return [t.id for t in rubric_mod.load().tasks if t.id in harness.TASKS and t.editable]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", _fix_tasks())
+def test_the_solution_passes_as_grading_loads_it(task_id: str) -> None:
+    """The instructor's solution, loaded by the harness under the policy and guards (not run in
+    the kernel as the check cell runs it): a name the answer module lacks (the lesson's `np`)
+    or a store the guard refuses shows here."""
+    from labkit.grading import rubric as rubric_mod
+
+    task = rubric_mod.load().task(task_id)
+    solution = dict(fairness.cells(task.notebook))[task.editable[0]]
+    passed, printed = grade_answer(task_id, {"cell": solution}, seed=11)
+    assert passed, printed

@@ -23,14 +23,15 @@ from typing import Any
 MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint", "torch.library",
     "torch.autograd", "torch.func", "functorch.compile", "torch._dynamo",
-    "math", "cmath", "itertools", "collections", "re", "random", "statistics", "numbers",
+    "numpy", "math", "cmath", "itertools", "collections", "re", "random", "statistics", "numbers",
     "fractions", "decimal", "heapq", "bisect", "json", "warnings", "__future__"})
 # Not functools, copy, dataclasses, typing, enum or abc: each calls setattr/getattr on objects an
 # answer hands it (functools.update_wrapper(obj, target, assigned=("__globals__",)) read any
 # attribute and led out of the policy: the red team's A3). Not contextlib (ExitStack.enter_context
 # enters a context manager and never leaves it: a saved-tensors hook or a mode for the rest of the
-# process), numpy (f2py, memmap, pickles: a second, unreviewed API) or torch.fx (a get_attr node is
-# a getattr by string, a call_method node calls any method by name: "__setattr__" included).
+# process) or torch.fx (a get_attr node is a getattr by string, a call_method node calls any method
+# by name: "__setattr__" included). numpy stays (9.1 and 9.3's operators are NumPy code) without
+# what reaches memory, files or a compiler (as_strided, memmap, f2py, lib: below).
 # torch._dynamo is allowed for these names only (notebook 12 marks lengths dynamic with them)
 DYNAMO_NAMES = frozenset({"mark_dynamic", "maybe_mark_dynamic", "mark_static", "graph_break"})
 BUILTINS_DENIED = frozenset({
@@ -52,6 +53,9 @@ ATTRS_DENIED = frozenset({
     "GraphModule", "Graph", "Tracer", "symbolic_trace", "call_method", "get_attr", "create_node",
     "onnx", "backends", "distributed", "profiler", "serialization", "storage", "classes", "cpp",
     "attrgetter", "methodcaller",
+    # numpy's ways to memory (views past a buffer's end), files and compilers
+    "as_strided", "stride_tricks", "lib", "memmap", "f2py", "distutils", "fromregex",
+    "genfromtxt", "loadtxt", "DataSource",
     # code from files and strings, files written
     "load", "loads", "save", "savez", "savez_compressed", "savetxt", "tofile", "fromfile",
     "from_file", "load_inline", "load_library", "format_map", "system", "popen", "dump", "dumps",
