@@ -26,6 +26,8 @@ import torch
 
 # The logger behind TORCH_TRACE / tlparse: every structured record (graphs, guards, output code).
 TRACE_LOGGER = "torch.__trace"
+# modules whose names the grading harness checks an answer left alone (harness.Seal)
+DYNAMO_MODULES = ("torch._dynamo",)
 DYNAMO_LOGGER = "torch._dynamo"  # graph-break warnings and the like
 INDUCTOR_LOGGER = "torch._inductor"  # e.g. "skipping cudagraphs due to ..."
 # The structured record every ``dynamo_timed`` block writes when it begins and ends, and every
@@ -165,6 +167,13 @@ def is_c_extension_module(module: str) -> bool:
 def counters() -> Any:
     """Dynamo's process-wide counters (``["stats"]["unique_graphs"]``, ``["graph_break"]``, ...)."""
     return _api("torch._dynamo.utils", "counters")
+
+
+def install_dynamo_patches() -> None:
+    """What Dynamo patches into torch on its first compile (nn.Module.__init__ and __setstate__
+    tag modules with a generation: torch/_dynamo/mutation_guard.py, 2.13), done now, so that a
+    later compile changes nothing a snapshot of torch holds."""
+    _api("torch._dynamo.mutation_guard", "install_generation_tagging_init")()
 
 
 def reset_compile_state() -> None:

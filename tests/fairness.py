@@ -2,9 +2,14 @@
 own generators, and the two grading entry points (a notebook answer, a library answer).
 
 Instructor-only, like ``tests/test_exercise_tasks.py`` (it runs the solutions in ``tools/exsrc``).
-The grading protocol is being rewritten: :func:`grade_answer` is the one function the answer tests
-call, and :func:`draw` the one place that knows how a check hands its cases to the verdict
-(``nbcheck.check_predictions``); switch those two and every test follows.
+Everything goes through the grading protocol (docs/grading.md, "How a submission is graded"):
+:func:`spec_of` runs a task's check as pass 1 does (``LABKIT_MEASURE``: the check records its
+trusted spec, the cases and their measured answers or the fix-type rules, and judges nothing);
+:func:`draw` reads the cases from that spec; :func:`grade_answer` judges an answer as grading
+does: a prediction by the judge notebook's own cells (the lesson's constants, the answer, the
+graded cell printing ``EVIDENCE``) run in a fresh Python where torch cannot be imported, a fix by
+the harness (the lesson's cells, the answer loaded under the restricted policy, the evidence), and
+both by ``evidence.compare`` against the spec.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import os
 import re
 import shutil
@@ -24,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.grading import nbcheck
+from labkit.grading import evidence, judge, nbcheck
 from labkit.grading import rubric as rubric_mod
 from labkit.grading.rubric import BEGIN, END
 
@@ -92,15 +98,36 @@ def run_cells(task_id: str, answer: str | None, until_check: bool = True,
     return ns, out.getvalue()
 
 
-# -- cases drawn by the checks' own generators -------------------------------------------------------
+# -- pass 1: the check's spec, cases drawn by the checks' own generators ------------------------------
+def spec_of(ns: dict[str, Any], task_id: str, seed: int) -> dict[str, Any]:
+    """Run the task's check cell in ``ns`` (the notebook's cells already run there) as pass 1 runs
+    it at ``seed``: the check records its trusted spec (cases and measured answers, or hidden
+    inputs and rules) instead of judging anything."""
+    with tempfile.TemporaryDirectory(prefix="labkit-spec-") as tmp:
+        out = Path(tmp) / "specs.jsonl"
+        saved = {k: os.environ.get(k) for k in (nbcheck.MEASURE_ENV, nbcheck.TASKS_ENV)}
+        os.environ[nbcheck.MEASURE_ENV], os.environ[nbcheck.TASKS_ENV] = str(out), task_id
+        try:
+            with grade_seed(seed), contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        (spec,) = [json.loads(line) for line in out.read_text().splitlines()]
+    return spec
+
+
 @dataclass
 class Drawn:
-    """What one run of a predict-then-verify check hands to its verdict."""
+    """What pass 1 of a predict-then-verify check recorded: its cases and their measured answers."""
 
     predict: Callable[..., Any]
     cases: list[tuple[Any, ...]]
-    measure: Callable[..., Any]
-    same: Callable[[Any, Any], bool] | None
+    expected: list[Any]
+    spec: dict[str, Any]
 
 
 def check_cell(task_id: str) -> str:
@@ -116,24 +143,10 @@ def predict_tasks() -> list[str]:
 
 
 def draw(ns: dict[str, Any], task_id: str, seed: int) -> Drawn:
-    """Run the task's check cell in ``ns`` (the notebook's cells already run there) at ``seed``,
-    with ``nbcheck.check_predictions`` capturing what the check would judge instead of judging."""
-    got: list[Drawn] = []
-
-    def capture(task: str, predict_fn: Callable[..., Any], cases: list[tuple[Any, ...]],
-                measure: Callable[..., Any], noun: str = "", unit: str | None = None,
-                same: Callable[[Any, Any], bool] | None = None) -> None:
-        got.append(Drawn(predict_fn, list(cases), measure, same))
-
-    real = nbcheck.check_predictions
-    nbcheck.check_predictions = capture
-    try:
-        with grade_seed(seed), contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
-    finally:
-        nbcheck.check_predictions = real
-    (drawn,) = got
-    return drawn
+    """The cases the task's check draws at ``seed`` and what it measured for them (its pass-1 spec)."""
+    spec = spec_of(ns, task_id, seed)
+    assert spec["kind"] == "predict", spec["kind"]
+    return Drawn(ns[spec["function"]], judge._cases(spec), list(spec["expected"]), spec)
 
 
 @dataclass
@@ -163,24 +176,22 @@ def fairness(task_id: str, min_cases: int, seeds: range | list[int],
     for seed in seeds:
         drawn = draw(ns, task_id, seed)
         result.seeds += 1
-        cases = [*extra, *drawn.cases] if result.seeds == 1 else drawn.cases
+        todo = list(zip(drawn.cases, drawn.expected))
+        if result.seeds == 1:
+            todo = [(case, None) for case in extra] + todo
         with grade_seed(seed):
-            for case in cases:
+            for case, judged in todo:
                 result.drawn += 1
                 if repr(case) in seen:
                     continue
                 seen.add(repr(case))
-                truth = (measure or drawn.measure)(*case)
-                got = nbcheck.predict(drawn.predict, *copy.deepcopy(case))
-                if measure is None:
-                    ok = drawn.same(got, truth) if drawn.same else got == truth
-                else:                 # (a pinned case the check did not draw has no key)
-                    try:
-                        judged = drawn.measure(*case)
-                    except KeyError:      # the check's key holds only the lines it drew
-                        judged = None
-                    ok = got == truth and (drawn.same is None or judged is None
-                                           or drawn.same(truth, judged))
+                if measure is None and judged is None:       # a pinned case: measured as pass 1 does
+                    judged = _measured(ns, task_id, drawn.spec, case)
+                truth = evidence.canonical(measure(*case)) if measure else judged
+                (got,) = evidence.predict_all(drawn.predict, [copy.deepcopy(case)])
+                # the judge's own comparison; with a key (3.2) the key must accept the truth too
+                ok = _agrees(drawn.spec, got, truth) and (
+                    judged is None or measure is None or _agrees(drawn.spec, truth, judged))
                 if not ok:
                     result.wrong.append((case, got, truth))
                 result.cases += 1
@@ -192,6 +203,18 @@ def fairness(task_id: str, min_cases: int, seeds: range | list[int],
     return result
 
 
+def _agrees(spec: dict[str, Any], got: Any, expected: Any) -> bool:
+    return not evidence.prediction_problems(spec["function"], [got], [expected], spec["noun"],
+                                            spec.get("unit"), spec.get("fields"))
+
+
+def _measured(ns: dict[str, Any], task_id: str, spec: dict[str, Any], case: tuple[Any, ...]) -> Any:
+    """A case the check did not draw, measured by the ``measure`` its check cell defined (the one
+    pass 1 calls; :func:`draw` ran the cell in ``ns``), or None where it defines none (3.2's key)."""
+    measure = ns.get("measure")
+    return evidence.canonical(measure(*copy.deepcopy(case))) if callable(measure) else None
+
+
 # -- grading one answer ------------------------------------------------------------------------------
 def answer_files() -> list[Path]:
     """The stored alternative answers, one JSON file per task."""
@@ -199,12 +222,11 @@ def answer_files() -> list[Path]:
 
 
 def grade_answer(task_id: str, answer: dict[str, Any], seed: int = 0) -> tuple[bool, str]:
-    """Grade one answer to a task as the self-check does today; returns (passed, what was printed).
+    """Grade one answer to a task as grading judges it; returns (passed, what was printed).
 
     ``answer`` is ``{"cell": source}`` for a notebook task (the answer cell's source) or
     ``{"files": {path: body}}`` for a library task (for each library file, the text that replaces
-    its fenced solution). The one grading entry point of the answer tests: switch it to the new
-    protocol and every answer test follows.
+    its fenced solution). The one grading entry point of the answer tests.
     """
     task = rubric_mod.load().task(task_id)
     if "cell" in answer:
@@ -213,10 +235,44 @@ def grade_answer(task_id: str, answer: dict[str, Any], seed: int = 0) -> tuple[b
 
 
 def _grade_cell(task: rubric_mod.Task, source: str, seed: int) -> tuple[bool, str]:
-    """The check's verdict line (``Task N.M: PASS``)."""
-    _, printed = run_cells(task.id, source, seed=seed)
-    lines = [line for line in printed.splitlines() if line.startswith(f"Task {task.id}:")]
-    return bool(lines) and ": PASS" in lines[-1], printed
+    """Judge a notebook answer as grading does, against pass 1's spec at ``seed``: (passed, the
+    judge's reasons or 'PASS')."""
+    from labkit.grading import harness
+
+    (cid,) = task.editable
+    solution = dict(cells(task.notebook))[cid]
+    # pass 1: the lesson's cells with the answer stubbed, the check recording its spec
+    ns, _ = run_cells(task.id, judge.stubbed(solution, cid), until_check=False, seed=seed)
+    spec = spec_of(ns, task.id, seed)
+    if spec["kind"] == "fix":            # the harness loads the answer under the policy
+        with grade_seed(seed):
+            loaded = harness.load_answer(task.id, source, ns)
+            found = evidence.canonical(harness.measure(task.id, loaded, spec["params"], ns))
+        problems = evidence.compare(spec, found, echo=True)
+    else:
+        problems = _judge_predictions(task, source, spec)
+    return not problems, "; ".join(problems) or "PASS"
+
+
+def _judge_predictions(task: rubric_mod.Task, source: str, spec: dict[str, Any]) -> list[str]:
+    """The predictions judge notebook's cells (judge.predictions_notebook: the lesson's constants,
+    the answer, the graded cell) run as one script in a fresh Python where torch cannot be
+    imported (the import hook `make check` uses without bwrap), its evidence compared with
+    ``spec``."""
+    import nbformat
+
+    master = nbformat.read(str(ROOT / task.notebook), as_version=4)
+    rubric = rubric_mod.load()
+    nb = judge.predictions_notebook(task.notebook, master, [task], {task.editable[0]: source},
+                                    {task.id: spec}, str(ROOT / "labkit/grading/evidence.py"),
+                                    rubric, sandboxed=False)
+    script = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LABKIT_"))}
+    with tempfile.TemporaryDirectory(prefix="labkit-judge-") as tmp:
+        run = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp, env=env,
+                             capture_output=True, text=True, timeout=300)
+    got, why = evidence.parse(run.stdout, evidence.MARK)
+    return [why + f" ({run.stderr[-500:]})"] if got is None else evidence.compare(spec, got)
 
 
 def with_body(text: str, body: str) -> str:
@@ -318,24 +374,22 @@ def _check_in(work: Path, task: rubric_mod.Task, seed: int) -> tuple[bool, str]:
 
 
 def verdicts(task_id: str, min_cases: int, seeds: range | list[int]) -> Fairness:
-    """For a check that measures and compares inline (7.2, 8.2: no ``check_predictions``), run it
-    with the solution at ``seeds`` until ``min_cases`` distinct ``cases`` were judged; a seed whose
-    verdict is not PASS is a disagreement."""
+    """For a check whose answers are structured (7.2, 8.2: judged field by field), take pass 1's
+    spec at ``seeds`` until ``min_cases`` distinct cases were judged, and judge the solution's
+    predictions against it with the judge's own comparison; a seed it fails is a disagreement."""
     ns, _ = run_cells(task_id, None, until_check=False)
     result = Fairness(task_id, wrong=[])
     seen: set[str] = set()
     for seed in seeds:
-        out = io.StringIO()
-        with grade_seed(seed), contextlib.redirect_stdout(out):
-            exec(compile(check_cell(task_id), f"<check {task_id}>", "exec"), ns)
-        cases = list(ns["cases"])
-        line = [x for x in out.getvalue().splitlines() if x.startswith(f"Task {task_id}:")][-1]
+        drawn = draw(ns, task_id, seed)
+        got = evidence.predict_all(drawn.predict, drawn.cases)
+        problems = evidence.compare(drawn.spec, {"predictions": got})
         result.seeds += 1
-        result.drawn += len(cases)
-        result.cases += len({repr(c) for c in cases} - seen)
-        seen |= {repr(c) for c in cases}
-        if ": PASS" not in line:
-            result.wrong.append((f"seed {seed}", line, "PASS"))
+        result.drawn += len(drawn.cases)
+        result.cases += len({repr(c) for c in drawn.cases} - seen)
+        seen |= {repr(c) for c in drawn.cases}
+        if problems:
+            result.wrong.append((f"seed {seed}", "; ".join(problems), "PASS"))
         if result.cases >= min_cases:
             break
     return result

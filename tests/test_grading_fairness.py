@@ -202,3 +202,47 @@ def test_alternative_answer_is_graded_as_it_should(task_id: str, which: str) -> 
     data = json.loads((ANSWERS / f"{task_id}.json").read_text())
     passed, printed = grade_answer(task_id, data[which])
     assert passed == (which == "right"), f"{data[which + '_note']}\n{printed[-3000:]}"
+
+
+def test_every_fix_answer_passes_the_restricted_policy() -> None:
+    """The solution and both stored answers of every fix-type task load under the policy grading
+    uses (a new task's answer that needs a name the policy refuses shows here, not at grading)."""
+    from labkit.grading import harness
+    from labkit.grading import rubric as rubric_mod
+    from labkit.grading.restrict import Refused, check_source
+
+    refused = []
+    for task in (t for t in rubric_mod.load().tasks if t.id in harness.TASKS):
+        sources = {}
+        if task.editable:
+            sources["solution"] = dict(fairness.cells(task.notebook))[task.editable[0]]
+        path = ANSWERS / f"{task.id}.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        sources.update({k: data[k]["cell"] for k in ("right", "wrong") if "cell" in data.get(k, {})})
+        for which, source in sources.items():
+            try:
+                check_source(source, f"<{task.id} {which}>", harness.TASKS[task.id].modules)
+            except Refused as exc:
+                refused.append(f"{task.id} {which}: {exc}")
+    assert not refused, refused
+
+
+def _fix_tasks() -> list[str]:
+    from labkit.grading import harness
+    from labkit.grading import rubric as rubric_mod
+
+    return [t.id for t in rubric_mod.load().tasks if t.id in harness.TASKS and t.editable]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", _fix_tasks())
+def test_the_solution_passes_as_grading_loads_it(task_id: str) -> None:
+    """The instructor's solution, loaded by the harness under the policy and guards (not run in
+    the kernel as the check cell runs it): a name the answer module lacks (the lesson's `np`)
+    or a store the guard refuses shows here."""
+    from labkit.grading import rubric as rubric_mod
+
+    task = rubric_mod.load().task(task_id)
+    solution = dict(fairness.cells(task.notebook))[task.editable[0]]
+    passed, printed = grade_answer(task_id, {"cell": solution}, seed=11)
+    assert passed, printed

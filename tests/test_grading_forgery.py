@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from pathlib import Path
 
 import nbformat
@@ -140,6 +141,40 @@ getattr(torch, "_dynamo").reset()
     "os_through_torch": '''
 torch.os.system("true")
 ''' + WRONG_3_3,
+    # the third red team (issue 29): a method whose `self` is torch itself (the A1 route): its
+    # "self.compile = ..." replaces torch.compile with a dummy graph next to eager work
+    "unbound_method": '''
+class Patch:
+    def install(self, fake):
+        self.compile = fake
+_real = torch.compile
+def _fake(model, backend=None, **kw):
+    dummy = _real(lambda t: t + 0, backend=backend)
+    return lambda x: dummy(model(x))
+Patch.install(torch, _fake)
+''' + WRONG_3_3,
+    # the same through fx: a get_attr node is getattr by string, call_method calls "__setattr__"
+    "fx_setattr": '''
+def call(obj, name, *args):
+    g = torch.fx.Graph()
+    g.output(g.call_method(name, (g.placeholder("o"), *[g.placeholder(f"a{k}") for k in range(len(args))])))
+    return torch.fx.GraphModule(torch.nn.Module(), g).forward(obj, *args)
+call(torch, "__setattr__", "compile", lambda model, **kw: model)
+''' + WRONG_3_3,
+    # a class made from a dictionary may define any special method
+    "class_from_dict": '''
+Spy = type("Spy", (), {"__getattr__": lambda self, name: name})
+''' + WRONG_3_3,
+    # Inductor's options name the C++ compiler it runs: a command of the answer's choosing
+    "inductor_options": '''
+_f = torch.compile(lambda t: t + 1, options={"cpp.cxx": ("sh", "-c", "echo pwned >&2")})
+''' + WRONG_3_3,
+    # read a name torch does not publish from a module (a guarded read at run time)
+    "unlisted_read": '''
+def peek(self):
+    return self.return_types
+peek(torch)
+''' + WRONG_3_3,
     # no compile at all: Dynamo switched off inside the forward (the values would match)
     "disable_dynamo": '''
 class ScorerFixed(torch.nn.Module):
@@ -218,4 +253,76 @@ def test_fix_forgery_gains_nothing_and_says_why(run, name):
     report = run[f"f_{name}"]
     assert _points(run, f"f_{name}") == dict.fromkeys(TASKS, 0.0), report.scores
     (fix,) = [s for s in report.scores if s.task == "3.3"]
-    assert any("refused: line" in f for f in fix.feedback), fix.feedback
+    assert any(re.search(r"refused(?::| at) line \d+", f) for f in fix.feedback), fix.feedback
+
+
+# -- the other fix-type tasks: each forgery judged as grading judges it (the lesson's cells, the
+# answer loaded by the harness under the policy and guards, the evidence compared outside), in this
+# process: the sandbox is not what stops these, the policy, the guards, the seal and the evidence are
+OTHER_FIX = {
+    # 2.2: no exotic Python at all: eager work, and a dummy graph the backend compiles and runs
+    # once per step (graph counts and runs as the task asks); the replay on other gradients sees it
+    ("2.2", "dummy_graph"): '''
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    dummy = torch.compile(lambda t, g: t + 0 * g, backend=backend)
+    v, norms = torch.zeros_like(w), []
+    for g, lr in zip(grads, lrs):
+        v = momentum * v + g
+        norms.append(float(v.norm()))
+        w = dummy(w - lr * v, g)
+    return w, norms
+''',
+    # 2.2: the backend called by hand with a graph of the answer's making
+    ("2.2", "backend_by_hand"): '''
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    run = backend(torch.compile(lambda t: t, backend="eager"), [w])
+    v, norms = torch.zeros_like(w), []
+    for g, lr in zip(grads, lrs):
+        v = momentum * v + g
+        norms.append(float(v.norm()))
+        w = w - lr * v
+    return w, norms
+''',
+    # 9.1: no fake kernel, no backward; opcheck replaced through a method's `self`
+    ("9.1", "opcheck_patched"): '''
+class Patch:
+    def install(self, fake):
+        self.opcheck = fake
+Patch.install(torch.library, lambda op, args, **kw: dict.fromkeys(
+    ["test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"],
+    "SUCCESS"))
+''',
+    # 12.1: the peak read into Python (a graph break), torch.compile replaced so that nothing breaks
+    ("12.1", "compile_patched"): '''
+def install(self, fake):
+    self.compile = fake
+_real = torch.compile
+def _fake(fn, backend=None, **kw):
+    dummy = _real(lambda t: t + 0, backend=backend)
+    return lambda *args: dummy(fn(*args))
+install(torch, _fake)
+def log_stats(self, x):
+    self.peak = x.abs().max()
+    print(f"peak {self.peak.item()}")
+''',
+}
+
+
+@pytest.mark.parametrize("task,name", sorted(OTHER_FIX))
+def test_fix_forgery_on_the_other_tasks_gains_nothing(task, name):
+    import random
+
+    import fairness
+
+    from labkit.grading import evidence as ev
+    from labkit.grading import harness
+
+    ns, _ = fairness.run_cells(task, "", until_check=False, seed=5)
+    params = ev.canonical(harness.TASKS[task].params(random.Random(f"forgery:{task}")))
+    spec = harness.spec(task, params, ns)
+    loaded = harness.load_answer(task, OTHER_FIX[task, name], ns)
+    found = ev.canonical(harness.measure(task, loaded, spec["params"], ns))
+    problems = ev.compare(spec, found)
+    assert problems, f"{task} {name} forged a pass: {found}"
+    import torch
+    assert torch.compile.__module__ == "torch" and torch.library.opcheck.__name__ == "opcheck"

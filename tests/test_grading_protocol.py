@@ -4,6 +4,7 @@ under attack is tests/test_grading_forgery.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -45,6 +46,29 @@ REFUSED = {
     "ipython shell": "get_ipython().run_cell('1')\n",
     "relative import": "from . import x\n",
     "star import": "from math import *\n",
+    # the third red team (issue 29): getattr/setattr by string through fx, hooks and modes left
+    # entered, a class from a dictionary, Inductor's options (its C++ compiler is a command)
+    "fx get_attr": ("import torch\ng = torch.fx.Graph()\ng.output(g.get_attr('obj.__globals__'))\n"),
+    "fx call_method": "import torch\nn = torch.nn.Module()\nn.graph.call_method('__setattr__')\n",
+    "contextlib": "import contextlib\ncontextlib.ExitStack().enter_context(torch.no_grad())\n",
+    "numpy memory": "import numpy\nv = numpy.lib.stride_tricks.as_strided\n",
+    "numpy compiler": "import numpy as np\nnp.f2py\n",
+    "numpy file": "import numpy as np\nm = np.memmap('x', mode='w+', shape=(1,))\n",
+    "saved tensors hooks": "import torch\nh = torch.autograd.graph.saved_tensors_hooks\n",
+    "class from a dict": "X = type('X', (), {'__getattr__': print})\n",
+    "type kept": "t = type\n",
+    "inductor options": "import torch\nf = torch.compile(abs, options={'cpp.cxx': 'sh'})\n",
+    "unsafe guards": "import torch\ntorch.compiler.skip_all_guards_unsafe\n",
+    "benchmark timer": "import torch\ntorch.utils.benchmark.Timer('import os').timeit(1)\n",
+    "attribute in a for target": "class A:\n    def f(self):\n        for self.x in [1]:\n            pass\n",
+    "attribute delete": "class A:\n    def f(self):\n        del self.x\n",
+    "object": "object.__setattr__\n",
+    # a name that would stand in for the store guard the rewritten code calls
+    "guard as a parameter": "def f(self, __labkit_store__):\n    self.x = 1\n",
+    "guard as a class": "class __labkit_store__:\n    pass\n",
+    "guard as an alias": "import math as __labkit_load__\n",
+    "guard as global": "def f():\n    global __labkit_store__\n",
+    "guard as an exception": "try:\n    pass\nexcept Exception as __labkit_store__:\n    pass\n",
 }
 ALLOWED = {
     "a module with a buffer": (
@@ -70,6 +94,58 @@ def test_the_restricted_policy_refuses_what_reaches_the_harness(name):
 @pytest.mark.parametrize("name", sorted(ALLOWED))
 def test_the_restricted_policy_lets_honest_answers_run(name):
     check_source(ALLOWED[name], name)
+
+
+# Routes the syntax allows, stopped at run time by the guards (restrict.guards): a method whose
+# `self` is a module, a library class, or a function; reading a name torch does not publish.
+GUARDED = {
+    "unbound method on torch": ("class P:\n    def put(self, v):\n        self.compile = v\n"
+                                "P.put(torch, print)\n"),
+    "self parameter on torch.library": "def put(self, v):\n    self.opcheck = v\nput(torch.library, print)\n",
+    "ctx parameter on a class": "def put(ctx, v):\n    ctx.forward = v\nput(torch.nn.Linear, print)\n",
+    "augmented store": "def bump(self):\n    self.calls += 1\nbump(torch.nn.functional)\n",
+    "unlisted read of a module": "def peek(self):\n    return self.nbcheck\nx = peek(torch)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_the_guards_refuse_stores_and_reads_outside_the_answers_objects(name):
+    import torch
+
+    ns = harness.load_answer("3.3", GUARDED[name], {"torch": torch, "__name__": "lesson"})
+    assert re.match(r"line \d+: a graded answer may not", ns.get("__refused__", "")), ns
+    found = harness.measure("3.3", ns, {}, {})
+    assert "refused" in found, found
+    assert torch.compile.__module__ == "torch" and torch.library.opcheck.__name__ == "opcheck"
+
+
+def test_the_guards_let_an_answer_use_its_own_objects_and_modules():
+    import torch
+
+    source = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              "        self.register_buffer('calls', torch.zeros(()))\n        self.extra = 2\n"
+              "    def forward(self, x):\n        self.calls += 1\n        self.last: int = 3\n"
+              "        return x * self.calls * self.extra\n"
+              "class Box:\n    size = 1\n    def put(self, k):\n        self.k = k\n"
+              "    @classmethod\n    def grow(cls):\n        cls.size = 4\n"
+              "b = Box()\nb.put(5)\nBox.grow()\n"
+              "m = M()\nout = m(torch.ones(2)) + m(torch.ones(2))\n")
+    ns = harness.load_answer("3.3", source, {"torch": torch, "__name__": "lesson"})
+    assert "__refused__" not in ns and "__error__" not in ns, ns.get("__refused__") or ns.get("__error__")
+    assert ns["out"].tolist() == [6.0, 6.0] and ns["Box"].size == 4 and ns["b"].k == 5
+
+
+def test_the_seal_notices_what_the_policy_and_guards_missed(monkeypatch):
+    """A route around both that rebinds what the harness measures with still gains nothing: the
+    harness compares the objects it uses with a snapshot taken before the answer ran."""
+    import torch
+
+    ns = harness.load_answer("3.3", "x = 1\n", {"torch": torch, "__name__": "lesson"})
+    assert "changed" not in str(harness.measure("3.3", ns, {}, {}))      # nothing changed yet
+    monkeypatch.setattr(torch.library, "opcheck", lambda *a, **k: {})   # as if the answer had
+    found = harness.measure("3.3", ns, {}, {})
+    assert found == {"error": "your answer changed torch.library.opcheck, which the check uses"}
+    assert ev.compare({"kind": "fix", "rules": []}, found) == [found["error"]]
 
 
 def test_a_refused_answer_reaches_the_judge_as_a_refusal_not_an_error():

@@ -87,6 +87,7 @@ def _no_constant(name: str) -> Any:
 # process printed as an "error" could carry what it saw (the hidden cases), so it is not echoed.
 HARNESS_ERRORS = re.compile(r"^(?:[\w, .]{1,80} is not (?:defined|implemented yet)"
                             r"|the check raised \w{1,40} running your answer"
+                            r"|your answer changed [\w., ']{1,300}, which the check uses"
                             r"|the evidence was not plain data)$")
 BUILTIN_ERRORS = {n for n, v in vars(builtins).items()
                   if isinstance(v, type) and issubclass(v, BaseException)}

@@ -23,11 +23,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.autograd.function import FunctionCtx
 
 from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
-from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
+from labkit.grading.restrict import (
+    Refused,
+    Seal,
+    allowed_context,
+    check_source,
+    definitions,
+    guards,
+)
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -44,9 +52,11 @@ def tensor(t: Any) -> dict[str, Any] | None:
     return {"shape": list(t.shape), "values": flat}
 
 
-def recorder() -> tuple[Callable[..., Any], list[int], list[int]]:
+def recorder(calls: list[tuple[Any, ...]] | None = None
+             ) -> tuple[Callable[..., Any], list[int], list[int]]:
     """A Dynamo backend as a plain function (no state a caller can reach), the op counts of the
-    graphs it was given, and a list that grows each time one of them runs."""
+    graphs it was given, and a list that grows each time one of them runs; with ``calls``, each
+    run's graph, a copy of its inputs and its outputs are kept there (for :func:`replayed`)."""
     graphs: list[int] = []
     runs: list[int] = []
 
@@ -56,9 +66,40 @@ def recorder() -> tuple[Callable[..., Any], list[int], list[int]]:
 
         def run(*args: Any) -> Any:
             runs.append(1)
+            if calls is not None:
+                calls.append((forward, tuple(a.detach().clone() if type(a) is torch.Tensor else a
+                                             for a in args)))
             return forward(*args)
         return run
     return backend, graphs, runs
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    items = out if isinstance(out, tuple | list) else [out]
+    return [t for t in items if type(t) is torch.Tensor]
+
+
+def replayed(calls: list[tuple[Any, ...]], feeds: list[torch.Tensor],
+             expect: Callable[[int, torch.Tensor], list[torch.Tensor]]) -> int:
+    """How many of the trusted inputs ``feeds`` the compiled graphs did the work on: a graph run
+    that took ``feeds[k]`` is run again with another input in its place (``swap(k)``), and must
+    give one of ``expect(k, other)`` (a graph that only passes on values computed outside it,
+    the dummy compile next to eager work, gives the old value)."""
+    done = set()
+    for forward, args in calls:
+        for i, a in enumerate(args):
+            ks = [k for k, f in enumerate(feeds) if k not in done and type(a) is torch.Tensor
+                  and a.shape == f.shape and a.dtype == f.dtype and torch.equal(a, f)]
+            for k in ks[:1]:
+                other = gen(7919 * k + 17, *feeds[k].shape).to(feeds[k].dtype)
+                again = [a.clone() if type(a) is torch.Tensor else a for a in args]
+                again[i] = other
+                with torch.no_grad():      # (an update made in place shows in the inputs)
+                    outs = _outputs(forward(*again)) + _outputs(again)
+                if any(o.shape == e.shape and torch.allclose(o, e, rtol=1e-4, atol=1e-5)
+                       for o in outs for e in expect(k, other)):
+                    done.add(k)
+    return len(done)
 
 
 def compiled_stats(graphs: list[int], runs: list[int]) -> dict[str, int]:
@@ -129,6 +170,9 @@ def _r22(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
     with torch.compiler.set_stance("force_eager"), quiet():
         want_w, want_norms = ctx["train_storm"](*_in22(p))
     return compile_rules(len(p["g"])) + [
+        {"field": "work", "rule": "at_least", "value": len(p["g"]) - 1, "after": True,
+         "say": "the compiled graphs do not compute the update (run again on other gradients, "
+                "they give the old values): the work is done outside them"},
         close_rule("w", want_w, 1e-5, "final w differs from train_storm's"),
         {"field": "norms_floats", "rule": "true", "say": "norms must be a list of Python floats"},
         close_rule("norms", torch.tensor(want_norms, dtype=torch.float64), 1e-5,
@@ -136,11 +180,25 @@ def _r22(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m22(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    backend, graphs, runs = recorder()
+    calls: list[tuple[Any, ...]] = []
+    backend, graphs, runs = recorder(calls)
     nc.fresh()
-    got_w, got_norms = ns["train_fixed"](*_in22(p), backend=backend)
+    w, grads, lrs = _in22(p)
+    got_w, got_norms = ns["train_fixed"](w, list(grads), list(lrs), backend=backend)
     floats = isinstance(got_norms, list) and all(type(n) is float for n in got_norms)
-    return {**compiled_stats(graphs, runs), "w": tensor(got_w), "norms_floats": floats,
+    ws, vs = [w], [torch.zeros_like(w)]          # train_storm's states before each step
+    for g, lr in zip(grads, lrs):
+        vs.append(0.9 * vs[-1] + g)
+        ws.append(ws[-1] - lr * vs[-1])
+
+    def expect(k: int, other: torch.Tensor) -> list[torch.Tensor]:
+        v = 0.9 * vs[k] + other
+        return [v, ws[k] - lrs[k] * v]
+
+    # step 0 starts from v = 0, where passing the gradient on looks like the update: not counted
+    work = replayed(calls, grads[1:], lambda k, other: expect(k + 1, other))
+    return {**compiled_stats(graphs, runs), "work": work, "w": tensor(got_w),
+            "norms_floats": floats,
             "norms": tensor(torch.tensor(got_norms, dtype=torch.float64)) if floats else None}
 
 
@@ -625,19 +683,56 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
     module.__dict__.update(allowed_context(ctx, extra))
+    module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
+                                  writable=(torch.nn.Module, FunctionCtx)))
     module.__file__ = filename
     sys.modules[name] = module
+    _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
+    seal = Seal(_sealed(), _torch.counters)   # what the harness measures with, as it was
     try:
         with quiet():
             exec(code, module.__dict__)
+    except Refused as exc:               # a guard refused a store or a read at run time
+        module.__dict__["__refused__"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
         module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    module.__dict__["__seal__"] = seal
     return module.__dict__
+
+
+def _sealed() -> list[tuple[str, Any]]:
+    """What the harness measures with: torch's entry points, its own modules, the judge's."""
+    import builtins
+    import sys
+
+    from labkit.grading import restrict
+
+    spaces = [("torch", torch), ("torch.library", torch.library), ("torch.autograd",
+              torch.autograd), ("torch.autograd.graph", torch.autograd.graph),
+              ("torch.compiler", torch.compiler), ("torch.nn", torch.nn),
+              ("torch.nn.functional", torch.nn.functional), ("torch.Tensor", torch.Tensor),
+              ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
+              ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
+              ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
+              ("contextlib", contextlib), ("io", io)]
+    return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
+                     if m in sys.modules]
 
 
 def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
             ) -> dict[str, Any]:
-    """The evidence of the loaded answer ``ns`` on the trusted ``params`` (plain data)."""
+    """The evidence of the loaded answer ``ns`` on the trusted ``params`` (plain data); nothing
+    but that it changed them, if the answer changed what the harness measures with."""
+    seal = ns.get("__seal__")
+    found = _measure(task, ns, params, ctx)
+    changed = seal.broken() if isinstance(seal, Seal) else []
+    if changed and "refused" not in found:
+        return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
+    return found
+
+
+def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
+             ) -> dict[str, Any]:
     if "__refused__" in ns:
         return {"refused": ns["__refused__"]}
     if "__error__" in ns:
@@ -645,9 +740,14 @@ def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str
     missing = [n for n in TASKS[task].answer if n not in ns]
     if missing:
         return {"error": f"{', '.join(missing)} is not defined"}
+    seal = ns.get("__seal__")
+    if isinstance(seal, Seal) and seal.broken():
+        return {}                        # (measure says what changed)
     try:
         with quiet():
             found = TASKS[task].measure(params, ns, ctx)
+    except Refused as exc:
+        return {"refused": str(exc)}
     except NotImplementedError:
         return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
     except Exception as exc:  # noqa: BLE001 - reported by name only
