@@ -53,7 +53,7 @@ class BalancedLoss(SensorNet):
     def loss(self, logits, y):
         """Balanced, but averaged over every class, absent ones included."""
         per = F.cross_entropy(logits, y, reduction="none")
-        member = F.one_hot(y, self.classes).float()
+        member = F.one_hot(y, self.n_classes).float()
         return ((per @ member) / member.sum(0).clamp(min=1)).mean()
 ''', "values differ"), ('''
 class BalancedLoss(SensorNet):

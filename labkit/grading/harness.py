@@ -623,7 +623,8 @@ TASKS: dict[str, Fix] = {
                         "array", "frombuffer", "as_strided", "set_", "storage", "untyped_storage",
                         "cpu", "pin_memory")),
     **{t: Fix((name,), _p12, _r12(t), _m12(t)) for t, (name, _) in METHODS12.items()},
-    "14.1": Fix(("GateFixed", "DYNAMIC_SHAPES"), _export.params, _export.rules, _export.measure),
+    "14.1": Fix(("GateFixed", "DYNAMIC_SHAPES"), _export.params, _export.rules, _export.measure,
+                modules=("torch.export",)),
 }
 
 

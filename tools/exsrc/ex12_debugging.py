@@ -48,7 +48,7 @@ class SensorNet(nn.Module):
         self.conv1 = nn.Conv1d(channels, width, 5, padding=2)
         self.conv2 = nn.Conv1d(width, width, 3, padding=1)
         self.head = nn.Linear(width, classes)
-        self.classes, self.warmup_steps = classes, warmup_steps
+        self.n_classes, self.warmup_steps = classes, warmup_steps
         self.gain = 1.0        # a running peak of the first layer's features
         self.history = []      # every step's loss: the training log, and the warm-up's step count
 
@@ -181,7 +181,7 @@ class BalancedLoss(SensorNet):
         """The same value as SensorNet.loss, in one graph (Task 12.2)."""
         ### BEGIN SOLUTION
         per = F.cross_entropy(logits, y, reduction="none")
-        member = F.one_hot(y, self.classes).to(per.dtype)      # (batch, classes)
+        member = F.one_hot(y, self.n_classes).to(per.dtype)      # (batch, classes)
         count = member.sum(0)
         class_mean = (per @ member) / count.clamp(min=1)
         return class_mean.sum() / (count > 0).sum()
