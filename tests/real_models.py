@@ -202,18 +202,25 @@ def _case(model: torch.nn.Module, mode: str, backend: str, lm: bool) -> Case:
     raise ValueError(f"unknown mode {mode!r}")
 
 
+def _backend(mode: str) -> str:
+    """Inductor for the training steps (the whole pipeline: joint graph, backward, optimizer,
+    C++ kernels); aot_eager (Dynamo + AOTAutograd, no codegen) for the other modes, so that the
+    sweep stays minutes, not an hour, on 2 cores: an Inductor case costs 1-7 min there."""
+    return "inductor" if mode == "train" else "aot_eager"
+
+
 def _sweep() -> dict[str, Callable[[], Case]]:
     cases: dict[str, Callable[[], Case]] = {}
     for family in VISION:
         modes = ("eval", "fwd+bwd", "train", "dynamic") if family in ("vit", "resnet") else (
             "eval", "train")
         for mode in modes:
-            cases[f"{family} {mode}"] = lambda f=family, m=mode: vision_case(f, m)
+            cases[f"{family} {mode}"] = lambda f=family, m=mode: vision_case(f, m, _backend(m))
     cases["resnet train (labkit)"] = lambda: vision_case("resnet", "train", "labkit")
     for family in LANGUAGE:
         modes = ("eval", "fwd+bwd", "train", "dynamic") + (("decode",) if family != "bert" else ())
         for mode in modes:
-            cases[f"{family} {mode}"] = lambda f=family, m=mode: language_case(f, m)
+            cases[f"{family} {mode}"] = lambda f=family, m=mode: language_case(f, m, _backend(m))
     return cases
 
 

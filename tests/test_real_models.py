@@ -51,10 +51,13 @@ def eager_reference(make) -> tuple[list, dict[str, torch.Tensor]]:
 
 
 def assert_close(got, want, what: str) -> None:
-    # Inductor reorders float sums (fused reductions, vectorized C++): equal to eager within fp32
-    # rounding grown through one block; token ids and shapes exactly.
+    """Equal to eager: exactly for ids, and for floats within 2e-3 of the tensor's largest value."""
+    # Inductor reorders float sums (fused reductions, vectorized C++); through batch norm on a
+    # batch of 2 a conv weight's grad moved by 5e-4 of its scale: compared norm-wise, not per element.
+    assert got.shape == want.shape and got.dtype == want.dtype, what
     if want.is_floating_point():
-        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4, msg=lambda m: f"{what}: {m}")
+        err = (got - want).abs().max().item()
+        assert err <= 2e-3 * want.abs().max().item() + 1e-6, f"{what}: off by {err:.2e}"
     else:
         assert torch.equal(got, want), what
 
