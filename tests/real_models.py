@@ -79,6 +79,9 @@ def efficientnet() -> torch.nn.Module:
 
 
 def _quiet() -> None:
+    """Before any transformers import: torchvision importable (transformers imports it when
+    installed), transformers' warnings off."""
+    _torchvision_importable()
     from transformers.utils import logging
 
     logging.set_verbosity_error()
@@ -86,9 +89,9 @@ def _quiet() -> None:
 
 def gpt2() -> torch.nn.Module:
     """A one-layer GPT-2 (its loss calls a logger: a real graph break in transformers)."""
+    _quiet()
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    _quiet()
     torch.manual_seed(0)
     return GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
                                       bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
@@ -96,9 +99,9 @@ def gpt2() -> torch.nn.Module:
 
 
 def bert() -> torch.nn.Module:
+    _quiet()
     from transformers import BertConfig, BertForMaskedLM
 
-    _quiet()
     torch.manual_seed(0)
     return BertForMaskedLM(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                       intermediate_size=64, vocab_size=64,
@@ -107,9 +110,9 @@ def bert() -> torch.nn.Module:
 
 
 def llama() -> torch.nn.Module:
+    _quiet()
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    _quiet()
     torch.manual_seed(0)
     return LlamaForCausalLM(LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                         num_key_value_heads=1, intermediate_size=64, vocab_size=64,
