@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                 case = real_models.CASES[name]()  # a fresh model: a step changes its weights
                 if side == "plain":
                     times[name]["plain"].append(plain(case))
+                    print(f"round {r + 1}: {name}: plain {times[name]['plain'][-1]:.1f} s",
+                          file=sys.stderr, flush=True)
                     continue
                 seconds, trace = explored(case)
                 times[name]["explore"].append(seconds)
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                 times[name]["render"].append(time.perf_counter() - start)
                 breaks = f"{len(trace.graph_breaks)} ({trace.meta.get('break_records', 0)})"
                 pages[name] = (len(page), breaks, trace.error)
-            print(f"round {r + 1}: {name} done", file=sys.stderr, flush=True)
+                print(f"round {r + 1}: {name}: explore {seconds:.1f} s, render "
+                      f"{times[name]['render'][-1]:.1f} s, page {len(page)} chars",
+                      file=sys.stderr, flush=True)
     after = os.getloadavg()
     print(f"torch {torch.__version__}, {args.rounds} interleaved rounds, 1 thread, medians; load "
           f"average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
