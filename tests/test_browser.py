@@ -522,14 +522,15 @@ def test_show_widget_renders_in_jupyterlab(lab, browser, tmp_path):
 
         # the Dynamo tab is open: its FX graph tab shows code and the SVG diagram
         # the step frame holds no graph (the loss breaks it): pick the model's forward frame
-        pick = None
+        pick, seen = None, []
         for sel in widget.locator("select").all():
-            labels = sel.evaluate("s => [...s.options].map(o => o.label)")
-            pick = next((label for label in labels if re.search(r"\d+/0 forward\b", label)), None)
+            labels = sel.evaluate("s => [...s.options].map(o => o.label || o.textContent)")
+            seen += labels
+            pick = next((label for label in labels if re.search(r"\bforward\b", label)), None)
             if pick:
                 sel.select_option(label=pick)
                 break
-        assert pick, "no frame picker offers the model's forward frame"
+        assert pick, f"no frame picker offers the model's forward frame: {seen}"
         widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
         expect(widget.locator(".lk-code:visible").first).to_contain_text("class GraphModule")
         assert widget.locator(".lk-svg svg:visible").count() >= 1
@@ -735,14 +736,15 @@ def test_transformer_training_page_opens_at_one_block(lab, browser, tmp_path):
         # the header names the logger call that breaks GPT-2's loss
         expect(widget.locator(".lk-root").first).to_contain_text("graph break")
         # the step frame holds no graph (the loss breaks it): pick the model's forward frame
-        pick = None
+        pick, seen = None, []
         for sel in widget.locator("select").all():
-            labels = sel.evaluate("s => [...s.options].map(o => o.label)")
-            pick = next((label for label in labels if re.search(r"\d+/0 forward\b", label)), None)
+            labels = sel.evaluate("s => [...s.options].map(o => o.label || o.textContent)")
+            seen += labels
+            pick = next((label for label in labels if re.search(r"\bforward\b", label)), None)
             if pick:
                 sel.select_option(label=pick)
                 break
-        assert pick, "no frame picker offers the model's forward frame"
+        assert pick, f"no frame picker offers the model's forward frame: {seen}"
         widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
         fold = widget.locator(".lk-fold:visible").first
         expect(fold).to_be_visible()
