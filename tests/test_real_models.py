@@ -101,8 +101,8 @@ def test_model_page(name, tmp_path, monkeypatch):
         assert trace.meta.get("recompiles"), "a second size recompiles"
     if name.endswith(" eval"):
         assert "grad mode was off" in trace.stage("aot.joint")[0].text  # the reason, not "pass requires_grad"
-    if name.startswith("gpt2") and "train" in name or name == "gpt2 fwd+bwd":
-        assert "logging.Logger" in trace.graph_breaks[0].reason
+    if name in ("gpt2 fwd+bwd", "gpt2 train"):  # the loss's logger call, wherever it comes
+        assert any("logging.Logger" in gb.reason for gb in trace.graph_breaks), trace.graph_breaks
 
 
 GPT2_JOB = """
