@@ -87,7 +87,7 @@ figures: setup  ## regenerate figures/ from code (pipeline map, timing plots fro
 bench-capture: setup  ## explore() wall time vs plain torch.compile, caches off for both
 	$(PY) benchmarks/bench_capture.py
 
-bench-models: setup  ## real models (transformers, small configs): explore vs compile, page size
+bench-models: setup  ## real models (timm + transformers, small configs): explore vs compile, page size
 	$(PY) benchmarks/bench_models.py
 
 bench-compiler: setup  ## labkit's compiler vs eager and Inductor (CPU here, GPU where present)

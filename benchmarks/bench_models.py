@@ -1,10 +1,12 @@
 """labkit on real models: explore vs plain torch.compile, and the page (`make bench-models`).
 
-For each case of tests/real_models.py (transformers, random init, small configs): seconds for a
-plain ``torch.compile`` + first call, seconds for ``labkit.explore`` (timing off) of the same
-function, their ratio, and the static page's size and render time. Both sides start from
-``torch.compiler.reset()`` with caches disabled; one run each (these are minutes on a laptop), so
-on a shared machine the ratio is indicative. Needs the ``models`` extra (transformers).
+For each case of tests/real_models.py (timm and transformers, random init, small configs):
+seconds for a plain ``torch.compile`` + first call (+ backward, where the case runs one), seconds
+for ``labkit.explore`` (timing off) of the same function, their ratio, and the static page's size
+and render time. Fair: one thread; a warm-up compile first (a process's first Inductor compile
+pays one-time C++ set-up); both sides from ``torch.compiler.reset()`` with caches disabled and a
+fresh model; rounds interleaved (plain first in even rounds, explore first in odd ones); medians.
+Needs the ``models`` extra.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -28,48 +31,87 @@ import torch  # noqa: E402
 import labkit  # noqa: E402
 
 
-def plain(fn, inputs, backend: str) -> float:
-    """torch.compile + first call, from a clean, cache-less start ("labkit" compiles like explore)."""
+def plain(case: real_models.Case) -> float:
+    """torch.compile + the case's calls, from a clean, cache-less start ("labkit" as explore has it)."""
     from labkit import backends
 
     torch.compiler.reset()
-    compiler = backends.resolve(backend, trace=labkit.Trace("plain", backend))
+    compiler = backends.resolve(case.backend, trace=labkit.Trace("plain", case.backend))
     with torch.compiler.config.patch(force_disable_caches=True):
         start = time.perf_counter()
-        torch.compile(fn, backend=compiler)(*inputs)
+        compiled = torch.compile(case.fn, backend=compiler)
+        for inputs in (case.inputs, *case.extra):
+            compiled(*inputs)
         return time.perf_counter() - start
+
+
+def explored(case: real_models.Case) -> tuple[float, labkit.Trace]:
+    with torch.compiler.config.patch(force_disable_caches=True):
+        start = time.perf_counter()
+        trace = labkit.explore(case.fn, *case.inputs, backend=case.backend, timing=False,
+                               progress=None, extra_inputs=case.extra)
+        return time.perf_counter() - start, trace
+
+
+def warm_up() -> None:
+    """One small Inductor compile: the process's one-time C++ set-up lands outside the rows."""
+    torch.compiler.reset()
+    torch.compile(lambda x: (x.sin() + 1).sum())(torch.randn(8))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="run the cases whose name contains this")
+    parser.add_argument("--only", action="append",
+                        help="run the cases whose name contains this (repeatable)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"torch {torch.__version__}, load average {load} on {os.cpu_count()} CPUs")
-    print("| case | plain compile s | explore s | ratio | page KB | render s | breaks (tlparse count) |")
-    print("|---|---|---|---|---|---|---|")
+    names = [n for n in real_models.CASES if not args.only or any(o in n for o in args.only)]
+    before = os.getloadavg()
+    warm_up()
+    times: dict[str, dict[str, list[float]]] = {n: {"plain": [], "explore": [], "render": []}
+                                                for n in names}
+    pages: dict[str, tuple[int, str, str | None]] = {}
+    for r in range(args.rounds):
+        for name in names:
+            sides = ("plain", "explore") if r % 2 == 0 else ("explore", "plain")
+            for side in sides:
+                case = real_models.CASES[name]()  # a fresh model: a step changes its weights
+                if side == "plain":
+                    times[name]["plain"].append(plain(case))
+                    print(f"round {r + 1}: {name}: plain {times[name]['plain'][-1]:.1f} s",
+                          file=sys.stderr, flush=True)
+                    continue
+                seconds, trace = explored(case)
+                times[name]["explore"].append(seconds)
+                start = time.perf_counter()
+                page = labkit.show(trace, live=False).html
+                times[name]["render"].append(time.perf_counter() - start)
+                breaks = f"{len(trace.graph_breaks)} ({trace.meta.get('break_records', 0)})"
+                pages[name] = (len(page), breaks, trace.error)
+                print(f"round {r + 1}: {name}: explore {seconds:.1f} s, render "
+                      f"{times[name]['render'][-1]:.1f} s, page {len(page)} chars",
+                      file=sys.stderr, flush=True)
+    after = os.getloadavg()
+    print(f"torch {torch.__version__}, {args.rounds} interleaved rounds, 1 thread, medians; load "
+          f"average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
+          f"{after[0]:.1f}/{after[1]:.1f}/{after[2]:.1f} after, on {os.cpu_count()} CPUs")
+    print("| case | backend | plain compile s | explore s | ratio | page KB | render s | "
+          "breaks shown (break records) |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
-    for name, make in real_models.CASES.items():
-        if args.only and args.only not in name:
-            continue
-        fn, inputs, backend = make()
-        p = plain(fn, inputs, backend)
-        fn, inputs, backend = make()  # fresh parameters: the plain run's step changed .grad
-        start = time.perf_counter()
-        trace = labkit.explore(fn, *inputs, backend=backend, timing=False, progress=None)
-        e = time.perf_counter() - start
-        start = time.perf_counter()
-        page = labkit.show(trace, live=False).html
-        r = time.perf_counter() - start
-        breaks = f"{len(trace.graph_breaks)} ({trace.meta.get('break_records', 0)})"
-        row = {"case": name, "plain_s": p, "explore_s": e, "page_chars": len(page), "render_s": r,
-               "breaks": breaks, "error": trace.error}
+    for name in names:
+        med = {k: statistics.median(v) for k, v in times[name].items()}
+        chars, breaks, error = pages[name]
+        row = {"case": name, "backend": real_models.CASES[name]().backend, **med,
+               "ratio": med["explore"] / med["plain"], "page_chars": chars, "breaks": breaks,
+               "error": error, "samples": times[name]}
         rows.append(row)
-        print(f"| {name} | {p:.1f} | {e:.1f} | {e / p:.2f}x | {len(page) / 1000:.0f} | {r:.1f} | "
-              f"{breaks} |" + (f" error: {trace.error}" if trace.error else ""), flush=True)
+        print(f"| {name} | {row['backend']} | {med['plain']:.1f} | {med['explore']:.1f} | "
+              f"{row['ratio']:.2f}x | {chars / 1000:.0f} | {med['render']:.1f} | {breaks} |"
+              + (f" error: {error}" if error else ""), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -597,3 +597,22 @@ def planted_bug(layer: str, op: str) -> Iterator[None]:
         else:
             table[key] = old
         clear()
+
+
+@contextlib.contextmanager
+def writing_torch_trace(directory: str | os.PathLike[str]) -> Iterator[None]:
+    """Write the structured records of the compiles inside to ``directory`` as TORCH_TRACE would."""
+    # TORCH_TRACE is read once, at import (torch/_logging/_internal.py _init_logs); this adds the
+    # same handler and formatter for a block, so that tlparse can read a live process's compiles.
+    log = logging.getLogger(TRACE_LOGGER)
+    handler = _api("torch._logging._internal", "LazyTraceHandler")(str(directory))
+    handler.setFormatter(_api("torch._logging._internal", "TorchLogsFormatter")(trace=True))
+    level = log.level
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        handler.close()

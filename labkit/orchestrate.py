@@ -267,6 +267,7 @@ def explore(
     raise_errors: bool = False,
     extra_inputs: Sequence[Sequence[Any]] = (),
     target: str = "cpp",
+    outputs: list[Any] | None = None,
     **compile_kwargs: Any,
 ) -> Trace:
     """Compile ``fn(*inputs)`` with torch.compile and return a Trace of every stage it went through.
@@ -286,7 +287,8 @@ def explore(
     such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"). None: none
     from ``labkit.orchestrate.explore``; ``labkit.explore`` (the notebook layer's) draws a bar for None.
     ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
-    harmless. ``target``: labkit backend only.
+    harmless. ``target``: labkit backend only. ``outputs``: a list that receives what each recorded
+    call of the compiled ``fn`` returned (e.g. to check it against eager).
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """
     import torch
@@ -336,6 +338,8 @@ def explore(
                 calls += 1
                 with effects.watch_output() as printed:
                     out = compiled(*inputs)
+                if outputs is not None:
+                    outputs.append(out)
                 if on_gpu:
                     torch.cuda.synchronize()
                 first_call = time.perf_counter() - start
@@ -352,6 +356,8 @@ def explore(
                 for extra in extra_inputs:
                     calls += 1
                     out = compiled(*extra)
+                    if outputs is not None:
+                        outputs.append(out)
                     if grad:
                         with effects.grads_kept(leaves + _tensors(list(extra))):
                             _run_backward(out)

@@ -521,6 +521,16 @@ def test_show_widget_renders_in_jupyterlab(lab, browser, tmp_path):
         assert [t.strip() for t in tabs.all_inner_texts()] == STEPS
 
         # the Dynamo tab is open: its FX graph tab shows code and the SVG diagram
+        # the step frame holds no graph (the loss breaks it): pick the model's forward frame
+        pick, seen = None, []
+        for sel in widget.locator("select").all():
+            labels = sel.evaluate("s => [...s.options].map(o => o.label || o.textContent)")
+            seen += labels
+            pick = next((label for label in labels if re.search(r"\bforward\b", label)), None)
+            if pick:
+                sel.select_option(label=pick)
+                break
+        assert pick, f"no frame picker offers the model's forward frame: {seen}"
         widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
         expect(widget.locator(".lk-code:visible").first).to_contain_text("class GraphModule")
         assert widget.locator(".lk-svg svg:visible").count() >= 1
@@ -670,3 +680,89 @@ def test_open_and_save_leaves_git_clean(tmp_path):
     finally:
         _stop(proc, log)
     assert _git(repo, "status", "--porcelain") == ""
+
+
+# -- a real model's training page: the README's screenshot ---------------------------------------
+TRAIN_GPT2 = """\
+import sys
+sys.path.insert(0, {tests!r})
+import labkit, real_models
+case = real_models.language_case("gpt2", "train", "aot_eager")
+labkit.show(labkit.explore(case.fn, *case.inputs, backend=case.backend, timing=False))
+"""
+
+
+# Marks the first module section "0" inside a section "h" and its ancestors data-lk-shot=0..n-1
+# (outermost first) and returns n: the sections to click open, whatever the root is called.
+_MARK_BLOCK_JS = """fold => {
+  const name = d => d.querySelector(':scope > summary > code')?.textContent;
+  for (const d of fold.querySelectorAll('details.lk-mod')) {
+    const up = d.parentElement.closest('details.lk-mod');
+    if (name(d) !== '0' || !up || name(up) !== 'h') continue;
+    const chain = [];
+    for (let e = d; e && fold.contains(e); e = e.parentElement.closest('details.lk-mod')) chain.unshift(e);
+    chain.forEach((e, i) => e.setAttribute('data-lk-shot', String(i)));
+    return chain.length;
+  }
+  return 0;
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                    reason="transformers is not installed (the `models` extra)")
+def test_transformer_training_page_opens_at_one_block(lab, browser, tmp_path):
+    """GPT-2's training step in JupyterLab: the FX graph folded by module, opened at block h.0."""
+    import nbformat
+    from playwright.sync_api import expect
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(TRAIN_GPT2.format(tests=str(Path(__file__).parent)))]
+    nb.metadata["kernelspec"] = {"name": _kernel_name(), "display_name": "Python (labkit)",
+                                 "language": "python"}
+    nbformat.write(nb, str(lab.root / "notebooks" / "gpt2_train.ipynb"))
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})  # the opened tree fits
+    try:
+        page.goto(lab.url("notebooks/gpt2_train.ipynb"), timeout=90_000)
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        cell.wait_for(timeout=90_000)
+        _run_cell(page, cell)
+        widget = page.locator(".lk-widget")
+        try:
+            widget.wait_for(timeout=RUN_LIMIT_S * 1000)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failed.png"))
+            pytest.fail(f"no widget; output: {page.locator('.jp-OutputArea-output').all_inner_texts()}")
+        # the header names the logger call that breaks GPT-2's loss
+        expect(widget.locator(".lk-root").first).to_contain_text("graph break")
+        # the step frame holds no graph (the loss breaks it): pick the model's forward frame
+        pick, seen = None, []
+        for sel in widget.locator("select").all():
+            labels = sel.evaluate("s => [...s.options].map(o => o.label || o.textContent)")
+            seen += labels
+            pick = next((label for label in labels if re.search(r"\bforward\b", label)), None)
+            if pick:
+                sel.select_option(label=pick)
+                break
+        assert pick, f"no frame picker offers the model's forward frame: {seen}"
+        widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
+        fold = widget.locator(".lk-fold:visible").first
+        expect(fold).to_be_visible()
+        # open the tree level by level, clicking each summary, down to the first block "h.0"
+        depth = fold.evaluate(_MARK_BLOCK_JS)
+        assert depth >= 2, "no module section 'h' > '0' in the folded graph"
+        for level in range(depth):
+            fold.locator(f"details[data-lk-shot='{level}'] > summary").click()
+        block = fold.locator(f"details[data-lk-shot='{depth - 1}']")
+        expect(block).to_have_attribute("open", "")
+        expect(block.locator("> summary")).to_contain_text("GPT2Block")
+        expect(block.locator("details.lk-mod > summary").filter(has_text="attn").first
+               ).to_be_visible()
+        block.scroll_into_view_if_needed()
+        page.mouse.move(0, 0)
+        shot = _shots(tmp_path) / "show_gpt2_training.png"
+        widget.screenshot(path=str(shot))  # the page, without torch's log lines above it
+        assert shot.stat().st_size > 20_000
+    finally:
+        page.close()
+        _shut_down_kernels(lab)

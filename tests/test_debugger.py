@@ -55,7 +55,8 @@ def test_pdb_stops_inside_a_resume_function(tmp_path):
             torch.compile(breaks_twice, backend="eager")(torch.ones(4))
         print("finished")
     """))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONBREAKPOINT": "pdb.set_trace"}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # same torch
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONBREAKPOINT": "pdb.set_trace"}
     res = subprocess.run([sys.executable, str(script)], input="where\ncontinue\n" * 10, text=True,
                          capture_output=True, timeout=300, env=env, cwd=tmp_path)
     assert "finished" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]

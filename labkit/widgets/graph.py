@@ -336,9 +336,9 @@ def why_no_diagram(stage: Stage) -> str:
     """The sentence a view shows in place of a diagram that ``fx_svg`` did not draw."""
     if not stage.nodes:
         return "no graph nodes were recorded for this stage"
-    if len(stage.nodes) > MAX_NODES:
-        return f"graph has {len(stage.nodes)} nodes; diagrams stop at {MAX_NODES} (read the code)"
-    return "graphviz's `dot` is not installed (Debian/Ubuntu: apt-get install graphviz)"
+    if not dot_available():  # first: with dot, a big graph is drawn by module instead
+        return "graphviz's `dot` is not installed (Debian/Ubuntu: apt-get install graphviz)"
+    return f"graph has {len(stage.nodes)} nodes; diagrams stop at {MAX_NODES} (read the code)"
 
 
 def legend_html(stage: Stage, kernels: Sequence[Kernel], context: Iterable[Stage] = ()) -> str:

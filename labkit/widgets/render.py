@@ -419,10 +419,14 @@ def trace_html(trace: Trace, renderer: Renderer | None = None, budget: int = PAG
             page = attempt(found)
             if page is not None:
                 return page
-        r.not_drawn = plan_diagrams(trace, r, int(budget * DIAGRAM_SHARE))
         page = ""
         for lines in _LAST_RESORT:
             r.max_lines, r.max_chars = min(lines, full), None
+            # as in attempt(): the diagrams get what the texts leave, never a fixed share
+            r.not_drawn = {id(s): "" for s in r.graphs()}
+            texts = len(_page(trace, r, _fit_note(r, False), False))
+            room = min(int(budget * DIAGRAM_SHARE), budget - texts - 2_000)
+            r.not_drawn = plan_diagrams(trace, r, max(room, 0))
             page = _page(trace, r, _fit_note(r, False), False)
             if len(page) <= budget:
                 break
