@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import test_browser as tb
 
 ROOT = Path(__file__).resolve().parent.parent

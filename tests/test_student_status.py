@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.grading import evidence
+from labkit.grading import evidence, status
 from labkit.grading import rubric as R
-from labkit.grading import status
 from labkit.grading.commands import build_student
 from labkit.grading.grade import TaskScore, _cell_name
 

@@ -98,7 +98,7 @@ def save_check(root: Path, rubric: Rubric, scores: list[Any]) -> Path:
     """Keep the result of ``make check`` per task (points, reasons, fingerprint) for the dashboard."""
     path = root / STATE_DIR / CHECKS_FILE
     kept = _read(path)
-    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     for task, score in zip(rubric.tasks, scores):
         kept[task.id] = {"points": score.points, "max_points": score.max_points,
                          "feedback": list(score.feedback), "fingerprint": fingerprint(root, task),
