@@ -41,8 +41,7 @@ _FRAME = re.compile(r'^\s*File "(?:.*/)?(.+)", line (\d+), in .+\n\s*(.*)$', re.
 
 
 def fx_nodes(gm: torch.fx.GraphModule) -> list[FxNode]:
-    """The graph's nodes as data: name, op, target, inputs, size, dtype and the user line that made
-    it (the innermost frame of its stack trace, as ``print_readable``'s ``# File:`` comments)."""
+    """The graph's nodes as data: name, op, target, inputs, size, dtype and the user line that made it."""
     nodes = []
     for n in gm.graph.nodes:
         val = n.meta.get("val")

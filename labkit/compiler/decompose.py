@@ -27,8 +27,7 @@ labkit_decompositions: dict[Any, Callable[..., Any]] = {}
 
 
 def register_decomposition(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: trace this function in place of these ATen ops (while it is an unsolved exercise,
-    raising NotImplementedError, the ops stay whole)."""
+    """Decorator: trace this function in place of these ATen ops (an unsolved exercise's ops stay whole)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         def decomposition(*args: Any, **kwargs: Any) -> Any:
@@ -128,11 +127,9 @@ def layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bi
     return out.to(dtype), mean, rstd
 
 
-# A multi-output op's extra outputs (statistics, logsumexp) are saved for a paired backward op, so
-# a decomposition must reproduce them exactly; torch's decomposition of CPU flash attention returns
-# the probabilities where its backward expects the logsumexp (wrong gradients, silently). In a
-# training graph labkit therefore trusts a multi-output decomposition only when the backward sweep
-# (tests/test_compiler_grads.py) checks it; any other op stays whole and runs as ATen.
+# A multi-output decomposition must reproduce the extras its paired backward reads (torch's CPU flash
+# attention one returns probabilities where the backward expects the logsumexp: silently wrong
+# gradients): in training only those the backward sweep (tests/test_compiler_grads.py) checks are used.
 CHECKED_FOR_BACKWARD = {
     aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
     aten.native_batch_norm_backward.default, aten.native_group_norm_backward.default,
@@ -158,8 +155,7 @@ def _core_decomposed() -> frozenset[Any]:
 
 
 def decomposition_table(training: bool = False) -> dict[Any, Callable[..., Any]]:
-    """Core-ATen decompositions with labkit's own on top (labkit's win where both exist); for a
-    training graph, without the multi-output ones the backward sweep does not check."""
+    """Core-ATen decompositions, labkit's winning; for training, only multi-output ones the sweep checks."""
     table = _torch.core_aten_decompositions()
     table.update(labkit_decompositions)
     if training:

@@ -128,8 +128,7 @@ class CountHandler:
         return op
 
     def indirect_indexing(self, value: str, size: int) -> Expr:
-        """An index read from memory: one symbol stands for every such index (where it points is
-        unknown until the kernel runs, so no position through it lines up with another)."""
+        """An index read from memory: one symbol for all (unknown until run time, it lines up with nothing)."""
         self.counts["indirect_indexing"] += 1
         return sym("indirect")
 

@@ -56,8 +56,7 @@ EXPENSIVE_OPS: set[str] = {"sigmoid", "pow", "log1p"}  # the hand-written loweri
 
 
 class Metrics:
-    """What the compiler did since the last ``reset()``: graphs and kernels made, graphs run as
-    ATen entirely, and ``fallbacks``: op name -> times it ran as ATen."""
+    """Since ``reset()``: graphs and kernels made, graphs run wholly as ATen, ``fallbacks`` (op -> ATen runs)."""
 
     def reset(self) -> None:
         self.graphs = self.kernels = self.graph_fallbacks = 0
@@ -234,15 +233,13 @@ register_pointwise(aten.ge, compare=True)
 
 @register_lowering(aten.sigmoid)
 def sigmoid(x: Any) -> Pointwise:
-    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])) as one ``ops.sigmoid`` (each backend's overrides spell
-    it out), computed in eager's output dtype."""
+    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])) as one ``ops.sigmoid``, in eager's output dtype."""
     return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
 
 
 @register_lowering(aten.log1p)
 def log1p(x: Any) -> Pointwise:
-    """log1p(x)[i] = log(1 + x[i]) as one ``ops.log1p``, exact for tiny x; computed in eager's
-    output dtype (Task 5.1)."""
+    """log1p(x)[i] = log(1 + x[i]) as one ``ops.log1p`` (exact for tiny x), in eager's dtype (Task 5.1)."""
     ### BEGIN SOLUTION
     return pointwise(lambda v: ops.log1p(v), x)  # an int x is cast to eager's float on load
     ### END SOLUTION

@@ -52,11 +52,8 @@ def pow2(n: int) -> int:  # the smallest power of two >= n (1 for n <= 1)
 
 def tile_2d(sizes: list[int], loop: list[sympy.Symbol],
             accesses: list[tuple[str, sympy.Expr]]) -> tuple[int, str] | None:
-    """(position of the loop to tile against the last one, why) for a pointwise kernel whose
-    accesses disagree on the fastest-moving loop, as Inductor's tiling: an access that steps
-    through memory with stride 1 along loop d but with a larger stride along the last loop (a
-    transposed read) is read in 2-D tiles, contiguous along d on one side, the last loop on the
-    other. None when a flat loop is already contiguous (or a side is too short to matter)."""
+    """(loop d to tile against the last one, why) when an access is contiguous along d but strided along
+    the last loop (a transposed read), as Inductor tiles; None when a flat loop is already contiguous."""
     origin = {v: 0 for v in loop}
 
     def stride(expr: sympy.Expr, v: sympy.Symbol) -> Any:  # one step along v from the origin
@@ -99,8 +96,7 @@ class Gpu:
             props, "shared_memory_per_block_optin", 0) or props.shared_memory_per_block, props.L2_cache_size)
 
     def tile(self, numel: int) -> int:
-        """A 2-D pointwise program's side: 64 (16 KiB of float32, transposed through shared memory)
-        where four such tiles fit a program's shared memory and every SM gets two, else 32."""
+        """A 2-D pointwise tile's side: 64 where four 16 KiB tiles fit shared memory and every SM gets two, else 32."""
         return 64 if 4 * 64 * 64 * 4 <= self.smem and numel >= 2 * self.sms * 64 * 64 else 32
 
     def xblock(self, numel: int) -> int:
@@ -108,10 +104,9 @@ class Gpu:
         return min(pow2(numel), max(128, min(1024, 1 << (numel // (2 * self.sms)).bit_length() >> 1)))
 
     def column_tile(self, columns: int, rows: int) -> tuple[int, int, int]:
-        """(kept elements, rows, warps) of a column kernel's tile: 32 wide (a 128-byte line a row) while every
-        SM (rounded down to a power of 2) gets a program, else 16 while half do, else 8 (a 32-byte sector: a layer
-        norm's weight gradients); 16384 elements in 16 warps, fewer if two tiles an SM overflow L2. H100, softmax(x,
-        0) of 4096x4096: 0.151 ms in 64x32 tiles, 8 warps, 0.076 in 512x32 (Ind. 0.104); 16384x1024: 0.103 in 1024x16 (0.101)."""
+        """(kept elements, rows, warps) of a column tile: 32 wide (a 128-byte line) while every SM gets a program,
+        16 while half do, else 8 (a 32-byte sector); 16384 elements in 16 warps, fewer if two tiles an SM overflow L2."""
+        # H100, softmax(x, 0) 4096x4096: 0.151 ms in 64x32 tiles, 0.076 in 512x32 (Inductor 0.104)
         width = 32 if columns >= 16 << self.sms.bit_length() else 16 if columns >= 4 << self.sms.bit_length() else 8
         return width, min(min(16384, pow2(self.l2 // (8 * self.sms) + 1) >> 1) // width, pow2(rows)), 16
 
@@ -220,8 +215,7 @@ def reads_aligned(producer: ComputedBuffer, consumer: ComputedBuffer, space: Spa
 
 
 def can_join(space: Space, members: list[ComputedBuffer], node: ComputedBuffer) -> Verdict:
-    """Whether ``node`` can join a kernel of ``members`` looping over ``space``, and why (a refusal
-    while the node_fits exercise is unsolved: nothing fuses)."""
+    """Whether ``node`` can join a kernel of ``members`` over ``space``, and why (node_fits unsolved: never)."""
     for member in [*members, node]:
         try:
             if not (fits := Verdict(*node_fits(space, member))):
@@ -336,9 +330,7 @@ def schedule(graph: GraphLowering, prefix: str = "") -> Schedule:
 
 
 def loop_order(k: FusedKernel) -> tuple[bool, str]:
-    """Whether a reduction kernel swaps its loops (reduction outside, kept dim inside), and why:
-    reads contiguous along a *kept* dim (a column sum, softmax over dim 0) would jump a whole
-    stride per element if walked one row at a time, so a block of columns is walked together."""
+    """(reduction outside and a block of kept columns inside?, why): for reads contiguous along a kept dim."""
     if not k.space.rdims:
         return False, ""
     n = math.prod(k.space.rdims)

@@ -40,9 +40,8 @@ def assert_same_as_eager(fn: Callable[..., Any], *inputs: Any, target: str = "cp
 
 def gradients(fn: Callable[..., Any], *inputs: Any, params: Any = (), target: str | None = None,
               trace: Trace | None = None, seed: int = 0) -> tuple[list[Any], list[Any]]:
-    """(outputs, gradients) of ``fn`` run eagerly (``target=None``) or through torch.compile with
-    labkit's backend: the gradient of every floating input, then of every one of ``params``, for
-    the same fixed random cotangent on each floating output (so no gradient cancels out)."""
+    """(outputs, gradients of floating inputs then ``params``) of ``fn``, eager (``target=None``) or
+    compiled with labkit's backend, for one fixed random cotangent per output (nothing cancels)."""
     params = list(params)
     leaves = [x.detach().requires_grad_(x.is_floating_point()) if isinstance(x, torch.Tensor) else x
               for x in inputs]  # detach keeps the strides: a transposed input stays transposed

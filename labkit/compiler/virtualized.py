@@ -15,8 +15,7 @@ from typing import Any
 
 
 class Virtualized(threading.local):
-    """A global whose attributes come from the innermost handler installed with ``_set_handler``
-    (a ``threading.local``: each thread starts with an empty stack of its own)."""
+    """A global whose attributes come from the innermost ``_set_handler`` handler (a stack per thread)."""
 
     def __init__(self, unset_message: str) -> None:
         self._unset, self._stack = unset_message, []

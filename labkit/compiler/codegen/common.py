@@ -154,8 +154,7 @@ class CodeHandler:
 
 
 class KernelWriter:
-    """Shared kernel-writing machinery; a backend adds loops, ``load_expr`` (or its own ``load``),
-    ``store(name, value)`` and the signature."""
+    """Shared kernel-writing machinery; a backend adds loops, ``load_expr`` or ``load``, ``store`` and the signature."""
 
     overrides: Any = None
     div = "/"

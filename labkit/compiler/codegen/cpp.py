@@ -330,10 +330,8 @@ class CppKernelWriter(KernelWriter):
             yield
 
     def segment(self, nodes: list[Any]) -> None:
-        """One pass over the row (row order: SIMD along it, one accumulator per reduction) or down
-        a block of columns (column order: SIMD across them, an accumulator array per reduction).
-        A float sum over a long row is *blocked*: SIMD partial sums of SUM_BLOCK elements, block
-        totals added in double (one float per lane over 50M elements drifts by hundreds)."""
+        """One pass along the row (SIMD along it) or down a block of columns (SIMD across them); a long
+        float row sum is blocked: SIMD partials of SUM_BLOCK, totals in double (floats drift over 50M)."""
         if not nodes:
             return
         column, reductions = self.kernel.column, [n for n in nodes if n.is_reduction]

@@ -119,8 +119,7 @@ class TritonOverrides(InfixOverrides):
     def log1p(x: str) -> str:
         """log(1 + x), accurate where 1 + x would round to 1, from builtins only (Task 5.1)."""
         ### BEGIN SOLUTION
-        # Goldberg: u = 1 + x rounds, log(u) * x / (u - 1) cancels that rounding error; where u is
-        # exactly 1 (or inf), x itself is the answer.
+        # Goldberg: log(u) * x / (u - 1) cancels u = 1 + x's rounding; where u is 1 (or inf), x is it
         u = f"(1.0 + {x})"
         return f"tl.where(({u} == 1.0) | ({u} == float('inf')), {x}, tl.log({u}) * {x} / ({u} - 1.0))"
         ### END SOLUTION
