@@ -50,14 +50,15 @@ def eager_reference(make) -> tuple[list, dict[str, torch.Tensor]]:
     return outs, _state(case.model)
 
 
-def assert_close(got, want, what: str) -> None:
-    """Equal to eager: exactly for ids, and for floats within 2e-3 of the tensor's largest value."""
+def assert_close(got, want, what: str, floor: float = 1e-6) -> None:
+    """Equal to eager: exactly for ids, and for floats within 2e-3 of the tensor's largest value
+    (plus ``floor``: a gradient that is nearly 0 is rounding noise at the scale of the others)."""
     # Inductor reorders float sums (fused reductions, vectorized C++); through batch norm on a
     # batch of 2 a conv weight's grad moved by 5e-4 of its scale: compared norm-wise, not per element.
     assert got.shape == want.shape and got.dtype == want.dtype, what
     if want.is_floating_point():
         err = (got - want).abs().max().item()
-        assert err <= 2e-3 * want.abs().max().item() + 1e-6, f"{what}: off by {err:.2e}"
+        assert err <= 2e-3 * want.abs().max().item() + floor, f"{what}: off by {err:.2e}"
     else:
         assert torch.equal(got, want), what
 
@@ -80,8 +81,10 @@ def test_model_page(name, tmp_path, monkeypatch):
         assert_close(got, want, f"output of call {k}")
     state = _state(case.model)
     assert state.keys() == want_state.keys()
+    grads = [w.abs().max().item() for k, w in want_state.items() if k.endswith(".grad") and w.numel()]
+    floor = 1e-6 + 1e-4 * max(grads, default=0.0)   # grads: measured against the largest one
     for key, want in want_state.items():
-        assert_close(state[key], want, key)
+        assert_close(state[key], want, key, floor if key.endswith(".grad") else 1e-6)
 
     start = time.perf_counter()
     page = labkit.show(trace, live=False).html
