@@ -1,0 +1,1 @@
+"""Code generators: C++ (OpenMP + SIMD) and Triton, sharing codegen/common.py."""

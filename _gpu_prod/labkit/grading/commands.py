@@ -1,0 +1,584 @@
+"""The commands behind ``python -m labkit.grading``: the release, the reference run, self-checks,
+grading, and the files grading writes (``grades.csv``, ``report.json``, HTML feedback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+
+from labkit.grading import judge, sandbox, status
+from labkit.grading import notebooks as nbs
+from labkit.grading import rubric as rubric_mod
+from labkit.grading.grade import (
+    Report,
+    Setup,
+    grade_all,
+    grade_one,
+    load_key,
+    prepare,
+    seed_from_key,
+    self_check_evidence,
+)
+from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
+from labkit.grading.runner import execute, grading_env
+
+# Never released, even when tracked: instructor-only sources (the exercise sources hold solutions),
+# the tests that run those solutions or hold other right answers, and the student README's master
+# copy (it becomes README.md).
+INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_grading_fairness.py",
+                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md",
+                   # ex12's wrong answers are a line away from right ones; its tests run solutions
+                   "tests/test_grading_ex12.py", "tests/test_grading_ex10_11.py",
+                   # the instructor's docs (the release has its own README and checks page)
+                   "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
+                   # hosting a class: the hub, its tests, benchmarks and setup
+                   "deploy/", "tests/test_hub.py", "tests/hub_harness.py", "tests/fake_lti_platform.py",
+                   "benchmarks/bench_hub.py", "benchmarks/bench_grading.py", "tools/setup_hub.sh")
+STUDENT_README = "docs/student-README.md"
+# the student's "how your work is checked" page: prose in the master, task table from the rubric
+STUDENT_CHECKS = "docs/student-checks.md"
+RELEASED_CHECKS = "docs/how-your-work-is-checked.md"
+TASKS_MARKER = re.compile(r"^<!-- TASKS:.*-->$", re.M)
+MASTER_MESSAGE = """\
+make check: this is the instructor's master copy, not a student release.
+
+Its exercise notebooks hold the solutions, and the outputs stored in them are whatever was run
+last (your own work, once you run it), so checking here would compare your work with itself.
+
+  Students: work in the student release: clone the course repository your instructor published,
+            or build one here with `make student` and work in dist/student/.
+  Instructors: `python -m labkit.grading check --against-head` checks the working tree against the
+            reference outputs committed at git HEAD (made by `python -m labkit.grading reference`).
+"""
+
+
+def checks_path(nb_path: str) -> str:
+    """Where the self-check copy of an exercise notebook lives in the release."""
+    p = Path(nb_path)
+    return str(p.parent / "checks" / p.name)
+
+
+def tracked_files(root: Path) -> list[str]:
+    """Files git tracks under ``root`` that exist in the working tree (untracked/ignored never)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RuntimeError(f"`make student` builds the release from `git ls-files`: {root} must "
+                           f"be a git checkout with git installed ({exc})") from exc
+    files = [f for f in out.decode().split("\0") if f]
+    return [f for f in files if (root / f).is_file() and not (root / f).is_symlink()
+            and not f.startswith(INSTRUCTOR_ONLY)]
+
+
+def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -> list[str]:
+    """Write the solution-free release to ``dest``; returns the files that were stubbed.
+
+    The release holds only files git tracks (never untracked or ignored files such as logs), minus
+    the instructor-only ones; its README is the student README; ``commit`` makes it a fresh git
+    repository with one commit, ready to push to the students' repository.
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
+    for rel in tracked_files(root):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, dest / rel)
+    if (root / STUDENT_README).exists():
+        shutil.copy2(root / STUDENT_README, dest / "README.md")
+    if (root / STUDENT_CHECKS).exists():
+        page = TASKS_MARKER.sub(lambda _: task_table(rubric), (root / STUDENT_CHECKS).read_text())
+        (dest / RELEASED_CHECKS).parent.mkdir(parents=True, exist_ok=True)
+        (dest / RELEASED_CHECKS).write_text(page)
+    # git sees notebooks through tools/nb_git_clean.py (`make setup` configures it): opening and
+    # running a lesson leaves `git status` clean; only the student's edits to cell sources show
+    (dest / ".gitattributes").write_text("notebooks/**/*.ipynb filter=labkit-notebook\n")
+    stubbed = []
+    for path in sorted((dest / "labkit").rglob("*.py")):
+        if any(BEGIN.match(line) for line in path.read_text().splitlines()):
+            rel = str(path.relative_to(dest))
+            path.write_text(stub_file(path, rubric.task_for_file(rel)))
+            stubbed.append(rel)
+    for nb_path in rubric.notebooks:
+        tasks = rubric.for_notebook(nb_path)
+        editable = [c for t in tasks for c in t.editable]
+        graded = [c for t in tasks for c in t.graded]
+        master = nbs.read(root / nb_path)
+        nbs.precheck(master, graded, nb_path)
+        hinted = [(t.id, t.editable[0]) for t in tasks if t.editable and status.hints_for(t.id)]
+        nbs.write(nbs.with_student_aids(nbs.released(master, editable, graded, keep_outputs=False),
+                                        nb_path, hinted), dest / nb_path)
+        nbs.write(nbs.released(master, editable, graded, keep_outputs=True),
+                  dest / checks_path(nb_path))
+        stubbed.append(nb_path)
+    leaks = solution_leaks(dest)
+    if leaks:
+        shutil.rmtree(dest)
+        raise RuntimeError(f"solution fences left in the release (nothing written): {leaks}")
+    found = answer_leaks(root, dest)
+    for rel in sorted({rel for rel, _ in found if rel in PENDING_LEAKS}):
+        print(f"warning: {rel} holds solution lines: {PENDING_LEAKS[rel]}", file=sys.stderr)
+    copied = [(rel, line) for rel, line in found if rel not in PENDING_LEAKS]
+    if copied:
+        shutil.rmtree(dest)
+        raise RuntimeError("a solution's line is in the release outside any fence (nothing "
+                           f"written): {copied[:10]}")
+    if commit and shutil.which("git"):
+        _git_commit(dest)
+    return stubbed
+
+
+def task_table(rubric: Rubric) -> str:
+    """The tasks as a Markdown table (what, where, points, difficulty, time), with a total line."""
+    rows = ["| task | what | where | points | difficulty | time |", "|---|---|---|---|---|---|"]
+    for t in rubric.tasks:
+        where = ", ".join(f"`{f}`" for f in (([t.notebook] if t.notebook else []) + list(t.files)))
+        diff = f"{t.difficulty}/3" if t.difficulty else ""
+        rows.append(f"| {t.id} | {t.title} | {where} | {t.points:g} | {diff} | "
+                    f"{f'{t.minutes} min' if t.minutes else ''} |")
+    total = sum(t.points for t in rubric.tasks)
+    hours = sum(t.minutes for t in rubric.tasks) / 60
+    return "\n".join(rows) + f"\n\n{len(rubric.tasks)} tasks, {total:g} points, about {hours:.0f} hours in all."
+
+
+def _git_commit(dest: Path) -> None:
+    """Make ``dest`` a git repository with the whole release as its first commit."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "labkit", "GIT_AUTHOR_EMAIL": "labkit@localhost",
+           "GIT_COMMITTER_NAME": "labkit", "GIT_COMMITTER_EMAIL": "labkit@localhost"}
+    for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
+                ["git", "commit", "-q", "-m", "labkit course: student release"]):
+        subprocess.run(cmd, cwd=dest, env=env, check=True, capture_output=True)
+
+
+MIN_ANSWER_LINE = 20      # shorter lines (``return CAUSES[0]``) are too common to mean a leak
+# Lines a solution shares with any code (comments, imports, signatures, control lines, a dict
+# entry naming a variable): finding one elsewhere says nothing about the answer.
+COMMON_LINE = re.compile(r"^(#|import |from \S+ import |(async )?def |class |@|(if|elif|else|for|"
+                         r"while|with|try|except|finally)\b.*:$|[\"']\w+[\"']: \w+,?$)")
+# Released files known to hold answers, each with the reason and what removes it. Listed here, not
+# silently skipped: `make student` still reports them (answer_leaks). Empty: any leak fails the build
+# (FixedGPT, notebook 12's worked example, answers no task since ex12 moved to SensorNet).
+PENDING_LEAKS: dict[str, str] = {}
+
+
+def _code(line: str) -> str:
+    """A line without its indentation and trailing comment (``x = 1  # why`` -> ``x = 1``)."""
+    return re.sub(r"\s+#\s.*$", "", line.strip())
+
+
+def _fenced(text: str) -> tuple[set[str], set[str]]:
+    """(distinctive lines inside solution fences, every line outside them) of one source text."""
+    inside, outside, fenced = set(), set(), False
+    for raw in text.splitlines():
+        line = _code(raw)
+        if BEGIN.match(raw):
+            fenced = True
+        elif END.match(raw):
+            fenced = False
+        elif fenced:
+            if len(line) >= MIN_ANSWER_LINE and not COMMON_LINE.match(line):
+                inside.add(line)
+        else:
+            outside.add(line)
+    return inside, outside
+
+
+def answer_lines(root: Path) -> set[str]:
+    """Every distinctive solution line of the master (library files, exercise notebooks and their
+    sources) that its own file does not also show outside the fence (code the task gives)."""
+    answers: set[str] = set()
+    for rel in tracked_files(root) + [str(p.relative_to(root))
+                                      for p in sorted((root / "tools" / "exsrc").glob("*.py"))]:
+        if not rel.endswith((".py", ".ipynb")):
+            continue
+        text = (root / rel).read_text(errors="replace")
+        if rel.endswith(".ipynb"):
+            text = "\n".join(c.source for c in nbs.read(root / rel).cells)
+        inside, outside = _fenced(text)
+        answers |= inside - outside
+    return answers
+
+
+def answer_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
+    """(released file, solution line) for every solution line found anywhere in the release:
+    lessons, library, notebooks (sources and outputs), docs; not only between fences."""
+    answers = answer_lines(root)
+    found = []
+    for path in sorted(dest.rglob("*")):
+        rel = path.relative_to(dest)
+        if not path.is_file() or path.is_symlink() or rel.parts[0] in (".git", ".venv"):
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        if path.suffix == ".ipynb":          # sources and every output's text
+            text = "\n".join(str(c.get("source", "")) + "\n" + "\n".join(
+                str(o.get("text", "")) + "\n" + "\n".join(map(str, o.get("data", {}).values()))
+                for o in c.get("outputs", [])) for c in nbs.read(path).cells)
+        lines = {_code(line) for line in text.splitlines()}
+        found += [(str(rel), line) for line in sorted(answers & lines)]
+    return found
+
+
+def solution_leaks(tree: Path) -> list[str]:
+    """Files under ``tree`` that still contain a solution fence line."""
+    leaks = []
+    for path in sorted(tree.rglob("*")):
+        if path.suffix not in (".py", ".ipynb") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".ipynb":
+            text = "\n".join(c.source for c in nbs.read(path).cells)
+        if any(BEGIN.match(line) or END.match(line) for line in text.splitlines()):
+            leaks.append(str(path.relative_to(tree)))
+    return leaks
+
+
+def run_reference(root: Path, rubric: Rubric, only: list[str] | None = None) -> list[str]:
+    """Execute the master exercise notebooks (seed 0) and store their outputs in place."""
+    done = []
+    with tempfile.TemporaryDirectory(prefix="labkit-reference-") as tmp:
+        for nb_path in rubric.notebooks:
+            if only and not any(o in nb_path for o in only):
+                continue
+            nb = nbs.read(root / nb_path)
+            env = grading_env(0, Path(tmp), root)
+            execute(nb, (root / nb_path).parent, env, rubric.cell_timeout_s)
+            for cell in nb.cells:
+                cell.get("metadata", {}).pop("execution", None)
+            graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
+            nbs.precheck(nb, graded, nb_path)
+            nbs.write(nb, root / nb_path)
+            done.append(nb_path)
+    return done
+
+
+class NotARelease(RuntimeError):
+    """``make check`` in the master copy, where no honest reference exists to check against."""
+
+
+def is_release(root: Path, rubric: Rubric) -> bool:
+    """Whether ``root`` is a student release: every exercise notebook has its self-check copy."""
+    return all((root / checks_path(nb)).exists() for nb in rubric.notebooks)
+
+
+def head_references(root: Path, rubric: Rubric) -> dict[str, object]:
+    """The exercise notebooks as committed at git HEAD (the instructor's reference outputs)."""
+    refs = {}
+    for nb_path in rubric.notebooks:
+        try:
+            text = subprocess.run(["git", "show", f"HEAD:{nb_path}"], cwd=root,
+                                  capture_output=True, check=True).stdout.decode()
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise NotARelease(f"{nb_path} is not committed at git HEAD ({exc})") from exc
+        nb = nbformat.reads(text, as_version=4)
+        graded = [c for t in rubric.for_notebook(nb_path) for c in t.graded]
+        nbs.precheck(nb, graded, f"HEAD:{nb_path}")
+        refs[nb_path] = nb
+    return refs
+
+
+def self_check(root: Path, rubric: Rubric, against_head: bool = False) -> Report:
+    """A student's visible checks: their cells grafted into the self-check copies, seed 0.
+
+    Only a release has self-check copies; in the master copy the check either uses the reference
+    committed at git HEAD (``against_head``) or raises NotARelease: comparing a notebook with its
+    own stored outputs would pass any answer.
+    """
+    if against_head:
+        references = head_references(root, rubric)
+    elif is_release(root, rubric):
+        references = {nb: nbs.read(root / checks_path(nb)) for nb in rubric.notebooks}
+    else:
+        raise NotARelease(MASTER_MESSAGE)
+    with tempfile.TemporaryDirectory(prefix="labkit-check-") as tmp:
+        env = grading_env(0, Path(tmp) / "cache", root)
+        specs = judge.measure(references, rubric, 0, Path(tmp), env,
+                              max(600, 3 * rubric.cell_timeout_s))
+        setup = Setup(root, rubric, references, seed=0, specs=specs, stub=False, unlink=False,
+                      sandboxed=sandbox.available() == "", strict=False, visible=True)
+        evidenced = tuple(t.id for t in rubric.tasks if t.evidence)
+        if evidenced:
+            setup.lib_evidence = self_check_evidence(setup, evidenced, Path(tmp))
+        return grade_one(setup, root, "self-check", Path(tmp))
+
+
+# -- docs/grading.md's task table, generated from the rubric -------------------------------------
+DOC = Path("docs/grading.md")
+TABLE_BEGIN = "<!-- rubric table: generated by `python -m labkit.grading docs` from rubric.json -->"
+TABLE_END = "<!-- end of the rubric table -->"
+
+
+def judged_as(task: rubric_mod.Task) -> str:
+    """How grading judges a task: where the student's code runs and what is compared."""
+    from labkit.grading.harness import TASKS
+
+    if task.evidence:
+        return "library (generated code judged outside)"
+    if task.tests and task.id in TASKS:
+        return "kernel (restricted, harness) + library tests"
+    if task.tests:
+        return "library tests (values outside)"
+    if task.id in TASKS:
+        return "fix (restricted, harness)"
+    return "prediction (no torch)"
+
+
+def rubric_table(rubric: Rubric) -> str:
+    """The task table of docs/grading.md, with its counts, from ``rubric``."""
+    kinds: dict[str, list[rubric_mod.Task]] = {}
+    for task in rubric.tasks:
+        kinds.setdefault(judged_as(task), []).append(task)
+    total = sum(t.points for t in rubric.tasks)
+    nouns = {"prediction": "predictions", "fix": "fixes", "library tests": "library tasks",
+             "library": "library tasks",
+             "kernel": "kernel task"}
+    parts = ", ".join(f"{len(ts)} {nouns[kind.split(' (')[0]]} ({_num(sum(t.points for t in ts))}"
+                      " points)" for kind, ts in kinds.items())
+    rows = ["| task | points | judged as | where | what | difficulty | time |",
+            "|---|---|---|---|---|---|---|"]
+    for t in rubric.tasks:
+        where = " + ".join([f"`{f}`" for f in t.files]
+                           + ([f"`{Path(t.notebook).stem}`"] if t.notebook else []))
+        rows.append(f"| {t.id} | {_num(t.points)} | {judged_as(t)} | {where} | {t.title} | "
+                    f"{t.difficulty}/3 | {t.minutes} min |")
+    return "\n".join([TABLE_BEGIN, "",
+                      f"**{len(rubric.tasks)} graded tasks, {_num(total)} points**: {parts}.", "",
+                      *rows, "", TABLE_END])
+
+
+def write_docs(root: Path, rubric: Rubric) -> bool:
+    """Put the generated table into docs/grading.md; whether the file changed."""
+    path = root / DOC
+    text = path.read_text()
+    start, end = text.index(TABLE_BEGIN), text.index(TABLE_END) + len(TABLE_END)
+    new = text[:start] + rubric_table(rubric) + text[end:]
+    path.write_text(new)
+    return new != text
+
+
+# -- grading outputs -------------------------------------------------------------------------------
+def write_all(reports: list[Report], rubric: Rubric, out: Path) -> None:
+    """All three outputs under ``out``, from one list: after each submission (the results so far,
+    before its folders are removed) and once more after the last.
+
+    Each file is written next to its final name and renamed into place, so ``grades.csv`` and
+    ``report.json`` always hold whole results of one list (no sandbox can see ``out``).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    for r in reports:
+        write_feedback(r, rubric, out / "feedback" / f"{_file_name(r.student)}.html")
+    _replace(out / "report.json", json.dumps(as_json(reports, rubric), indent=2) + "\n")
+    _replace(out / "grades.csv", csv_text(reports, rubric))
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.write_text(text, newline="")
+    tmp.replace(path)
+
+
+def _file_name(student: str) -> str:
+    """A feedback file name from a folder name, one per student: a readable slug (no separators,
+    no leading dot) and a short hash of the exact name ("alice smith" and "alice_smith" differ)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in student).lstrip(".")[:80]
+    return f"{safe or '_'}-{hashlib.sha256(student.encode(errors='surrogateescape')).hexdigest()[:8]}"
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    """A CSV cell a spreadsheet shows as text, never runs (OWASP: prefix a formula start with ')."""
+    return "'" + value if value.startswith(FORMULA_START) else value
+
+
+def csv_text(reports: list[Report], rubric: Rubric) -> str:
+    """One row per student: points per task, total, maximum (deterministic, no timings)."""
+    import io
+
+    fh = io.StringIO()
+    writer = csv.writer(fh)
+    writer.writerow(["student", *[f"task {t.id}" for t in rubric.tasks], "total", "max"])
+    for r in reports:
+        pts = {s.task: s.points for s in r.scores}
+        writer.writerow([csv_cell(r.student), *[_num(pts[t.id]) for t in rubric.tasks],
+                         _num(r.total), _num(sum(t.points for t in rubric.tasks))])
+    return fh.getvalue()
+
+
+def as_json(reports: list[Report], rubric: Rubric) -> dict[str, object]:
+    """The whole run as plain data (feedback text included, expected values never)."""
+    return {
+        "tasks": [{"id": t.id, "title": t.title, "kind": t.kind, "points": t.points}
+                  for t in rubric.tasks],
+        "students": [{
+            "student": r.student,
+            "total": r.total,
+            "problems": r.problems,
+            "seconds": r.seconds,
+            "feedback_file": f"feedback/{_file_name(r.student)}.html",
+            "log_tail": [t[-1500:] for t in r.logs],
+            "tasks": {s.task: {"points": s.points, "max": s.max_points, "feedback": s.feedback}
+                      for s in r.scores},
+        } for r in reports],
+    }
+
+
+def render_table(report: Report, rubric: Rubric) -> str:
+    """Plain-text per-task table, for the terminal (``make check``)."""
+    width = max(len(t.title) for t in rubric.tasks)
+    lines = []
+    for s, t in zip(report.scores, rubric.tasks):
+        mark = "PASS" if s.points == s.max_points else "FAIL"
+        lines.append(f"  {mark}  Task {t.id:<5} {t.title:<{width}}  {_num(s.points)}/{_num(t.points)}")
+        if mark == "FAIL":
+            lines.extend(f"          - {line}" for line in s.feedback)
+    lines.append(f"  total {_num(report.total)}/{_num(sum(t.points for t in rubric.tasks))}")
+    lines.extend(f"  note: {p}" for p in report.problems)
+    return "\n".join(lines)
+
+
+def write_feedback(report: Report, rubric: Rubric, path: Path) -> None:
+    """A small self-contained HTML page: per-task result and what went wrong."""
+    rows = []
+    for s, t in zip(report.scores, rubric.tasks):
+        ok = s.points == s.max_points
+        items = "".join(f"<li>{html.escape(f)}</li>" for f in s.feedback)
+        rows.append(f"<tr class={'ok' if ok else 'bad'}><td>{html.escape(t.id)}</td>"
+                    f"<td>{html.escape(t.title)}</td><td>{_num(s.points)} / {_num(t.points)}</td>"
+                    f"<td><ul>{items}</ul></td></tr>")
+    problems = "".join(f"<li>{html.escape(p)}</li>" for p in report.problems)
+    page = f"""<!doctype html><meta charset="utf-8"><title>Feedback: {html.escape(report.student)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} td{{padding:.3em .6em;
+vertical-align:top}} tr.ok td:nth-child(3){{color:#176e2c}} tr.bad td:nth-child(3){{color:#a11}}</style>
+<h1>labkit exercises: {html.escape(report.student)}</h1>
+<p>Total: <b>{_num(report.total)} / {_num(sum(t.points for t in rubric.tasks))}</b>.
+Checks ran on fresh hidden inputs; only passing checks score.</p>
+{f"<h2>Problems with the submission</h2><ul>{problems}</ul>" if problems else ""}
+<table><tr><th>task</th><th>exercise</th><th>points</th><th>feedback</th></tr>{"".join(rows)}</table>
+"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+# -- the command line ------------------------------------------------------------------------------
+ROOT = Path.cwd()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run one command; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m labkit.grading", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("student", help="build the solution-free release in dist/student/")
+    p.add_argument("--out", type=Path, default=ROOT / "dist" / "student")
+    p.add_argument("--no-git", action="store_true", help="do not make the release a git repository")
+    p = sub.add_parser("check", help="students: run the visible checks of your own work")
+    p.add_argument("--task", action="append", help="only this task (repeatable), e.g. 3.1")
+    p.add_argument("--against-head", action="store_true",
+                   help="instructors, in the master copy: check against the notebooks at git HEAD")
+    sub.add_parser("status", help="students: every task's state from your last check (runs nothing)")
+    p = sub.add_parser("grade", help="instructors: grade every folder in --submissions")
+    p.add_argument("--submissions", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=ROOT / "grades")
+    p.add_argument("--key", help="grading key (default: kept in OUT/.grade-key)")
+    p.add_argument("--task", action="append", help="only this task (repeatable)")
+    p.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade without bubblewrap (student code runs as you); marks every report")
+    sub.add_parser("docs", help="instructors: regenerate docs/grading.md's task table from the rubric")
+    p = sub.add_parser("reference", help="instructors: execute the master exercise notebooks")
+    p.add_argument("--notebook", action="append", help="only notebooks whose path contains this")
+    args = parser.parse_args(argv)
+    rubric = rubric_mod.load()
+
+    if args.command == "student":
+        stubbed = build_student(ROOT, args.out, rubric, commit=not args.no_git)
+        print(f"release written to {args.out}: {len(stubbed)} files stubbed; publish it as "
+              "README.md's 'Publishing the student release' says")
+        return 0
+    if args.command == "docs":
+        print(f"{DOC}: {'updated' if write_docs(ROOT, rubric) else 'already current'}")
+        return 0
+    if args.command == "reference":
+        for nb in run_reference(ROOT, rubric, args.notebook):
+            print(f"executed {nb}")
+        return 0
+    if args.command == "check":
+        rubric = rubric.only(args.task)
+        try:
+            report = self_check(ROOT, rubric, args.against_head)
+        except NotARelease as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if args.against_head:
+            print(render_table(report, rubric))
+            return 0 if report.total == sum(t.points for t in rubric.tasks) else 1
+        # a student's check: failing tasks are the normal state of work in progress, not an error
+        status.save_check(ROOT, rubric, report.scores)
+        print(status.table(status.rows(ROOT, rubric)))
+        for p in report.problems:
+            print(f"  note: {p}")
+        return 0
+    if args.command == "status":
+        print(status.table(status.rows(ROOT, rubric)))
+        return 0
+    return grade_command(args, rubric)
+
+
+def grade_command(args: argparse.Namespace, rubric: rubric_mod.Rubric) -> int:
+    """``grade``: pass 1 once, every submission, then grades.csv / report.json / feedback/."""
+    if not args.submissions.is_dir():
+        print(f"no such folder: {args.submissions}", file=sys.stderr)
+        return 2
+    why = sandbox.available()
+    if why and not args.unsafe_no_sandbox:
+        print(f"refusing to grade: no sandbox ({why}).\n{sandbox.INSTALL_HINT}", file=sys.stderr)
+        return 3
+    if why:
+        print(f"WARNING: grading WITHOUT a sandbox ({why}); every report says so", file=sys.stderr)
+    rubric = rubric.only(args.task)
+    seed = seed_from_key(load_key(args.out, args.key))
+    start = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    try:
+        setup = prepare(ROOT, rubric, seed, tmp, sandboxed=not why)
+        print(f"reference executed in {time.monotonic() - start:.0f} s")
+        done: list[Report] = []
+        lock = threading.Lock()
+
+        def record(report: Report) -> None:   # results so far, before its folders are removed
+            with lock:
+                done.append(report)
+                write_all(sorted(done, key=lambda r: r.student), rubric, args.out)
+
+        reports = grade_all(setup, args.submissions, tmp, jobs=args.jobs, on_report=record)
+        write_all(reports, rubric, args.out)
+    finally:   # after the results; what a tree left behind is said, never raised
+        left = sandbox.remove_tree(tmp)
+        if left:
+            print(f"WARNING: could not remove all of {tmp}: {left}", file=sys.stderr)
+    for r in reports:
+        print(f"{r.student}: {r.total:g}/{sum(t.points for t in rubric.tasks):g} ({r.seconds:.0f} s)")
+    print(f"graded {len(reports)} submissions in {time.monotonic() - start:.0f} s -> {args.out}")
+    return 0

@@ -1,0 +1,636 @@
+"""Fix-type tasks: a trusted harness loads the student's answer under a restricted policy and
+reports what it measures of it as plain data; the verdict is :func:`evidence.compare`'s, outside.
+
+Per task (``TASKS``): ``params`` draws the hidden inputs from the grader's random stream (trusted
+side only: pass 1, or the notebook's own check); ``rules`` computes, from the lesson's original
+code (never from an answer), the reference values and the rules a fix must meet; ``measure`` runs
+the student's code on those inputs and returns evidence (graph counts, breaks, how often the
+compiled graphs ran, outputs, gradients, saved bytes, opcheck results). At grading time a judge
+notebook runs, in the submission's sandbox: the notebook's trusted cells, then
+:func:`load_answer` (the answer's source, checked by :mod:`labkit.grading.restrict` and run in
+a namespace of its own), then :func:`emit_evidence`. The spec (rules and reference values) stays
+with nbval, outside. :func:`check` is the same protocol inside a notebook's check cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.autograd.function import FunctionCtx
+
+from labkit import _torch
+from labkit.grading import evidence as ev
+from labkit.grading import nbcheck as nc
+from labkit.grading.restrict import (
+    Refused,
+    Seal,
+    allowed_context,
+    check_source,
+    definitions,
+    guards,
+)
+
+
+# -- what the harness measures with ---------------------------------------------------------------
+def gen(seed: int, *shape: int) -> torch.Tensor:
+    """A normal tensor from a seed the trusted side drew (the hidden inputs, passed in as numbers)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def tensor(t: Any) -> dict[str, Any] | None:
+    """A plain tensor's shape and values (float64), or None for anything that is not one."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    flat = torch.Tensor.tolist(t.detach().to(torch.float64).reshape(-1))
+    return {"shape": list(t.shape), "values": flat}
+
+
+def recorder(calls: list[tuple[Any, ...]] | None = None
+             ) -> tuple[Callable[..., Any], list[int], list[int]]:
+    """A Dynamo backend as a plain function (no state a caller can reach), the op counts of the
+    graphs it was given, and a list that grows each time one of them runs; with ``calls``, each
+    run's graph, a copy of its inputs and its outputs are kept there (for :func:`replayed`)."""
+    graphs: list[int] = []
+    runs: list[int] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        graphs.append(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
+        forward = gm.forward
+
+        def run(*args: Any) -> Any:
+            runs.append(1)
+            if calls is not None:
+                calls.append((forward, tuple(a.detach().clone() if type(a) is torch.Tensor else a
+                                             for a in args)))
+            return forward(*args)
+        return run
+    return backend, graphs, runs
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    items = out if isinstance(out, tuple | list) else [out]
+    return [t for t in items if type(t) is torch.Tensor]
+
+
+def replayed(calls: list[tuple[Any, ...]], feeds: list[torch.Tensor],
+             expect: Callable[[int, torch.Tensor], list[torch.Tensor]]) -> int:
+    """How many of the trusted inputs ``feeds`` the compiled graphs did the work on: a graph run
+    that took ``feeds[k]`` is run again with another input in its place (``swap(k)``), and must
+    give one of ``expect(k, other)`` (a graph that only passes on values computed outside it,
+    the dummy compile next to eager work, gives the old value)."""
+    done = set()
+    for forward, args in calls:
+        for i, a in enumerate(args):
+            ks = [k for k, f in enumerate(feeds) if k not in done and type(a) is torch.Tensor
+                  and a.shape == f.shape and a.dtype == f.dtype and torch.equal(a, f)]
+            for k in ks[:1]:
+                other = gen(7919 * k + 17, *feeds[k].shape).to(feeds[k].dtype)
+                again = [a.clone() if type(a) is torch.Tensor else a for a in args]
+                again[i] = other
+                with torch.no_grad():      # (an update made in place shows in the inputs)
+                    outs = _outputs(forward(*again)) + _outputs(again)
+                if any(o.shape == e.shape and torch.allclose(o, e, rtol=1e-4, atol=1e-5)
+                       for o in outs for e in expect(k, other)):
+                    done.add(k)
+    return len(done)
+
+
+def compiled_stats(graphs: list[int], runs: list[int]) -> dict[str, int]:
+    """Graphs (the recorder's and Dynamo's count, the larger), breaks, runs of the compiled graphs."""
+    stats = nc.graph_stats()
+    return {"graphs": max(len(graphs), stats["graphs"]), "breaks": stats["breaks"],
+            "runs": len(runs)}
+
+
+def close_rule(field: str, want: Any, tol: float, say: str, finite: str | None = None
+               ) -> dict[str, Any]:
+    """A rule: evidence ``field`` (a tensor entry) equals ``want`` within ``tol``."""
+    rule = {"field": field, "rule": "close", "want": tensor(want), "tol": tol, "say": say}
+    if finite:
+        rule["finite"] = finite
+    return rule
+
+
+def compile_rules(runs: int, most: int = 2, exactly_one: bool = False) -> list[dict[str, Any]]:
+    """Graphs compiled (at least one; at most ``most``), no break, the graphs ran ``runs`` times."""
+    rules: list[dict[str, Any]] = [
+        {"field": "graphs", "rule": "at_least", "value": 1,
+         "say": "nothing was compiled with the backend the check passed in"},
+        {"field": "breaks", "rule": "eq", "value": 0, "say": "graph breaks"}]
+    if exactly_one:
+        rules.append({"field": "graphs", "rule": "at_most", "value": 1,
+                      "say": "{got} graphs compiled (one graph expected)"})
+    else:
+        rules.append({"field": "graphs", "rule": "at_most", "value": most,
+                      "say": "{got} graphs compiled (at most {limit})"})
+    rules.append({"field": "runs", "rule": "at_least", "value": runs,
+                  "say": "the compiled graphs did not do the work (they ran {got} times)"})
+    return rules
+
+
+@contextlib.contextmanager
+def quiet() -> Any:
+    """The student's and the lesson's prints go nowhere (only the evidence line is output)."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+# -- the tasks ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fix:
+    """One fix-type task: its hidden inputs, its trusted rules, its measurement of an answer."""
+
+    answer: tuple[str, ...]                                         # names the answer defines
+    params: Callable[[Any], dict[str, Any]]
+    rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+    measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
+    modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
+    source: str = ""                   # a library file: the answer is its ``answer`` definitions
+    denied: tuple[str, ...] = ()       # names (imported, called or read) this task's answer may not use
+
+
+def _p22(r: Any) -> dict[str, Any]:
+    steps, size = r.randrange(9, 16), r.randrange(3, 40)
+    return {"size": size, "w": r.randrange(2**31), "g": [r.randrange(2**31) for _ in range(steps)],
+            "lrs": [r.uniform(0.01, 0.5) for _ in range(steps)]}
+
+
+def _in22(p: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor], list[float]]:
+    return gen(p["w"], p["size"]), [gen(s, p["size"]) for s in p["g"]], list(p["lrs"])
+
+
+def _r22(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    with torch.compiler.set_stance("force_eager"), quiet():
+        want_w, want_norms = ctx["train_storm"](*_in22(p))
+    return compile_rules(len(p["g"])) + [
+        {"field": "work", "rule": "at_least", "value": len(p["g"]) - 1, "after": True,
+         "say": "the compiled graphs do not compute the update (run again on other gradients, "
+                "they give the old values): the work is done outside them"},
+        close_rule("w", want_w, 1e-5, "final w differs from train_storm's"),
+        {"field": "norms_floats", "rule": "true", "say": "norms must be a list of Python floats"},
+        close_rule("norms", torch.tensor(want_norms, dtype=torch.float64), 1e-5,
+                   "norms differ from train_storm's")]
+
+
+def _m22(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    calls: list[tuple[Any, ...]] = []
+    backend, graphs, runs = recorder(calls)
+    nc.fresh()
+    w, grads, lrs = _in22(p)
+    got_w, got_norms = ns["train_fixed"](w, list(grads), list(lrs), backend=backend)
+    floats = isinstance(got_norms, list) and all(type(n) is float for n in got_norms)
+    ws, vs = [w], [torch.zeros_like(w)]          # train_storm's states before each step
+    for g, lr in zip(grads, lrs):
+        vs.append(0.9 * vs[-1] + g)
+        ws.append(ws[-1] - lr * vs[-1])
+
+    def expect(k: int, other: torch.Tensor) -> list[torch.Tensor]:
+        v = 0.9 * vs[k] + other
+        return [v, ws[k] - lrs[k] * v]
+
+    # step 0 starts from v = 0, where passing the gradient on looks like the update: not counted
+    work = replayed(calls, grads[1:], lambda k, other: expect(k + 1, other))
+    return {**compiled_stats(graphs, runs), "work": work, "w": tensor(got_w),
+            "norms_floats": floats,
+            "norms": tensor(torch.tensor(got_norms, dtype=torch.float64)) if floats else None}
+
+
+def _p33(r: Any) -> dict[str, Any]:
+    d, sizes = r.randrange(4, 24), [r.randrange(2, 65) for _ in range(r.randrange(6, 11))]
+    return {"d": d, "sizes": sizes, "init": r.randrange(2**31),
+            "x": [r.randrange(2**31) for _ in sizes]}
+
+
+def _r33(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    torch.manual_seed(p["init"])
+    model = ctx["Scorer"](p["d"])
+    with quiet(), torch.no_grad():
+        want = [model(gen(s, n, p["d"])) for s, n in zip(p["x"], p["sizes"])]
+    return compile_rules(len(p["sizes"])) + [
+        {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want], "tol": 1e-5,
+         "say": "ScorerFixed's outputs differ from Scorer's"}]
+
+
+def _m33(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    torch.manual_seed(p["init"])
+    want_model = ctx["Scorer"](p["d"])
+    got_model = ns["ScorerFixed"](p["d"])
+    got_model.load_state_dict(want_model.state_dict(), strict=False)
+    backend, graphs, runs = recorder()
+    nc.fresh()
+    compiled = torch.compile(got_model, backend=backend)
+    with torch.no_grad():
+        outs = [tensor(compiled(gen(s, n, p["d"]))) for s, n in zip(p["x"], p["sizes"])]
+    return {**compiled_stats(graphs, runs), "outputs": outs}
+
+
+def _p41(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(4, 50), "x": r.randrange(2**31)}
+
+
+def _x41(p: dict[str, Any]) -> torch.Tensor:
+    return (gen(p["x"], p["n"]) * 60).requires_grad_(True)      # magnitudes up to ~200
+
+
+def _r41(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x = _x41(p)
+    out = torch.nn.functional.softplus(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    return [{"field": "ops", "rule": "at_least", "value": 1, "say": "nothing was traced"},
+            {"field": "targets", "rule": "none_contains", "text": "softplus",
+             "say": "a softplus op is in the traced graphs"},
+            close_rule("out", out, 1e-4, "values differ from F.softplus", "some values are not finite"),
+            close_rule("grad", grad, 1e-4, "gradients differ from F.softplus's",
+                       "some gradients are not finite")]
+
+
+def _m41(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    from functorch.compile import aot_function
+
+    seen: list[str] = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        seen.extend(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    nc.fresh()
+    x = _x41(p)
+    out = aot_function(ns["softplus"], fw_compiler=keep, bw_compiler=keep)(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    return {"ops": len(seen), "targets": seen, "out": tensor(out), "grad": tensor(grad)}
+
+
+
+
+OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def _opcheck(op: Any, args: tuple[Any, ...]) -> list[str]:
+    """The opcheck tests an operator fails (names only)."""
+    try:
+        result = torch.library.opcheck(op, args, raise_exception=False)
+    except Exception as exc:  # noqa: BLE001 - not an operator at all
+        return [type(exc).__name__]
+    return [name for name in OPCHECK if result.get(name) != "SUCCESS"]
+
+
+def _graph_holds(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -> dict[str, Any]:
+    """Compile ``fn`` with fullgraph=True: graphs, whether they call ``name``, the output."""
+    rec = nc.GraphRecorder()
+    nc.fresh()
+    try:
+        out = torch.compile(fn, backend=rec, fullgraph=True)(*args)
+    except Exception as exc:  # noqa: BLE001
+        return {"compiled": f"failed ({type(exc).__name__})"}
+    return {"compiled": "ok", "graphs": len(rec.graphs),
+            "holds": any(name in t for t in rec.targets()), "compiled_out": tensor(out)}
+
+
+def _graph_rules(want: torch.Tensor) -> list[dict[str, Any]]:
+    return [{"field": "compiled", "rule": "eq", "value": "ok",
+             "say": "torch.compile(fullgraph=True) failed"},
+            {"field": "graphs", "rule": "eq", "value": 1, "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            {"field": "holds", "rule": "true", "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            close_rule("compiled_out", want, 1e-5, "compiled values differ from eager")]
+
+
+def _p91(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(2, 9), "m": r.randrange(2, 9), "d": r.randrange(1, 6),
+            "x": r.randrange(2**31), "y": r.randrange(2**31), "u": r.randrange(2**31)}
+
+
+def _in91(p: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = gen(p["x"], p["n"], p["d"]).double().requires_grad_()
+    y = gen(p["y"], p["m"], p["d"]).double().requires_grad_()
+    return x, y, gen(p["u"], p["n"], p["m"]).double()
+
+
+def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, y, u = _in91(p)
+    d = ((x[:, None] - y[None]) ** 2).sum(-1)
+    gx, gy = torch.autograd.grad((d * u).sum(), [x, y])
+    xf, yf = x.detach().float(), y.detach().float()
+    want = ((xf.sin()[:, None] - yf[None]) ** 2).sum(-1) * 2
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (fake kernel, autograd registration or schema)"},
+            {**close_rule("grad_x", gx, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            {**close_rule("grad_y", gy, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            *_graph_rules(want)]
+
+
+def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op = ctx["sqdist"]
+    x, y, u = _in91(p)
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}
+    try:
+        gx, gy = torch.autograd.grad((op(x, y) * u).sum(), [x, y])
+        found.update(grad_x=tensor(gx), grad_y=tensor(gy))
+    except Exception:  # noqa: BLE001 - no backward: the gradient rules say so
+        pass
+    xf, yf = x.detach().float(), y.detach().float()
+    return {**found, **_graph_holds(lambda a, b: op(a.sin(), b) * 2, (xf, yf), "sqdist")}
+
+
+def _p93(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(3, 40), "limit": r.uniform(0.2, 1.5), "x": r.randrange(2**31)}
+
+
+def _r93(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, limit = gen(p["x"], p["n"]) * 2, p["limit"]
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (the declaration, or the fake kernel)"},
+            close_rule("eager", x.clamp(-limit, limit), 1e-6,
+                       "eager: the argument is not clamped in place"),
+            *_graph_rules((x * 2).clamp(-limit, limit).sin())]
+
+
+def _m93(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op, limit = ns.get("clip2_"), p["limit"]
+    if op is None:
+        return {"error": "clip2_ is not defined"}
+    x = gen(p["x"], p["n"]) * 2
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x.clone(), limit))}
+    y = x.clone()
+    op(y, limit)
+    found["eager"] = tensor(y)
+    return {**found, **_graph_holds(lambda t: ctx["model93"](t, op, limit), (x.clone(),), "clip2_")}
+
+
+
+def _p71(r: Any) -> dict[str, Any]:
+    shapes = [(r.randrange(1, 5), r.randrange(20, 200), r.choice([8, 16, 32]), r.choice([1, 50, 400]))
+              for _ in range(3)]
+    return {"shapes": [list(s) for s in shapes], "x": [r.randrange(2**31) for _ in shapes]}
+
+
+def _in71(p: dict[str, Any]) -> list[tuple[torch.Tensor, int]]:
+    cases = [(gen(seed, rows, cols) * scale, block)
+             for (rows, cols, block, scale), seed in zip(p["shapes"], p["x"])]
+    big = torch.full((2, 70), -50.0)          # the max in a late / an early block, huge values
+    big[0, 65], big[1, 3] = 1000.0, 2000.0
+    strided = gen(p["x"][0] + 1, 6, 90)[::2, :77]
+    return [*cases, (big, 16), (strided, 16)]
+
+
+def launch(kernel: Any, x: torch.Tensor, block: int) -> torch.Tensor:
+    """The instructor's launcher of a row-softmax kernel: one program per row, NaN where it wrote
+    nothing (the student owns only the kernel's body: it must have run to fill ``out``)."""
+    out = torch.full_like(x, float("nan"))
+    with _torch.jitted_helpers_in_python(kernel):
+        kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
+    return out
+
+
+def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    want = [torch.softmax(x, dim=-1) for x, _ in _in71(p)]
+    return [{"field": "kernel", "rule": "true",
+             "say": "softmax_kernel is not a @triton.jit kernel of its own"},
+            {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want],
+             "tol": 1e-5, "after": True,
+             "say": "the kernel's outputs differ from torch.softmax (or it left columns unwritten)"}]
+
+
+def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    kernel = ns["softmax_kernel"]
+    if not _torch.is_triton_kernel(kernel):
+        return {"kernel": False}
+    return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
+
+
+# 14.1, and 10.2/11.2/12.x, live in modules of their own (they import this one's helpers; by now
+# they are defined); the names stay reachable here (tests read harness._kept, harness._m102)
+from labkit.grading import harness_export as _export  # noqa: E402
+from labkit.grading.harness_training import (  # noqa: E402
+    METHODS12,
+    _kept,  # noqa: F401
+    _m12,
+    _m102,
+    _m112,
+    _p12,
+    _p102,
+    _p112,
+    _r12,
+    _r102,
+    _r112,
+)
+
+TASKS: dict[str, Fix] = {
+    "2.2": Fix(("train_fixed",), _p22, _r22, _m22),
+    "3.3": Fix(("ScorerFixed",), _p33, _r33, _m33),
+    "4.1": Fix(("softplus",), _p41, _r41, _m41),
+    "9.1": Fix((), _p91, _r91, _m91),
+    "9.3": Fix(("clip2_",), _p93, _r93, _m93),
+    "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
+               source="labkit/exercises/triton_softmax.py"),
+    "10.2": Fix(("pooled_fixed", "prepare"), _p102, _r102, _m102),
+    # 11.2 measures memory through torch's dispatcher and storages: memory kept outside it (numpy
+    # copies, Python lists, CPU offload, a saved-tensor hook or an autograd.Function of its own that
+    # saves what it likes) would not be counted
+    "11.2": Fix(("block_lean",), _p112, _r112, _m112,
+                denied=("numpy", "from_numpy", "tolist", "item", "saved_tensors_hooks", "save_on_cpu",
+                        "graph", "Function", "register_hook", "register_multi_grad_hook",
+                        "array", "frombuffer", "as_strided", "set_", "storage", "untyped_storage",
+                        "cpu", "pin_memory")),
+    **{t: Fix((name,), _p12, _r12(t), _m12(t)) for t, (name, _) in METHODS12.items()},
+    "14.1": Fix(("GateFixed", "DYNAMIC_SHAPES"), _export.params, _export.rules, _export.measure,
+                modules=("torch.export",)),
+}
+
+
+# -- the protocol -----------------------------------------------------------------------------------
+def spec(task: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """The trusted spec of a fix-type task at these inputs (the lesson's code only)."""
+    return {"kind": "fix", "task": task, "params": params,
+            "rules": ev.canonical(TASKS[task].rules(params, ctx))}
+
+
+def library_answer(task: str, text: str) -> str:
+    """From a student's library file, only the definitions the task's answer is (see
+    :func:`restrict.definitions`): nothing else of the file runs, its imports neither."""
+    return definitions(text, TASKS[task].answer)
+
+
+def _deny(source: str, denied: tuple[str, ...]) -> None:
+    """Refuse a source that names (as a name, an attribute or an import) one of ``denied``."""
+    import ast
+
+    if not denied:
+        return
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return                        # check_source reports it
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [part for a in node.names for part in a.name.split(".")]
+            names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            if name in denied:
+                raise Refused(f"line {node.lineno}: '{name}' is not allowed in this task's answer "
+                              "(its memory would escape the measurement)")
+
+
+def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    """Run the student's answer source, checked by the restricted policy, in a namespace of its
+    own (the notebook's allowed names copied in); a refusal or an error is kept for the evidence."""
+    import linecache
+    import sys
+
+    name = f"labkit_answer_{task.replace('.', '_')}"
+    filename = f"<{name}>"
+    extra = TASKS[task].modules
+    try:
+        _deny(source, TASKS[task].denied)
+        code = check_source(source, filename, extra)
+    except Refused as exc:
+        return {"__refused__": str(exc)}
+    # the source where inspect finds it (triton.jit reads its function's source)
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
+    module.__dict__.update(allowed_context(ctx, extra))
+    module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
+                                  writable=(torch.nn.Module, FunctionCtx)))
+    module.__file__ = filename
+    sys.modules[name] = module
+    _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
+    seal = Seal(_sealed(), _torch.counters)   # what the harness measures with, as it was
+    try:
+        with quiet():
+            exec(code, module.__dict__)
+    except Refused as exc:               # a guard refused a store or a read at run time
+        module.__dict__["__refused__"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
+        module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    module.__dict__["__seal__"] = seal
+    return module.__dict__
+
+
+def _sealed() -> list[tuple[str, Any]]:
+    """What the harness measures with: torch's entry points, its own modules, the judge's."""
+    import builtins
+    import sys
+
+    from labkit.grading import restrict
+
+    spaces = [("torch", torch), ("torch.library", torch.library), ("torch.autograd",
+              torch.autograd), ("torch.autograd.graph", torch.autograd.graph),
+              ("torch.compiler", torch.compiler), ("torch.nn", torch.nn),
+              ("torch.nn.functional", torch.nn.functional), ("torch.Tensor", torch.Tensor),
+              ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
+              ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
+              ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
+              ("contextlib", contextlib), ("io", io)]
+    return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
+                     if m in sys.modules]
+
+
+def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The evidence of the loaded answer ``ns`` on the trusted ``params`` (plain data); nothing
+    but that it changed them, if the answer changed what the harness measures with."""
+    seal = ns.get("__seal__")
+    found = _measure(task, ns, params, ctx)
+    changed = seal.broken() if isinstance(seal, Seal) else []
+    if changed and "refused" not in found:
+        return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
+    return found
+
+
+def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
+             ) -> dict[str, Any]:
+    if "__refused__" in ns:
+        return {"refused": ns["__refused__"]}
+    if "__error__" in ns:
+        return {"error": ns["__error__"]}
+    missing = [n for n in TASKS[task].answer if n not in ns]
+    if missing:
+        return {"error": f"{', '.join(missing)} is not defined"}
+    seal = ns.get("__seal__")
+    if isinstance(seal, Seal) and seal.broken():
+        return {}                        # (measure says what changed)
+    try:
+        with quiet():
+            found = TASKS[task].measure(params, ns, ctx)
+    except Refused as exc:
+        return {"refused": str(exc)}
+    except NotImplementedError:
+        return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
+    except Exception as exc:  # noqa: BLE001 - reported by name only
+        if "NotImplementedError" in str(exc):          # a stub, wrapped by Triton's interpreter
+            return {"error": f"{', '.join(TASKS[task].answer)} is not implemented yet"}
+        return {"error": f"the check raised {type(exc).__name__} running your answer"}
+    return found
+
+
+def emit_evidence(task: str, ns: dict[str, Any], params_json: str, ctx: dict[str, Any]) -> None:
+    """A judge notebook's graded cell: print the evidence line, nothing else."""
+    found = measure(task, ns, json.loads(params_json), ctx)
+    try:
+        ev.emit(found)
+    except (TypeError, ValueError):
+        ev.emit({"error": "the evidence was not plain data"})
+
+
+def answer_cell(task: str, ctx: dict[str, Any]) -> str | None:
+    """The source of the last cell the notebook ran (IPython's ``In``) that defines every name of
+    the task's answer at top level; None outside IPython (then the check measures ``ctx`` as is)."""
+    import ast
+
+    cells = ctx.get("In")
+    if not isinstance(cells, list):
+        return None
+    for source in reversed(cells):
+        if not isinstance(source, str):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        if TASKS[task].answer and set(TASKS[task].answer) <= defined:
+            return source
+    return None
+
+
+def check(task: str, ctx: dict[str, Any]) -> None:
+    """A notebook's check cell: the same protocol in the student's own kernel (``make check`` and
+    grading run it as a judge notebook instead). In pass 1 it only records the trusted spec."""
+    if not nc.selected(task):
+        return
+    params = TASKS[task].params(nc.rng(task))
+    trusted = spec(task, ev.canonical(params), ctx)
+    if nc.measuring():
+        nc.record(trusted)
+        print(f"Task {task}: measured")
+        return
+    ns = dict(ctx)
+    if TASKS[task].source:       # the library answer as grading loads it: its definitions only
+        import importlib
+
+        path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source
+        with open(path) as fh:
+            ns = load_answer(task, library_answer(task, fh.read()), ctx)
+    else:                        # the answer cell as grading loads it: restricted, in its own module
+        source = answer_cell(task, ctx)
+        if source is not None:
+            ns = load_answer(task, source, ctx)
+    found = ev.canonical(measure(task, ns, trusted["params"], ctx))
+    nc.verdict(task, ev.compare(trusted, found, echo=True))
+
+

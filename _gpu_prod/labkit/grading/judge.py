@@ -1,0 +1,213 @@
+"""The trusted side of grading: measure the hidden cases, build judge notebooks, keep the specs.
+
+Pass 1 (:func:`measure`) executes each exercise notebook with every answer cell stubbed (so no
+student's and no instructor's answer is loaded) under the run's seed; each check records its
+trusted spec instead of a verdict (:func:`labkit.grading.nbcheck.record`): the cases and their
+measured answers for a prediction task, the hidden inputs, reference values and rules for a
+fix-type task. Nothing of it enters a sandbox.
+
+Per submission, :func:`judge_notebooks` builds, from the student's answer sources only:
+
+* one **predictions** judge notebook per exercise notebook: the lesson's plain constants, the
+  student's answer cells, and per task a graded cell that calls the student's function on the
+  cases and prints ``EVIDENCE {"predictions": [...]}``. It runs in a sandbox where torch is absent
+  (:attr:`labkit.grading.sandbox.Sandbox.hide`).
+* one **fix** judge notebook per fix-type task: the notebook's trusted cells, the harness, the
+  answer loaded by :func:`labkit.grading.harness.load_answer` (restricted policy), and a graded cell
+  printing the evidence.
+
+Each graded cell's *stored* output is the spec line (``EVIDENCE-SPEC``); nbval (outside, in the
+trusted process) compares the two through :func:`labkit.grading.evidence.compare`, installed by
+the runner plugin. The graded cells keep the rubric's cell ids, so scoring is unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from labkit.grading import evidence as ev
+from labkit.grading import notebooks as nbs
+from labkit.grading.nbcheck import MEASURE_ENV, TASKS_ENV
+from labkit.grading.rubric import Rubric, Task, stub_text, stubs_outside_functions
+
+CHECK = "# NBVAL_CHECK_OUTPUT\n"
+
+
+def task_cells(rubric: Rubric, nb_path: str) -> set[str]:
+    """Every answer and check cell id of a notebook's tasks (the rest is the lesson's context)."""
+    return {c for t in rubric.for_notebook(nb_path) for c in (*t.editable, *t.graded)}
+
+
+def stubbed(source: str, cid: str) -> str:
+    """An answer cell as the release has it; one whose stub would raise at once is left empty."""
+    text = stub_text(source, where=cid)
+    return "" if stubs_outside_functions(text) else text
+
+
+def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch: Path,
+            env: dict[str, str], timeout_s: int, only: list[str] | None = None
+            ) -> dict[str, dict[str, Any]]:
+    """Pass 1: task id -> trusted spec, from the notebooks with stubbed answers (trusted code only)."""
+    from labkit.grading.runner import execute
+
+    specs: dict[str, dict[str, Any]] = {}
+    for nb_path, master in masters.items():
+        editable = {c for t in rubric.for_notebook(nb_path) for c in t.editable}
+        wanted = [t.id for t in rubric.for_notebook(nb_path)
+                  if t.graded and (not only or t.id in only)]
+        if not wanted:
+            continue
+        nb = copy.deepcopy(master)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+                if cell.get("id") in editable or "Need to implement for Task" in cell.source:
+                    cell.source = stubbed(cell.source, cell.get("id"))   # (other tasks' too)
+        run_dir = Path(tempfile.mkdtemp(prefix="measure-", dir=scratch))
+        out = run_dir / "specs.jsonl"
+        try:
+            execute(nb, run_dir, {**env, MEASURE_ENV: str(out), TASKS_ENV: ",".join(wanted)},
+                    timeout_s, quiet=True)
+            for text in out.read_text().splitlines() if out.exists() else []:
+                spec = json.loads(text)
+                specs[spec["task"]] = spec
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        missing = [t for t in wanted if t not in specs]
+        if missing:
+            raise RuntimeError(f"{nb_path}: the checks of {missing} recorded no spec in pass 1")
+    return specs
+
+
+def constants(master: NotebookNode, skip: set[str]) -> str:
+    """The lesson's plain constants (``NAME = literal``) from the context cells, as source."""
+    lines = []
+    for cell in master.cells:
+        if cell.cell_type != "code" or cell.get("id") in skip:
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and all(
+                    isinstance(t, ast.Name | ast.Tuple) for t in node.targets):
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    continue
+                names = ", ".join(ast.unparse(t) for t in node.targets)
+                lines.append(f"{names} = {value!r}")
+    return "\n".join(lines)
+
+
+def _cell(cid: str, source: str, spec: dict[str, Any] | None = None) -> NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = cid
+    if spec is not None:       # the expected "output": the spec, held by nbval, outside
+        cell.execution_count = 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                               text=ev.line(ev.SPEC, spec) + "\n")]
+    return cell
+
+
+def _notebook(cells: list[NotebookNode]) -> NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+NO_TORCH_HOOK = """import sys as _sys
+class _Absent:    # no sandbox here (make check without bwrap): torch refused as grading's is absent
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "functorch", "torchgen"):
+            raise ImportError("not installed here: predictions are made without torch")
+_sys.meta_path.insert(0, _Absent())
+"""
+
+
+def predictions_notebook(nb_path: str, master: NotebookNode, tasks: list[Task],
+                         answers: dict[str, str], specs: dict[str, dict[str, Any]],
+                         evidence_py: str, rubric: Rubric, sandboxed: bool = True) -> NotebookNode:
+    """The judge notebook of a notebook's prediction tasks (runs where torch is absent; without a
+    sandbox, an import hook stands in for the absence so `make check` says what grading will)."""
+    head = ("" if sandboxed else NO_TORCH_HOOK) + (f"import ast as _ast, importlib.util as _util\n"
+            f"_spec = _util.spec_from_file_location('labkit_evidence', {evidence_py!r})\n"
+            f"_ev = _util.module_from_spec(_spec)\n_spec.loader.exec_module(_ev)\n"
+            + constants(master, task_cells(rubric, nb_path)))
+    cells = [_cell("j-setup", head)]
+    for task in tasks:
+        spec = specs[task.id]
+        (answer,), (graded,) = task.editable, task.graded
+        cells.append(_cell(answer, answers[answer]))
+        call = (f"{CHECK}_ev.emit({{'predictions': _ev.predict_all({spec['function']}, "
+                f"[_ast.literal_eval(c) for c in {[repr(c) for c in _cases(spec)]!r}])}})")
+        # the cases stay in the trusted spec: `make check` (visible cases) may show wrong ones
+        cells.append(_cell(graded, call, spec))
+    return _notebook(cells)
+
+
+def _cases(spec: dict[str, Any]) -> list[Any]:
+    """The cases as the check made them (tuples restored from their recorded repr)."""
+    return [ast.literal_eval(c) if isinstance(c, str) and spec.get("repr") else c
+            for c in spec["cases"]]
+
+
+def fix_notebook(nb_path: str, master: NotebookNode, task: Task, answer: str,
+                 spec: dict[str, Any], rubric: Rubric) -> NotebookNode:
+    """The judge notebook of one fix-type task (the lesson's cells, the harness, the answer)."""
+    skip = task_cells(rubric, nb_path)
+    cells = [_cell(f"j-{k}", c.source) for k, c in enumerate(master.cells)
+             if c.cell_type == "code" and c.get("id") not in skip]
+    (graded,) = task.graded
+    editable = task.editable[0] if task.editable else f"j-answer-{task.id.replace('.', '-')}"
+    cells.append(_cell("j-harness", "from labkit.grading import harness as _harness"))
+    cells.append(_cell(editable, f"ANSWER = _harness.load_answer({task.id!r}, {answer!r}, globals())"))
+    params = json.dumps(spec["params"], sort_keys=True)
+    cells.append(_cell(graded, f"{CHECK}_harness.emit_evidence({task.id!r}, ANSWER, {params!r}, "
+                               "globals())", {k: v for k, v in spec.items() if k != "params"}))
+    return _notebook(cells)
+
+
+def kind_of(task: Task, specs: dict[str, dict[str, Any]]) -> str:
+    """'predict', 'fix' or '' (graded otherwise: library tests) for a task in this run."""
+    spec = specs.get(task.id)
+    return spec["kind"] if spec else ""
+
+
+def judge_notebooks(rubric: Rubric, masters: dict[str, NotebookNode],
+                    sources: dict[str, dict[str, str]], specs: dict[str, dict[str, Any]],
+                    evidence_py: str, dest: Path, sandboxed: bool = True
+                    ) -> tuple[list[Path], list[Path]]:
+    """Write the submission's judge notebooks under ``dest``: (predictions, fix-type) paths.
+
+    ``sources``: notebook path -> answer cell id (or task id, for a task whose answer is in a
+    library file) -> the student's source (stubs where missing).
+    """
+    predict_paths, fix_paths = [], []
+    for nb_path, master in masters.items():
+        tasks = [t for t in rubric.for_notebook(nb_path) if t.id in specs]
+        answers = sources.get(nb_path, {})
+        mine = [t for t in tasks if kind_of(t, specs) == "predict"]
+        name = Path(nb_path).name
+        if mine:
+            path = dest / "predict" / name
+            nbs.write(predictions_notebook(nb_path, master, mine, answers, specs, evidence_py,
+                                           rubric, sandboxed), path)
+            predict_paths.append(path)
+        for task in (t for t in tasks if kind_of(t, specs) == "fix"):
+            path = dest / "fix" / task.id.replace(".", "_") / name
+            answer = answers[task.editable[0] if task.editable else task.id]
+            nbs.write(fix_notebook(nb_path, master, task, answer, specs[task.id], rubric), path)
+            fix_paths.append(path)
+    return predict_paths, fix_paths

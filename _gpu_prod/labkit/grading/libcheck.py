@@ -1,0 +1,540 @@
+"""Library tasks (5.1, 5.2): what the student's compiler *produces* for programs the grader picks.
+
+Three processes, and only the last one decides:
+
+1. ``produce`` runs where the student's library is imported (the submission's sandbox). It gets
+   the cases as plain data (program names, shapes, dtypes, targets, ``node_fits`` questions; never
+   input values) and writes evidence as plain data: per program the generated kernel sources, the
+   wrapper's ``call`` source and the kernels' ATen origins; per question ``node_fits``'s answer.
+2. ``execute`` runs the generated code in a second sandbox whose workspace holds no student file
+   (the stubbed instructor copy): the wrapper is accepted only in the shapes labkit's wrapper writes
+   (buffers, kernel launches, views; an ATen call, i.e. a fallback, is refused), a Triton kernel
+   only if it names nothing but ``tl``, its own variables and the header's helpers. It runs them on
+   the hidden input values, which only this sandbox sees, and writes the outputs.
+3. :func:`judge` (the grader, stdlib only) compares the outputs with eager's on the same inputs
+   (computed by ``reference`` in pass 1, in a sandbox on the instructor's library) within each
+   case's tolerance, and ``node_fits`` answers and kernel groupings with the instructor solution's.
+
+Nothing pytest reports decides: a library file that patches pytest, or any of this module inside
+``produce``, can only change the evidence, and evidence that was not produced by a working compiler
+fails in ``execute`` or in :func:`judge`. ``make check`` runs the same three steps at seed 0, with
+the instructor's answers for seed 0 from ``library_reference.json`` (the release has no solution).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import random
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+TASKS = ("5.1", "5.2")
+MAX_FILE = 16 << 20                     # bytes of one evidence or output file the judge reads
+MAX_SOURCE = 256 << 10                  # characters of generated code per program the grader parses
+REFERENCE_FILE = Path(__file__).with_name("library_reference.json")   # seed 0 answers (make check)
+DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16",
+          "bfloat16")
+
+
+# -- the grader's programs, by name (their bodies need torch: built where they run) -----------------
+def _programs() -> dict[str, Any]:
+    import torch
+
+    return {
+        "log1p": lambda x: torch.log1p(x),
+        "logaddexp": lambda a, b: torch.logaddexp(a, b),
+        "logaddexp_t": lambda a, b: torch.log1p(torch.logaddexp(a, b.t()) * 0.25),
+        "softmax": lambda x: torch.softmax(x * 2, -1),
+        "center": lambda x: (x - x.mean(-1, keepdim=True)).relu() * 3,
+        "colsum": lambda x: x.sum(0) * 2 + x[0],
+        "lse": lambda x: (x - x.amax(-1, keepdim=True)).exp().sum(-1).log(),
+    }
+
+
+def draw(seed: int, tasks: tuple[str, ...] = TASKS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(cases, hidden input values) for ``tasks`` at ``seed``; plain data, stdlib only.
+
+    The cases never hold values: ``produce`` compiles for shapes and dtypes only.
+    """
+    cases: list[dict[str, Any]] = []
+    values: dict[str, Any] = {}
+
+    def program(task: str, name: str, target: str, inputs: list[tuple[list[int], str]],
+                data: list[list[Any]], rtol: float, atol: float) -> None:
+        cid = f"{task}#{sum(c['task'] == task for c in cases)}"
+        cases.append({"id": cid, "task": task, "kind": "program", "program": name, "target": target,
+                      "inputs": [{"shape": s, "dtype": d} for s, d in inputs],
+                      "rtol": rtol, "atol": atol})
+        values[cid] = data
+
+    if "5.1" in tasks:                     # one stream per task: a task's cases never depend
+        r = random.Random(f"libcheck:{seed}:5.1")   # on which other tasks are graded
+        for target in ("cpp", "triton"):
+            m, n = r.randrange(2, 7), r.randrange(5, 40)
+            program("5.1", "log1p", target, [([m, n], "float32")],
+                    [[_log1p_value(r) for _ in range(m * n)]], 1e-5, 0.0)   # relative: tiny x count
+            dtype = r.choice(["float32", "float64"])
+            m, n = r.randrange(2, 7), r.randrange(5, 40)
+            a, b = _logaddexp_pairs(r, m * n)
+            tol = (1e-5, 1e-6) if dtype == "float32" else (1e-11, 1e-13)
+            program("5.1", "logaddexp", target, [([m, n], dtype), ([m, n], dtype)], [a, b], *tol)
+        target = r.choice(["cpp", "triton"])
+        n = r.randrange(5, 60)
+        program("5.1", "log1p", target, [([n], "int64")],
+                [[r.choice([-1, 0, 1]) if r.random() < 0.2 else r.randrange(0, 10 ** 6)
+                  for _ in range(n)]], 1e-5, 0.0)
+        m, n = r.randrange(2, 7), r.randrange(2, 7)
+        a, b = _logaddexp_pairs(r, m * n)
+        program("5.1", "logaddexp_t", r.choice(["cpp", "triton"]), [([m, n], "float32"),
+                ([n, m], "float32")], [a, _transpose(b, m, n)], 1e-5, 1e-6)
+    if "5.2" in tasks:
+        r = random.Random(f"libcheck:{seed}:5.2")
+        for name in ("softmax", "center", "colsum", "lse"):
+            m, n = r.randrange(2, 9), r.randrange(8, 80)
+            program("5.2", name, "cpp" if name != "lse" else r.choice(["cpp", "triton"]),
+                    [([m, n], "float32")], [[round(r.gauss(0, 2), 6) for _ in range(m * n)]],
+                    1e-5, 1e-5)
+        for q in _fits_questions(r):
+            cid = f"5.2#{sum(c['task'] == '5.2' for c in cases)}"
+            cases.append({"id": cid, "task": "5.2", "kind": "fits", **q})
+    return cases, values
+
+
+def _log1p_value(r: random.Random) -> Any:
+    kind = r.random()
+    if kind < 0.35:                                   # tiny: where log(1 + x) loses every digit
+        return r.choice([-1, 1]) * 10 ** -r.uniform(4, 12)
+    if kind < 0.45:                                   # close to -1
+        return -1 + 10 ** -r.uniform(1, 6)
+    if kind < 0.55:
+        return r.choice(["inf", -1.0, -2.5, "nan", 0.0, 10 ** r.uniform(3, 30)])
+    return r.uniform(-0.9, 8)
+
+
+def _logaddexp_pairs(r: random.Random, n: int) -> tuple[list[Any], list[Any]]:
+    a, b = [], []
+    for _ in range(n):
+        kind = r.random()
+        if kind < 0.25:                               # equal infinities, or one infinite side
+            x, y = r.choice([("inf", "inf"), ("-inf", "-inf"), ("-inf", 1.5), ("inf", -3.0),
+                             (2.0, "-inf")])
+        else:
+            x = round(r.gauss(0, 5), 4)
+            y = x - r.choice([0.0, 0.5, r.uniform(0, 3), r.uniform(20, 40), r.uniform(90, 200)])
+            x, y = (x, y) if r.random() < 0.5 else (y, x)
+        a.append(x)
+        b.append(y)
+    return a, b
+
+
+def _transpose(flat: list[Any], m: int, n: int) -> list[Any]:
+    """``flat`` (m x n, row-major) as the row-major values of its n x m transpose."""
+    return [flat[i * n + j] for j in range(n) for i in range(m)]
+
+
+def _fits_questions(r: random.Random) -> list[dict[str, Any]]:
+    """``node_fits(space, node)`` questions: a space, a node's ranges (and reduction ranges)."""
+    m, n = r.randrange(2, 50), r.randrange(51, 200)
+    k = r.choice([d for d in range(2, n) if n % d == 0] or [n])
+    rows, flat = {"rows": [m], "rdims": [n]}, {"rows": [m, n], "rdims": []}
+    qs = [
+        (rows, [m, 1], [n]), (rows, [m, n], None), (rows, [m, 1], None), (rows, [n, m], None),
+        (rows, [m], [n // 2]), (rows, [m, 1], [n, 1]), (rows, [1, m], [n]), (rows, [m], [k, n // k]),
+        (flat, [m, n], None), (flat, [m, 1, n], None), (flat, [m], None), (flat, [n, m], None),
+        (flat, [m], [n]), ({"rows": [m * n], "rdims": []}, [m, n], None),
+        ({"rows": [m], "rdims": [n, 2]}, [m, n, 2], None), ({"rows": [m], "rdims": [n, 2]}, [m], None),
+    ]
+    r.shuffle(qs)
+    return [{"space": s, "ranges": rg, "rranges": rr, "name": f"buf{i}"}
+            for i, (s, rg, rr) in enumerate(qs)]
+
+
+# -- 1. produce: inside the submission's sandbox (the student's library is imported) ---------------
+def produce(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Evidence per case id: generated code of a program, or ``node_fits``'s answer."""
+    out: dict[str, Any] = {}
+    for case in cases:
+        try:
+            out[case["id"]] = _fits(case) if case["kind"] == "fits" else _generate(case)
+        except Exception as exc:  # noqa: BLE001 - a broken library is evidence too
+            out[case["id"]] = {"error": type(exc).__name__}
+    return out
+
+
+def _example(spec: dict[str, Any]) -> Any:
+    import torch
+
+    return torch.zeros(spec["shape"], dtype=getattr(torch, spec["dtype"]))   # shapes only
+
+
+def _generate(case: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from labkit.compiler.graph import GraphLowering
+    from labkit.compiler.ir import flatten
+    from labkit.compiler.schedule import schedule
+    from labkit.compiler.testing import trace_aten
+    from labkit.compiler.wrapper import Program
+
+    fn = _programs()[case["program"]]
+    examples = [_example(s) for s in case["inputs"]]
+    gm = trace_aten(lambda *a: tuple(flatten(fn(*a))), *examples)
+    graph = GraphLowering(gm, examples).run()
+    sched = schedule(graph, "")
+    dtypes = {b.name: b.dtype for b in [*graph.inputs, *graph.buffers]}
+    kernels = []
+    for k in sched.kernels:
+        if case["target"] == "cpp":
+            from labkit.compiler.codegen import cpp
+
+            src, args = cpp.generate(k, dtypes)
+            launch: dict[str, Any] = {}
+        else:
+            from labkit.compiler.codegen import triton as tgen
+
+            src, args, launch = tgen.generate(k, dtypes, torch.device("cpu"))
+        kernels.append({"name": k.name, "source": src, "args": list(args), "launch": launch,
+                        "origins": sorted(k.origins)})
+    program = Program(graph, sched, {k["name"]: None for k in kernels},
+                      {k["name"]: k["args"] for k in kernels}, case["target"], torch.device("cpu"))
+    return {"kernels": kernels, "call": program.call_source,
+            "fallbacks": sorted(str(fb.get("op")) for fb in graph.fallbacks)}
+
+
+def _fits(case: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from labkit.compiler import schedule
+    from labkit.compiler.ir import ComputedBuffer, Layout, Pointwise, Reduction
+
+    ranges, rranges = case["ranges"], case["rranges"]
+    data = (Reduction(torch.float32, ranges, lambda i, r: 0, reduction_ranges=rranges)
+            if rranges is not None else Pointwise(torch.float32, ranges, lambda i: 0))
+    node = ComputedBuffer(case["name"], torch.float32, Layout(ranges, [1] * len(ranges)), data=data)
+    space = schedule.Space(tuple(case["space"]["rows"]), tuple(case["space"]["rdims"]))
+    ok, why = schedule.Verdict(*schedule.node_fits(space, node))
+    return {"fits": bool(ok), "why": isinstance(why, str) and bool(why.strip())}
+
+
+# -- 2. execute: a sandbox holding no student file runs the generated code -------------------------
+class Refused(ValueError):
+    """Generated code outside what labkit's code generators write."""
+
+
+ALLOWED_TRITON_NAMES = {"tl", "triton", "float", "int", "range", "min", "max", "_lk_sum", "_lk_max",
+                        "_lk_min", "_lk_round_bf"}
+
+
+def check_triton(source: str) -> None:
+    """Refuse a Triton kernel that names anything but ``tl``, its own variables and the helpers."""
+    tree = ast.parse(source)
+    if not all(isinstance(s, ast.FunctionDef) for s in tree.body):
+        raise Refused("a Triton kernel module holds more than kernel functions")
+    for fn in tree.body:
+        assert isinstance(fn, ast.FunctionDef)
+        own = {a.arg for a in fn.args.args} | {fn.name}
+        own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import | ast.ImportFrom | ast.Global | ast.Nonlocal | ast.Lambda):
+                raise Refused(f"line {node.lineno}: {type(node).__name__} in a Triton kernel")
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                raise Refused(f"line {node.lineno}: attribute {node.attr!r} in a Triton kernel")
+            if isinstance(node, ast.Name) and node.id not in own | ALLOWED_TRITON_NAMES:
+                raise Refused(f"line {node.lineno}: {node.id!r} in a Triton kernel")
+
+
+def check_call(source: str, kernels: set[str]) -> None:
+    """Refuse a wrapper unless every line is one labkit's wrapper writes for a fully lowered graph:
+    unpack ``args``, allocate, view, launch a kernel, return. An ATen call is a fallback: refused."""
+    tree = ast.parse(source)
+    if len(tree.body) != 1 or not isinstance(fn := tree.body[0], ast.FunctionDef) or \
+            fn.name != "call" or [a.arg for a in fn.args.args] != ["args"]:
+        raise Refused("the wrapper is not one 'def call(args)'")
+    for stmt in fn.body:
+        if not _wrapper_line(stmt, kernels):
+            raise Refused(f"wrapper line {stmt.lineno - 1}: {ast.unparse(stmt)[:60]!r} is not a "
+                          "buffer, view or kernel launch (an ATen call means the op fell back)")
+
+
+def _ints(node: ast.AST) -> bool:
+    return isinstance(node, ast.Tuple) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts)
+
+
+def _view(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "reinterpret" and len(node.args) == 4 and not node.keywords
+            and isinstance(node.args[0], ast.Name) and _ints(node.args[1]) and _ints(node.args[2])
+            and isinstance(node.args[3], ast.Constant) and type(node.args[3].value) is int)
+
+
+def _wrapper_line(stmt: ast.stmt, kernels: set[str]) -> bool:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Name) and value.id == "args":
+            return all(isinstance(e, ast.Name) for e in target.elts)
+        if not isinstance(target, ast.Name):
+            return False
+        if _view(value):
+            return True
+        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id == "empty_strided" and len(value.args) == 2
+                and all(_ints(a) for a in value.args)
+                and sorted(k.arg or "" for k in value.keywords) == ["device", "dtype"]
+                and all(_keyword(k) for k in value.keywords))
+    if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call):
+        if isinstance(call.func, ast.Attribute):      # args.clear()
+            return (isinstance(call.func.value, ast.Name) and call.func.value.id == "args"
+                    and call.func.attr == "clear" and not call.args and not call.keywords)
+        return (isinstance(call.func, ast.Name) and call.func.id in kernels and not call.keywords
+                and all(isinstance(a, ast.Name) or _view(a) for a in call.args))
+    if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.List):
+        return all(isinstance(e, ast.Name) or _view(e) for e in stmt.value.elts)
+    return False
+
+
+def _keyword(k: ast.keyword) -> bool:
+    if k.arg == "device":
+        return isinstance(k.value, ast.Name) and k.value.id == "device"
+    return (isinstance(k.value, ast.Attribute) and isinstance(k.value.value, ast.Name)
+            and k.value.value.id == "torch" and k.value.attr in DTYPES)
+
+
+def execute(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[str, Any]
+            ) -> dict[str, Any]:
+    """Outputs of each program case's generated code on its hidden inputs (or what stopped it)."""
+    out: dict[str, Any] = {}
+    for case in cases:
+        if case["kind"] != "program":
+            continue
+        got = evidence.get(case["id"])
+        try:
+            out[case["id"]] = {"outputs": _run(case, got, values[case["id"]])}
+        except Refused as exc:
+            out[case["id"]] = {"refused": str(exc)[:300]}
+        except Exception as exc:  # noqa: BLE001
+            out[case["id"]] = {"error": type(exc).__name__}
+    return out
+
+
+def _inputs(case: dict[str, Any], data: list[list[Any]]) -> list[Any]:
+    import torch
+
+    return [torch.tensor([float(v) if isinstance(v, str) else v for v in vals],
+                         dtype=getattr(torch, spec["dtype"])).reshape(spec["shape"])
+            for spec, vals in zip(case["inputs"], data)]
+
+
+def screen(case: dict[str, Any], got: Any) -> str:
+    """Why the generated code of a program case is not run ('' if it may be): no code, or code
+    outside what labkit writes (also run by the grader, so the reason comes from trusted code)."""
+    if not isinstance(got, dict) or not isinstance(got.get("kernels"), list) or \
+            not isinstance(got.get("call"), str):
+        return "no generated code"
+    try:
+        specs = got["kernels"]
+        names = [k["name"] for k in specs]
+        if len(set(names)) != len(names) or not all(
+                isinstance(n, str) and n.isidentifier() and isinstance(k["source"], str)
+                and isinstance(k["args"], list) for n, k in zip(names, specs)):
+            return "kernel names or sources are not plain strings"
+        if sum(len(k["source"]) for k in specs) + len(got["call"]) > MAX_SOURCE:
+            return "more generated code than these programs need"
+        check_call(got["call"], set(names))
+        if case["target"] == "triton":
+            for k in specs:
+                check_triton(k["source"])
+                grid, block, warps = k["launch"]["grid"], k["launch"]["block"], k["launch"]["num_warps"]
+                grid = grid if isinstance(grid, list) else [grid]
+                if not all(type(g) is int and 0 <= g <= 1 << 16 for g in [*grid, block, warps]):
+                    return "a launch size that is not a small integer"
+    except (Refused, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return str(exc)[:200] or type(exc).__name__
+    except (KeyError, TypeError, AttributeError):
+        return "generated code in an unexpected form"
+    return ""
+
+
+def _run(case: dict[str, Any], got: Any, data: list[list[Any]]) -> list[dict[str, Any]]:
+    import torch
+
+    from labkit.compiler.wrapper import reinterpret
+
+    why = screen(case, got)
+    if why:
+        raise Refused(why)
+    kernels = {}
+    specs = got["kernels"]
+    if case["target"] == "cpp":
+        from labkit.compiler.codegen import cpp
+
+        if specs:
+            lib = cpp.compile_library(cpp.PRELUDE + "\n\n".join(str(k["source"]) for k in specs))
+            for k in specs:
+                kernels[k["name"]] = cpp.CppKernel(k["name"], str(k["source"]), len(k["args"]), lib)
+    else:
+        from types import SimpleNamespace
+
+        from labkit.compiler.codegen import triton as tgen
+
+        for k in specs:
+            launch = {"grid": k["launch"]["grid"], "block": int(k["launch"]["block"]),
+                      "num_warps": int(k["launch"]["num_warps"])}
+            kernels[k["name"]] = tgen.TritonKernel(k["name"], str(k["source"]),
+                                                   SimpleNamespace(origins=[]), torch.device("cpu"),
+                                                   launch)
+    scope: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided,
+                             "reinterpret": reinterpret, "device": torch.device("cpu"), **kernels}
+    exec(compile(str(got["call"]), "<generated wrapper>", "exec"), scope)   # checked above
+    return [_encode(t) for t in scope["call"](_inputs(case, data))]
+
+
+def _encode(t: Any) -> dict[str, Any]:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return {"dtype": type(t).__name__, "shape": [], "values": []}
+    flat = t.detach().reshape(-1).to(torch.float64).tolist()
+    return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+            "values": [v if math.isfinite(v) else repr(v) for v in flat]}
+
+
+def expect(cases: list[dict[str, Any]], values: dict[str, Any]) -> dict[str, Any]:
+    """Eager's outputs of every program case (trusted code only: pass 1)."""
+    from labkit.compiler.ir import flatten
+
+    programs = _programs()
+    return {c["id"]: [_encode(t) for t in flatten(programs[c["program"]](*_inputs(c, values[c["id"]])))]
+            for c in cases if c["kind"] == "program"}
+
+
+# -- 3. judge: the grader (stdlib only; never imports the student's code) --------------------------
+def judge(cases: list[dict[str, Any]], evidence: Any, outputs: Any, reference: dict[str, Any],
+          expected: dict[str, Any]) -> dict[str, list[str]]:
+    """Task -> what was wrong (empty: full marks). ``reference``: the instructor's evidence (fits
+    answers and kernel groupings); ``expected``: eager's outputs. Counts and names, never values."""
+    problems: dict[str, list[str]] = {t: [] for t in {c["task"] for c in cases}}
+    evidence = evidence if isinstance(evidence, dict) else {}
+    outputs = outputs if isinstance(outputs, dict) else {}
+    wrong_fits: list[int] = []
+    fits = [c for c in cases if c["kind"] == "fits"]
+    for case in cases:
+        cid, say = case["id"], problems[case["task"]]
+        got = evidence.get(cid)
+        if case["kind"] == "fits":
+            want = reference.get(cid)
+            if not isinstance(got, dict) or not isinstance(want, dict) or \
+                    got.get("fits") is not want.get("fits") or got.get("why") is not True:
+                wrong_fits.append(fits.index(case))
+            continue
+        label = f"{case['program']} ({case['target']}, {'/'.join(i['dtype'] for i in case['inputs'])})"
+        if not isinstance(got, dict) or "error" in got:
+            err = got.get("error") if isinstance(got, dict) else None
+            say.append(f"{label}: compiling it raised {err if isinstance(err, str) else 'an error'}"[:200])
+            continue
+        refused = screen(case, got)       # here, in the grader: the reason is trusted text
+        if refused:
+            say.append(f"{label}: its generated code was refused ({refused})")
+            continue
+        ran = outputs.get(cid)             # from the execute sandbox: only its outputs are read
+        if not isinstance(ran, dict) or "outputs" not in ran:
+            say.append(f"{label}: its generated code did not build or run")
+            continue
+        bad = _compare(ran["outputs"], expected.get(cid), case["rtol"], case["atol"])
+        if bad:
+            say.append(f"{label}: {bad}")
+        if case["task"] == "5.2":
+            want = reference.get(cid, {})
+            groups = [k.get("origins") for k in got.get("kernels", []) if isinstance(k, dict)]
+            ref_groups = [k["origins"] for k in want.get("kernels", [])]
+            if sorted(map(str, groups)) != sorted(map(str, ref_groups)):
+                n, m = len(groups), len(ref_groups)
+                more = "more kernels than" if n > m else "fewer kernels than" if n < m else "as many kernels as"
+                say.append(f"{label}: {n} kernels, {more} the fusion rule gives"
+                           + (", grouped differently" if n == m else ""))
+    if wrong_fits:
+        problems["5.2"].append(f"node_fits: {len(wrong_fits)} of {len(fits)} questions answered "
+                               f"wrong or without a reason (#{', #'.join(map(str, wrong_fits))})")
+    return problems
+
+
+def _compare(got: Any, want: Any, rtol: float, atol: float) -> str:
+    if not isinstance(want, list):
+        return "no expected outputs (pass 1 failed)"
+    if not isinstance(got, list) or len(got) != len(want):
+        return "wrong number of outputs"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if not isinstance(g, dict) or g.get("dtype") != w["dtype"]:
+            return f"output {i} has the wrong dtype"
+        if g.get("shape") != w["shape"] or not isinstance(g.get("values"), list) or \
+                len(g["values"]) != len(w["values"]):
+            return f"output {i} has the wrong shape"
+        off = sum(1 for x, y in zip(g["values"], w["values"]) if not _close(x, y, rtol, atol))
+        if off:
+            return f"output {i} differs from eager at {off} of {len(w['values'])} elements"
+    return ""
+
+
+def _close(x: Any, y: Any, rtol: float, atol: float) -> bool:
+    if isinstance(y, str) or isinstance(x, str):
+        return x == y                                  # inf, -inf and nan must match exactly
+    return type(x) in (int, float) and abs(x - y) <= atol + rtol * abs(y)
+
+
+# -- files in and out of a sandbox -----------------------------------------------------------------
+def read_json(path: Path) -> Any:
+    """A JSON file a sandbox wrote: capped, no link followed, not a FIFO; None if unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        return None
+    try:
+        return json.loads(data, parse_constant=lambda name: None)
+    except ValueError:
+        return None
+
+
+def self_check_reference(evidence: dict[str, Any]) -> dict[str, Any]:
+    """What ``make check`` needs of the instructor's evidence at seed 0: ``node_fits`` answers and
+    the kernels' origins (no generated code: that would show the solution's output)."""
+    return {cid: ({"fits": e["fits"], "why": e["why"]} if "fits" in e else
+                  {"kernels": [{"origins": k["origins"]} for k in e.get("kernels", [])]})
+            for cid, e in evidence.items() if cid.startswith("5.2")}
+
+
+def main(argv: list[str]) -> int:
+    """``produce CASES OUT`` | ``execute IN OUT`` | ``expect IN OUT`` | ``reference IN OUT``."""
+    if argv == ["write-reference"]:        # instructors, in the master copy
+        REFERENCE_FILE.write_text(json.dumps(self_check_reference(produce(draw(0)[0])), indent=1,
+                                             sort_keys=True) + "\n")
+        return 0
+    command, source, dest = argv
+    data = json.loads(Path(source).read_text())
+    if command == "produce":
+        result: Any = produce(data["cases"])
+    else:
+        if command == "execute":
+            result = execute(data["cases"], data["evidence"], data["values"])
+        elif command == "expect":      # make check: eager's outputs only (the release has no solution)
+            result = {"expected": expect(data["cases"], data["values"])}
+        elif command == "reference":
+            result = {"evidence": produce(data["cases"]), "expected": expect(data["cases"], data["values"])}
+        else:
+            raise SystemExit(f"unknown command {command!r}")
+    Path(dest).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

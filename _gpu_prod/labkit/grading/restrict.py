@@ -1,0 +1,453 @@
+"""The restricted policy a graded fix-type answer is compiled under: an AST allow-list.
+
+A fix-type answer must run *with* torch, in the process whose behaviour the harness measures, so it
+cannot run where torch is absent. What the red team used to forge a verdict from such a process
+is ruled out before the answer runs: reaching frames or the harness (``sys``, ``inspect``, ``gc``,
+generator and traceback frames, any ``_private`` or ``__dunder__`` attribute), rebinding what the
+harness uses (assigning attributes of anything but ``self``/``ctx``, ``setattr``, module
+dictionaries), running other code (``exec``, ``eval``, ``compile``, ``__import__``,
+``importlib``, ``ctypes``, ``open``, pickled files through ``torch.load``/``numpy.load``,
+``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
+come from :data:`MODULES` only. A refused answer scores 0 with the reason (line and name).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+import types
+from functools import cache
+from typing import Any
+
+MODULES = frozenset({
+    "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint", "torch.library",
+    "torch.autograd", "torch.func", "functorch.compile", "torch._dynamo",
+    "numpy", "math", "cmath", "itertools", "collections", "re", "random", "statistics", "numbers",
+    "fractions", "decimal", "heapq", "bisect", "json", "warnings", "__future__"})
+# Not functools, copy, dataclasses, typing, enum or abc: each calls setattr/getattr on objects an
+# answer hands it (functools.update_wrapper(obj, target, assigned=("__globals__",)) read any
+# attribute and led out of the policy: the red team's A3). Not contextlib (ExitStack.enter_context
+# enters a context manager and never leaves it: a saved-tensors hook or a mode for the rest of the
+# process) or torch.fx (a get_attr node is a getattr by string, a call_method node calls any method
+# by name: "__setattr__" included). numpy stays (9.1 and 9.3's operators are NumPy code) without
+# what reaches memory, files or a compiler (as_strided, memmap, f2py, lib: below).
+# torch._dynamo is allowed for these names only (notebook 12 marks lengths dynamic with them)
+DYNAMO_NAMES = frozenset({"mark_dynamic", "maybe_mark_dynamic", "mark_static", "graph_break"})
+BUILTINS_DENIED = frozenset({
+    "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+    "delattr", "breakpoint", "input", "memoryview", "help", "exit", "quit", "get_ipython",
+    "display", "In", "Out", "object"})
+ATTRS_DENIED = frozenset({
+    # frames, code and the objects that lead to them
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "co_code",
+    "co_consts", "func_globals", "globals", "mro",
+    # modules a library re-exports (torch.os, numpy.sys, ...)
+    "os", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "shutil",
+    "pickle", "marshal", "io", "pathlib", "socket", "signal", "threading", "multiprocessing",
+    "types", "weakref", "ctypeslib", "cpp_extension", "hub", "utils_hooks", "functools",
+    "contextlib", "abc", "typing", "glob", "platform", "textwrap", "torch",
+    # getattr/setattr by string and code from strings: fx nodes, TorchScript, packages, timers
+    "fx", "jit", "package", "export", "overrides", "testing", "benchmark", "Timer", "graph",
+    "GraphModule", "Graph", "Tracer", "symbolic_trace", "call_method", "get_attr", "create_node",
+    "onnx", "backends", "distributed", "profiler", "serialization", "storage", "classes", "cpp",
+    "attrgetter", "methodcaller",
+    # numpy's ways to memory (views past a buffer's end), files and compilers
+    "as_strided", "stride_tricks", "lib", "memmap", "f2py", "distutils", "fromregex",
+    "genfromtxt", "loadtxt", "DataSource",
+    # code from files and strings, files written
+    "load", "loads", "save", "savez", "savez_compressed", "savetxt", "tofile", "fromfile",
+    "from_file", "load_inline", "load_library", "format_map", "system", "popen", "dump", "dumps",
+    # Dynamo's state and its switches; hooks that outlive the answer's call
+    "reset", "set_stance", "disable", "allow_in_graph", "substitute_in_graph", "config",
+    "counters", "disable_saved_tensors_hooks", "saved_tensors_hooks", "save_on_cpu",
+    "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy"})
+# names of the same families, by pattern: unsafe guard switches, caches and pickles from files
+ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
+# (the methods an answer's own objects define are exempt: a hook name of its own is its business)
+ASSIGNABLE_ROOTS = frozenset({"self", "ctx", "cls"})
+# the special methods an answer may define (a __setattr__ or __getattr__ of its own would see
+# whatever a library call stores into or reads from its objects)
+DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
+# keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
+# it runs: a command of the answer's choosing)
+KEYWORDS_DENIED = frozenset({"options"})
+# What the store guard and the load guard (:func:`guards`) are called in an answer's module: names
+# the policy refuses in a student's source, so only the rewritten code can reach them.
+STORE, LOAD, IOP = "__labkit_store__", "__labkit_load__", "__labkit_iop__"
+
+
+class Refused(ValueError):
+    """An answer the restricted policy does not run, with the line and the reason."""
+
+
+def _root(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node
+
+
+def _allowed_private(node: ast.Attribute) -> bool:
+    """``super().__init__`` and ``torch._dynamo.mark_dynamic`` (and its DYNAMO_NAMES)."""
+    if node.attr == "__init__" and isinstance(node.value, ast.Call) and \
+            isinstance(node.value.func, ast.Name) and node.value.func.id == "super":
+        return True
+    return node.attr == "_dynamo" and isinstance(node.value, ast.Name) and node.value.id == "torch"
+
+
+def _plain_format(receiver: ast.AST) -> bool:
+    """A ``"...".format`` whose fields name no attribute or item (``{0.__class__}`` would)."""
+    import string
+
+    if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
+        return False
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(receiver.value) if f]
+    except ValueError:
+        return False
+    return not any("." in f or "[" in f for f in fields)
+
+
+class _Policy(ast.NodeVisitor):
+    def __init__(self, modules: frozenset[str] = MODULES) -> None:
+        self.parents: dict[int, ast.AST] = {}
+        self.modules = modules
+        # Triton's language module loads and stores through tl.load: allowed where Triton is,
+        # as long as the name tl is never rebound (tl = torch would make it torch.load)
+        self.kept = {("tl", "load"), ("triton", "jit")} if "triton.language" in modules else set()
+        # a task about torch.export (14.1) names it: torch.export.Dim, as long as torch is never rebound
+        if "torch.export" in modules:
+            self.kept.add(("torch", "export"))
+
+    def refuse(self, node: ast.AST, why: str) -> None:
+        raise Refused(f"line {getattr(node, 'lineno', '?')}: {why}")
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.parents[id(child)] = node
+        super().generic_visit(node)
+
+    def _bound(self, node: ast.AST, name: str | None) -> None:
+        """A name bound other than by assignment (a parameter, ``as``, ``class``, ``global``):
+        never a dunder, so nothing can stand in for the guards the rewritten code calls."""
+        if name and name.startswith("__"):
+            self.refuse(node, f"the name '{name}' is not allowed in a graded answer")
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        self._bound(node, node.name)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        for name in node.names:
+            self._bound(node, name)
+
+    visit_Nonlocal = visit_Global
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._bound(node, node.arg)
+        if any(node.arg == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.arg}' may not be rebound in a graded answer")
+        self.generic_visit(node)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self._bound(node, node.asname)
+        if any((node.asname or node.name) == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.asname or node.name}' may not be rebound in a graded answer")
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name not in self.modules or alias.name == "torch._dynamo":
+                self.refuse(node, f"'import {alias.name}' is not allowed in a graded answer")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level or module not in self.modules:
+            self.refuse(node, f"'from {'.' * node.level}{module} import' is not allowed in a graded answer")
+        for alias in node.names:
+            if alias.name == "*" or alias.name.startswith("_") or (
+                    module == "torch._dynamo" and alias.name not in DYNAMO_NAMES):
+                self.refuse(node, f"'from {module} import {alias.name}' is not allowed")
+        self.generic_visit(node)
+
+    def _name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del) and any(node.id == n for n, _ in self.kept):
+            self.refuse(node, f"'{node.id}' may not be rebound in a graded answer")
+        if isinstance(node.ctx, ast.Store | ast.Del) and node.id in ASSIGNABLE_ROOTS:
+            # self/ctx/cls are parameters only: `cls = json; cls.dumps = ...` (the red team's A1)
+            self.refuse(node, f"'{node.id}' names a method's own object; it may not be assigned")
+        if node.id in BUILTINS_DENIED:
+            self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
+        if node.id.startswith("__") and node.id.endswith("__"):
+            self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
+        self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg in KEYWORDS_DENIED:
+            self.refuse(self.parents.get(id(node), node),
+                        f"the keyword '{node.arg}=' is not allowed in a graded answer")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "type" and (
+                len(node.args) != 1 or node.keywords):
+            self.refuse(node, "type(...) with more than one argument (a class made from a "
+                              "dictionary) is not allowed; write a class statement")
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        if any(not isinstance(t, ast.Name) for t in node.targets):
+            self.refuse(node, "only names may be deleted in a graded answer")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("_") and not _allowed_private(node):
+            self.refuse(node, f"the private attribute '.{node.attr}' is not allowed")
+        if node.attr == "_dynamo":
+            parent = self.parents.get(id(node))
+            if not (isinstance(parent, ast.Attribute) and parent.attr in DYNAMO_NAMES):
+                self.refuse(node, "only torch._dynamo." + "/".join(sorted(DYNAMO_NAMES)) + " are allowed")
+        if node.attr == "format" and not _plain_format(node.value):
+            self.refuse(node, "'.format' on anything but a string literal without attribute "
+                              "or index fields is not allowed (use an f-string)")
+        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
+        if (node.attr in ATTRS_DENIED or ATTRS_DENIED_PATTERN.search(node.attr)) and not kept:
+            self.refuse(node, f"'.{node.attr}' is not allowed in a graded answer")
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            root = _root(node)
+            if not (isinstance(root, ast.Name) and root.id in ASSIGNABLE_ROOTS):
+                self.refuse(node, "only attributes of self (or ctx) may be assigned")
+            parent = self.parents.get(id(node))
+            plain = (isinstance(parent, ast.Assign) and parent.targets == [node]) or (
+                isinstance(parent, ast.AugAssign | ast.AnnAssign) and parent.target is node)
+            if not plain:      # the store guard sees only `self.x = value` and `self.x += value`
+                self.refuse(node, "an attribute may be assigned only in a plain assignment "
+                                  "(self.x = value)")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "type":
+            parent = self.parents.get(id(node))
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                self.refuse(node, "'type' may only be called, with one argument")
+        self._name(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in DUNDER_METHODS:
+            self.refuse(node, f"defining '{node.name}' is not allowed in a graded answer")
+        self.generic_visit(node)       # __init__ and the others above: their bodies are checked
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._bound(node, node.name)
+        if any(k.arg == "metaclass" for k in node.keywords):
+            self.refuse(node, "a metaclass is not allowed in a graded answer")
+        self.generic_visit(node)
+
+
+# Namespaces whose public names an answer may read anywhere (their sub-modules only where KEEP
+# names them); any other attribute is read through the load guard, which lets it come only from
+# the answer's own objects, modules (nn.Module), autograd's ctx and the lesson's own classes.
+KEEP = frozenset({"nn", "functional", "autograd", "library", "utils", "checkpoint", "linalg",
+                  "special", "fft", "func", "init", "compiler", "ops", "language", "random"})
+
+
+def denied(name: str) -> bool:
+    """Whether an attribute name is refused wherever it appears."""
+    return name in ATTRS_DENIED or bool(ATTRS_DENIED_PATTERN.search(name))
+
+
+@cache
+def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The attribute names an answer reads without a guard: the public names of the allowed
+    modules, of torch's tensors, modules and autograd, and of Python's own types."""
+    import collections
+    import decimal
+    import fractions
+    import importlib
+    import random
+
+    import torch
+    from torch.autograd.function import FunctionCtx
+
+    spaces: list[Any] = [
+        list, dict, str, int, float, complex, tuple, set, frozenset, bytes, slice, range, bool,
+        BaseException, re.Match, re.Pattern, collections.deque, collections.Counter,
+        collections.OrderedDict, collections.defaultdict, random.Random, decimal.Decimal,
+        fractions.Fraction, torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.Size,
+        torch.dtype, torch.device, torch.Generator, torch.autograd.Function, FunctionCtx,
+        torch.library.CustomOpDef, torch.nn.init, torch.linalg, torch.special, torch.fft]
+    spaces += [importlib.import_module(m) for m in sorted(MODULES | set(extra)) if m != "__future__"]
+    names = set(KEEP)
+    for space in spaces:
+        for name in dir(space):
+            if name.startswith("_"):
+                continue
+            if isinstance(getattr(space, name, None), types.ModuleType) and name not in KEEP:
+                continue
+            names.add(name)
+    return frozenset(n for n in names if not denied(n))
+
+
+def _under_ops(node: ast.Attribute) -> bool:
+    """``torch.ops.<namespace>.<op>...``: operator names are the answer's own (custom ops)."""
+    chain = []
+    value: ast.AST = node.value
+    while isinstance(value, ast.Attribute):
+        chain.append(value.attr)
+        value = value.value
+    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"]
+
+
+class _Guarded(ast.NodeTransformer):
+    """Every attribute store becomes a call of the store guard, every read of a name outside
+    :func:`public_names` a call of the load guard (both from :func:`guards`, checked at run time)."""
+
+    OPS = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv",
+           ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul",
+           ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor", ast.LShift: "ilshift",
+           ast.RShift: "irshift"}
+
+    def __init__(self, public: frozenset[str], kept: set[tuple[str, str]]) -> None:
+        self.public, self.kept = public, kept
+
+    def _call(self, name: str, *args: ast.expr) -> ast.Call:
+        return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
+        if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
+                not node.attr.startswith("_") and not _under_ops(node):
+            return self._call(LOAD, node.value, ast.Constant(node.attr),
+                              ast.Constant(getattr(node, "lineno", 0)))
+        return node
+
+    def _store(self, target: ast.Attribute, value: ast.expr) -> ast.Expr:
+        return ast.Expr(self._call(STORE, self.visit(target.value), ast.Constant(target.attr),
+                                   value, ast.Constant(getattr(target, "lineno", 0))))
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
+            return self._store(node.targets[0], self.visit(node.value))
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if isinstance(node.target, ast.Attribute):
+            return self._store(node.target, self.visit(node.value)) if node.value else \
+                ast.Pass()
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        if isinstance(node.target, ast.Attribute):
+            read = self.visit(ast.Attribute(value=node.target.value, attr=node.target.attr,
+                                            ctx=ast.Load()))
+            op = ast.Attribute(value=ast.Name(id=IOP, ctx=ast.Load()),
+                               attr=self.OPS[type(node.op)], ctx=ast.Load())
+            value = ast.Call(func=op, args=[read, self.visit(node.value)], keywords=[])
+            return self._store(node.target, value)
+        return self.generic_visit(node)
+
+
+def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
+    """``source`` compiled, once the policy has found nothing to refuse (else :class:`Refused`),
+    with attribute stores and unlisted reads going through the guards (:func:`guards` supplies
+    them); ``extra``: modules this task's answer may use beyond :data:`MODULES` (Triton for 7.1)."""
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        raise Refused(f"line {exc.lineno}: syntax error") from None
+    policy = _Policy(MODULES | frozenset(extra))
+    policy.visit(tree)
+    guarded = _Guarded(public_names(tuple(sorted(extra))), policy.kept)
+    tree = ast.fix_missing_locations(guarded.visit(tree))
+    return compile(tree, filename, "exec", dont_inherit=True)
+
+
+def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = ()
+           ) -> dict[str, Any]:
+    """The guards an answer module named ``answer`` runs with (put them in its namespace).
+
+    A store goes through only on the answer's own classes and their instances, and on instances
+    of ``writable`` (nn.Module, autograd's ctx): never on a module, a function or a library's
+    class, whatever a method's ``self`` was called with (the red team's A1 route). A read of a
+    name outside :func:`public_names` comes only from those, the lesson's (module ``lesson``)
+    objects and instances of ``readable``.
+    """
+    def own(obj: Any) -> bool:
+        kind = obj if isinstance(obj, type) else type(obj)
+        return kind.__module__ == answer
+
+    def store(obj: Any, name: str, value: Any, line: int) -> None:
+        if not (own(obj) or (not isinstance(obj, type) and isinstance(obj, writable))):
+            raise Refused(f"line {line}: a graded answer may not assign '{name}' on a "
+                          f"{type(obj).__name__}")
+        setattr(obj, name, value)
+
+    def load(obj: Any, name: str, line: int) -> Any:
+        kind = obj if isinstance(obj, type) else type(obj)
+        if not (own(obj) or kind.__module__ == lesson or (
+                not isinstance(obj, type) and isinstance(obj, writable + readable))):
+            raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
+                          f"{type(obj).__name__}")
+        return getattr(obj, name)
+
+    return {STORE: store, LOAD: load, IOP: operator}
+
+
+def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The notebook's names an answer may use: no private names, modules from MODULES (and
+    ``extra``) only."""
+    out = {}
+    for name, value in ctx.items():
+        if name.startswith("_") or name in BUILTINS_DENIED:
+            continue
+        if isinstance(value, types.ModuleType) and value.__name__ not in MODULES | set(extra):
+            continue
+        if type(value).__module__.startswith(("IPython", "ipykernel", "labkit.grading")):
+            continue                       # the shell (run_cell!), the harness's own objects
+        out[name] = value
+    return out
+
+
+def definitions(text: str, names: tuple[str, ...]) -> str:
+    """The source of the top-level functions and classes ``names`` in ``text`` (decorators
+    included), and nothing else; source that raises SyntaxError when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "raise SyntaxError('the file does not parse')\n"
+    lines = text.splitlines(keepends=True)
+    keep = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
+    return "".join("".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:
+                                 n.end_lineno]) + "\n" for n in keep)
+
+
+class Seal:
+    """The objects a harness measures with, taken before an answer runs: :meth:`broken` names any
+    that an answer replaced since (a backstop behind the policy and the guards: a route around
+    both that rebinds what the harness calls still gains nothing)."""
+
+    # the shell's last results, and what IPython and ipykernel put into builtins around every
+    # cell they run (get_ipython is a new bound method each time, input is forwarded per request)
+    VOLATILE = frozenset({"_", "__", "___", "get_ipython", "exit", "quit", "display", "input",
+                          "raw_input", "help", "copyright", "credits", "license"})
+
+    def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
+        self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
+        self.counters, self.counted = counters, counters()
+
+    def broken(self) -> list[str]:
+        """``space.name`` for every name that is gone or bound to another object."""
+        out = []
+        for label, space, before in self.taken:
+            now = vars(space)
+            # Dynamo keeps what it compiles in the globals of the compiled frame's module, under
+            # dunder names (__compiled_fn_1_<uuid>, __builtins_dict___0), and rebinds them; an
+            # answer cannot name a dunder, so a module's dunders are not the seal's business
+            skip = self.VOLATILE | ({k for k in before if k.startswith("__")}
+                                    if isinstance(space, types.ModuleType) else set())
+            out += [f"{label}.{k}" for k, v in before.items()
+                    if k not in skip and (k not in now or now[k] is not v)]
+        return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])

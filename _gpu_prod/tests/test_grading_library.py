@@ -1,0 +1,154 @@
+"""Library tasks 5.1 and 5.2 judged from what the compiler produces (labkit.grading.libcheck).
+
+The fast tests check the grader's own parts (case drawing, the screens for generated code, the
+judge's words) without torch.compile; the slow ones grade real libraries in real sandboxes:
+an attacking library file that forges at import time gains nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labkit.grading import libcheck as lc
+
+CALL = '''def call(args):
+    arg0_1, arg1_1, = args
+    args.clear()
+    buf0 = empty_strided((3, 4), (4, 1), dtype=torch.float32, device=device)
+    kernel0(arg0_1, reinterpret(arg1_1, (3, 4), (1, 3), 0), buf0)
+    return [buf0]
+'''
+TRITON = '''@triton.jit
+def kernel0(in_ptr0, out_ptr0, BLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tmp0 = tl.load(in_ptr0 + (xindex), xindex < 12, other=0)
+    tmp1 = tl.where(tmp0 == float('inf'), tmp0, tl.log(1.0 + tmp0))
+    tl.store(out_ptr0 + (xindex), _lk_round_bf(tmp1), xindex < 12)
+'''
+
+
+def test_cases_hold_no_values_and_follow_the_seed_per_task() -> None:
+    cases, values = lc.draw(7)
+    assert {c["task"] for c in cases} == {"5.1", "5.2"}
+    assert set(values) == {c["id"] for c in cases if c["kind"] == "program"}
+    text = json.dumps(cases)
+    assert all(json.dumps(v)[1:-1] not in text for v in values.values())    # shapes only
+    assert lc.draw(7) == (cases, values) and lc.draw(8)[1] != values
+    alone, _ = lc.draw(7, ("5.2",))                     # 5.2's cases don't depend on 5.1's
+    assert alone == [c for c in cases if c["task"] == "5.2"]
+    kinds = json.dumps(values["5.1#1"])                 # logaddexp: equal infinities drawn
+    assert all(any(c["program"] == p and c["target"] == t for c in cases)
+               for p in ("log1p", "logaddexp") for t in ("cpp", "triton")) and "inf" in kinds
+
+
+def test_the_wrapper_screen_accepts_labkits_wrapper_and_refuses_anything_else() -> None:
+    lc.check_call(CALL, {"kernel0"})
+    for bad in ("    buf0 = aten.logaddexp.default(arg0_1, arg1_1)\n",   # a fallback
+                "    buf0 = torch.logaddexp(arg0_1, arg1_1)\n",           # eager, by hand
+                "    import os\n", "    kernel0.__globals__['x'] = 1\n",
+                "    buf0 = empty_strided((3, 4), (4, 1), dtype=torch.Tensor, device=device)\n",
+                "    kernel1(arg0_1)\n", "    exec('1')\n"):
+        with pytest.raises(lc.Refused):
+            lc.check_call(CALL.replace("    return", bad + "    return"), {"kernel0"})
+
+
+def test_the_triton_screen_allows_builtins_and_the_kernels_own_names_only() -> None:
+    lc.check_triton(TRITON)
+    for bad in ("__import__('torch')", "np.log1p(tmp0)", "tmp0.__class__", "torch.log1p(tmp0)",
+                "open('/x')"):
+        with pytest.raises(lc.Refused):
+            lc.check_triton(TRITON.replace("tl.log(1.0 + tmp0)", bad))
+    with pytest.raises(lc.Refused):
+        lc.check_triton("import os\n" + TRITON)
+
+
+def test_the_judge_counts_and_names_what_is_wrong_without_values() -> None:
+    case = {"id": "5.1#0", "task": "5.1", "kind": "program", "program": "log1p", "target": "cpp",
+            "inputs": [{"shape": [3], "dtype": "float32"}], "rtol": 1e-5, "atol": 0.0}
+    fits = {"id": "5.2#0", "task": "5.2", "kind": "fits"}
+    want = [{"dtype": "float32", "shape": [3], "values": [1.25e-9, "inf", 0.5]}]
+    evidence = {"5.1#0": {"kernels": [], "call": "def call(args):\n    return []\n"},
+                "5.2#0": {"fits": True, "why": True}}
+    good = {"5.1#0": {"outputs": want}}
+    assert lc.judge([case, fits], evidence, good, {"5.2#0": {"fits": True, "why": True}},
+                    {"5.1#0": want}) == {"5.1": [], "5.2": []}
+    off = {"5.1#0": {"outputs": [{**want[0], "values": [0.0, "inf", 0.5]}]}}   # log(1 + x) of 1e-9
+    got = lc.judge([case, fits], evidence, off, {"5.2#0": {"fits": False, "why": True}},
+                   {"5.1#0": want})
+    assert got["5.1"] == ["log1p (cpp, float32): output 0 differs from eager at 1 of 3 elements"]
+    assert got["5.2"] == ["node_fits: 1 of 1 questions answered wrong or without a reason (#0)"]
+    assert "1.25e-09" not in json.dumps(got)
+    nan = {"5.1#0": {"outputs": [{**want[0], "values": [1.25e-9, "nan", 0.5]}]}}
+    assert lc.judge([case], evidence, nan, {}, {"5.1#0": want})["5.1"]
+    refused = {"5.1#0": {"kernels": [], "call": "def call(args):\n    return [aten.log1p(args[0])]\n"}}
+    assert "refused" in lc.judge([case], refused, good, {}, {"5.1#0": want})["5.1"][0]
+
+
+# -- real libraries, real sandboxes (as make grade) ------------------------------------------------
+# At import time: every pytest and observe route the red team used (assert_close, the report, the
+# recorder's transcript), then, at exit, the evidence file rewritten: eager torch in the wrapper,
+# Triton kernels that import torch, every node_fits question answered "fits".
+FORGE = r'''
+import atexit as _atexit, json as _json, os as _os, sys as _sys
+import torch.testing as _tt
+_tt.assert_close = lambda *a, **k: None
+try:
+    import _pytest.reports as _reports
+    _reports.TestReport.passed = property(lambda self: True)
+    _reports.TestReport.outcome = "passed"
+except Exception:
+    pass
+try:
+    from labkit.grading import observe as _observe
+    _observe._encode = lambda x, rtol, atol: {"kind": "other", "repr": "forged"}
+except Exception:
+    pass
+if _os.environ.get("LABKIT_OBSERVE"):
+    with open(_os.environ["LABKIT_OBSERVE"], "a") as _fh:
+        _fh.write(_json.dumps({"nodeid": "x", "when": "call", "outcome": "passed",
+                               "markers": ["task5_1", "task5_2"], "values": []}) + "\n")
+
+def _forge():
+    if len(_sys.argv) != 4 or _sys.argv[1] != "produce":
+        return
+    cases = _json.load(open(_sys.argv[2]))["cases"]
+    out = {}
+    for c in cases:
+        if c["kind"] == "fits":
+            out[c["id"]] = {"fits": True, "why": True}
+            continue
+        names = ", ".join(f"arg{i}_1" for i in range(len(c["inputs"])))
+        fn = {"log1p": "torch.log1p", "logaddexp": "torch.logaddexp"}.get(c["program"], "torch.neg")
+        src = ("@triton.jit\ndef kernel0(in_ptr0, out_ptr0, BLOCK: tl.constexpr):\n"
+               "    t = __import__('torch')\n")
+        out[c["id"]] = {"kernels": [{"name": "kernel0", "source": src, "args": [], "origins": [],
+                                     "launch": {"grid": 1, "block": 1, "num_warps": 1}}],
+                        "call": f"def call(args):\n    {names}, = args\n    return [{fn}({names})]\n",
+                        "fallbacks": []}
+    with open(_sys.argv[3], "w") as fh:
+        _json.dump(out, fh)
+
+_atexit.register(_forge)
+'''
+
+
+@pytest.mark.slow
+def test_a_library_that_forges_at_import_gains_nothing() -> None:
+    from fairness import library_evidence
+
+    from labkit.grading import rubric as rubric_mod
+
+    stub = {rel: None for t in ("5.1", "5.2") for rel in rubric_mod.load().task(t).files}
+    problems = library_evidence(stub, 5, prefix={"labkit/compiler/lower.py": FORGE})
+    assert problems["5.1"] and all("refused" in p for p in problems["5.1"]), problems
+    assert any("torch.log" in p for p in problems["5.1"])      # the forged evidence was judged
+    assert any("node_fits" in p for p in problems["5.2"]), problems
+
+
+def test_make_checks_seed_0_answers_are_the_solutions() -> None:
+    """library_reference.json (shipped, for make check) is what the solution answers at seed 0;
+    after changing the solution or the cases: python -m labkit.grading.libcheck write-reference."""
+    cases, _ = lc.draw(0, ("5.2",))
+    assert lc.self_check_reference(lc.produce(cases)) == json.loads(lc.REFERENCE_FILE.read_text())

@@ -1,0 +1,151 @@
+"""A student's walk through the release in a real browser: answer, hint, check, status, submit.
+
+The release is built with `make student`'s code and cloned as a student would have it (the notebook
+filter installed), served by `make lab`'s server, and driven with Playwright + Chromium. With
+LABKIT_SCREENSHOTS=1 the dashboard's screenshot goes to figures/ (the README's student section).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import test_browser as tb
+
+ROOT = Path(__file__).resolve().parent.parent
+EX03 = "notebooks/exercises/ex03_graph_breaks.ipynb"
+FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "answers" / "3.1.json").read_text())
+
+pytestmark = pytest.mark.slow
+
+
+def _cell(page, cell_id: str, repo: Path | None = None):
+    """The notebook cell whose nbformat id is ``cell_id``: the DOM has no ids, so by its position
+    in the notebook as committed (all cells are in the DOM: JupyterLab only skips their layout)."""
+    cells = json.loads(((repo or _cell.repo) / EX03).read_text())["cells"]
+    index = [c.get("id") for c in cells].index(cell_id)
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+def _set_source(page, cell, text: str) -> None:
+    """Replace a code cell's source the way a student does: select all in its editor, type over."""
+    cell.locator(".cm-content").first.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(text)   # like a paste: no auto-indent on top of the text's own
+    page.keyboard.press("Escape")
+
+
+def _output(cell, needle: str, timeout_s: float = 240) -> str:
+    """The cell's output text once it contains ``needle``."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        text = cell.locator(".jp-OutputArea").first.text_content() or ""
+        if needle in text:
+            return text
+        time.sleep(0.5)
+    pytest.fail(f"no {needle!r} in the cell's output within {timeout_s:.0f} s: {text[-600:]!r}")
+
+
+def _grading(repo: Path, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_a_student_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> None:
+    if not Path(tb.CHROMIUM).exists() or not shutil.which("git"):
+        pytest.skip(f"needs Chromium at {tb.CHROMIUM} and git")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    from playwright.sync_api import sync_playwright
+
+    from labkit.grading import rubric as R
+    from labkit.grading.commands import build_student
+
+    repo = tmp_path / "student"
+    build_student(ROOT, repo, R.load(), commit=False)
+    kernel = tb._kernel_name()
+    for nb_path in repo.glob("notebooks/**/*.ipynb"):   # a missing kernel opens a blocking dialog
+        nb = json.loads(nb_path.read_text())
+        nb["metadata"].setdefault("kernelspec", {})["name"] = kernel
+        nb_path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    tb._git(repo, "init", "-q")
+    subprocess.run(["python3", "tools/nb_git_clean.py", "--install"], cwd=repo, check=True)
+    tb._git(repo, "add", "-A")
+    tb._git(repo, "commit", "-qm", "release")
+    _cell.repo = repo
+
+    port, token = tb.free_port(), secrets.token_urlsafe(16)
+    argv, token = tb.lab_command(root_dir=repo, port=port, token=token)
+    argv += [f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
+             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"]
+    env = {**tb._kernel_env(tmp_path), "PYTHONPATH": str(repo)}   # the release's labkit, not ours
+    proc, log = tb._start(argv, tmp_path / "lab.log", repo, env, port, token)
+    lab = tb.Lab(f"http://127.0.0.1:{port}", token, repo, tmp_path / "lab.log")
+    shots = tb._shots(tmp_path)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=tb.CHROMIUM, args=tb.CHROMIUM_ARGS)
+            page = tb._open(browser, lab, EX03)
+            try:
+                tb._run_cell(page, _cell(page, "setup"))
+                board = _cell(page, "dashboard")
+                tb._run_cell(page, board)
+                assert "not started" in _output(board, "tasks passing")
+                tb._run_cell(page, _cell(page, "build-3-1"))
+                answer, check = _cell(page, "t3-1"), _cell(page, "c3-1")
+                _set_source(page, answer, FIXTURE["wrong"]["cell"])
+                tb._run_cell(page, answer)
+                tb._run_cell(page, check)
+                fail = _output(check, "Task 3.1:")
+                assert "Task 3.1: FAIL" in fail and "the inputs you got wrong: #" in fail, fail
+                hint = _cell(page, "hint-3-1")
+                tb._run_cell(page, hint)
+                assert "Hint 1 of" in _output(hint, "Hint 1 of")
+                _set_source(page, answer, FIXTURE["right"]["cell"])
+                tb._run_cell(page, answer)
+                tb._run_cell(page, check)
+                assert "Task 3.1: PASS" in _output(check, "Task 3.1: PASS")
+                tb._save(page, repo / EX03)
+                changed = tb._git_status_settled(repo)
+                assert changed.split() == ["M", EX03], changed
+                diff = tb._git(repo, "diff", "--", EX03)
+                assert "predict_graphs" in diff and "nc.hint" not in diff, diff[:3000]
+
+                out = _grading(repo, "labkit.grading", "check", "--task", "3.1")
+                assert "passing      3.1" in out, out
+                status = _grading(repo, "labkit.grading", "status")
+                assert "passing      3.1" in status, status
+                rows = [ln for ln in status.splitlines()[1:-1] if not ln.lstrip().startswith("why")]
+                others = [ln for ln in rows if " 3.1 " not in ln]
+                assert others and all(ln[2:14].strip() == "not started" for ln in others), status
+                tb._run_cell(page, board)
+                assert "passing" in _output(board, "1 of ")
+                page.mouse.move(0, 0)
+                board.screenshot(path=str(shots / "student_dashboard.png"))
+            except BaseException:
+                page.screenshot(path=str(tmp_path / "failed.png"))
+                raise
+            finally:
+                page.close()
+            browser.close()
+        tb._shut_down_kernels(lab)
+    finally:
+        tb._stop(proc, log)
+
+    _grading(repo, "labkit.grading.submit", "--out", "dist/submission.zip")
+    with zipfile.ZipFile(repo / "dist" / "submission.zip") as z:
+        assert EX03 in z.namelist()
+        manifest = json.loads(z.read("MANIFEST.json"))
+    assert manifest["hints_seen"] == {"3.1": 1}
+    assert tb._git(repo, "status", "--porcelain").split() == ["M", EX03]
