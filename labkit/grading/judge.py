@@ -16,6 +16,11 @@ Per submission, :func:`judge_notebooks` builds, from the student's answer source
   answer loaded by :func:`labkit.grading.harness.load_answer` (restricted policy), and a graded cell
   printing the evidence.
 
+A lesson cell tagged ``demo`` only shows a symptom (ex12's ten compiled training steps): no check
+uses what it binds (``tests/test_grading_judge.py`` holds every exercise notebook to that), so pass
+1 and the fix notebooks leave it out, unless the student's answer names something it binds; then
+it runs, as in their notebook. (It was half of a submission's grading time.)
+
 Each graded cell's *stored* output is the spec line (``EVIDENCE-SPEC``); nbval (outside, in the
 trusted process) compares the two through :func:`labkit.grading.evidence.compare`, installed by
 the runner plugin. The graded cells keep the rubric's cell ids, so scoring is unchanged.
@@ -40,6 +45,47 @@ from labkit.grading.nbcheck import MEASURE_ENV, TASKS_ENV
 from labkit.grading.rubric import Rubric, Task, stub_text, stubs_outside_functions
 
 CHECK = "# NBVAL_CHECK_OUTPUT\n"
+DEMO = "demo"    # the tag of a lesson cell that only shows a symptom (see the module note)
+
+
+def is_demo(cell: NotebookNode) -> bool:
+    """Whether a cell is tagged as a demonstration no check depends on."""
+    return DEMO in cell.get("metadata", {}).get("tags", [])
+
+
+def bound_names(source: str) -> set[str]:
+    """The names a cell binds at its top level (assignments, loops, withs, defs, classes, imports)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            continue
+        for sub in ast.walk(node):     # over-counting (a nested def's locals) only keeps more cells
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.add(sub.id)
+            elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(sub.name)
+    return names
+
+
+def used_names(source: str) -> set[str]:
+    """Every name a source reads (an unparsable source reads everything: keep every cell)."""
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return {"*"}
+
+
+def needed(cell: NotebookNode, answer: str = "") -> bool:
+    """Whether a lesson cell goes into a judge notebook: any but a demo the answer doesn't name."""
+    if not is_demo(cell):
+        return True
+    used = used_names(answer)
+    return "*" in used or bool(bound_names(cell.source) & used)
 
 
 def task_cells(rubric: Rubric, nb_path: str) -> set[str]:
@@ -67,6 +113,7 @@ def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch
         if not wanted:
             continue
         nb = copy.deepcopy(master)
+        nb.cells = [c for c in nb.cells if not is_demo(c)]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
@@ -168,7 +215,7 @@ def fix_notebook(nb_path: str, master: NotebookNode, task: Task, answer: str,
     """The judge notebook of one fix-type task (the lesson's cells, the harness, the answer)."""
     skip = task_cells(rubric, nb_path)
     cells = [_cell(f"j-{k}", c.source) for k, c in enumerate(master.cells)
-             if c.cell_type == "code" and c.get("id") not in skip]
+             if c.cell_type == "code" and c.get("id") not in skip and needed(c, answer)]
     (graded,) = task.graded
     editable = task.editable[0] if task.editable else f"j-answer-{task.id.replace('.', '-')}"
     cells.append(_cell("j-harness", "from labkit.grading import harness as _harness"))

@@ -109,7 +109,7 @@ def train(model, steps, seed=0):
 # hands each to `eager` or to `aot_eager`. The same model, the same batches: the two backends do not
 # compile the same number of graphs. Both numbers are far from the one graph a step of this model
 # needs. Which method costs what, and why, is for you to find.
-# %% id=symptoms
+# %% id=symptoms tags=demo
 # NBVAL_CHECK_OUTPUT
 for inner in ("eager", "aot_eager"):
     nc.fresh()
@@ -129,7 +129,7 @@ for inner in ("eager", "aot_eager"):
 # Write `SteadyGain`, a `SensorNet` whose `normalise` gives the same values, step after step (the
 # running peak is the model's state: it lives from one call to the next), and compiles **one graph**
 # for any number of steps, with no graph break.
-# %% id=normalise-probe
+# %% id=normalise-probe tags=demo
 # NBVAL_CHECK_OUTPUT
 for inner in ("eager", "aot_eager"):
     nc.fresh()
