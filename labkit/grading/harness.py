@@ -505,7 +505,7 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
     module.__dict__.update(allowed_context(ctx, extra))
     module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
-                                  writable=(torch.nn.Module, FunctionCtx)))
+                                  writable=(FunctionCtx,), held=(torch.nn.Module,)))
     module.__file__ = filename
     sys.modules[name] = module
     _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
