@@ -6,9 +6,9 @@ is ruled out before the answer runs: reaching frames or the harness (``sys``, ``
 generator and traceback frames, any ``_private`` or ``__dunder__`` attribute), rebinding what the
 harness uses (assigning attributes of anything but ``self``/``ctx``, ``setattr``, module
 dictionaries; at run time, attribute and item stores outside the answer's own objects), keeping a
-context entered after the answer returned (generators, coroutines), running other code (``exec``, ``eval``, ``compile``, ``__import__``,
-``importlib``, ``ctypes``, ``open``, pickled files through ``torch.load``/``numpy.load``,
-``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
+context entered after the answer returned (generators, coroutines), running other code
+(``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``ctypes``, ``open``, pickled
+files through ``torch.load``/``numpy.load``, ``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
 come from :data:`MODULES` only. A refused answer scores 0 with the reason (line and name).
 """
 
