@@ -77,8 +77,7 @@ DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 KEYWORDS_DENIED = frozenset({"options"})
 # What the store guard and the load guard (:func:`guards`) are called in an answer's module: names
 # the policy refuses in a student's source, so only the rewritten code can reach them.
-STORE, LOAD, IOP, ITEM = ("__labkit_store__", "__labkit_load__", "__labkit_iop__",
-                         "__labkit_item__")
+STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
 
 
 class Refused(ValueError):
@@ -492,14 +491,11 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         kind = obj if isinstance(obj, type) else type(obj)
         return kind.__module__ == answer
 
-    def outside(obj: Any) -> bool:
-        return id(obj) in foreign
-
     def allowed(root: Any, obj: Any) -> bool:
         if isinstance(obj, type):
             return own(obj)
         return own(obj) or isinstance(obj, writable) or (
-            isinstance(obj, held) and own(root) and not outside(obj))
+            isinstance(obj, held) and own(root) and id(obj) not in foreign)
 
     def store(root: Any, obj: Any, name: str, value: Any, line: int) -> None:
         if not allowed(root, obj):
@@ -512,7 +508,7 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
             if type(obj) not in PLAIN:
                 raise Refused(f"line {line}: a graded answer may not assign an item of a "
                               f"{type(obj).__name__}")
-            if outside(obj):
+            if id(obj) in foreign:
                 raise Refused(f"line {line}: a graded answer may not assign an item of a "
                               f"{type(obj).__name__} that a module holds")
         obj[key] = getattr(operator, op)(obj[key], value) if op else value
