@@ -326,3 +326,67 @@ def test_fix_forgery_on_the_other_tasks_gains_nothing(task, name):
     assert problems, f"{task} {name} forged a pass: {found}"
     import torch
     assert torch.compile.__module__ == "torch" and torch.library.opcheck.__name__ == "opcheck"
+
+
+# -- 7.1: the library file forges its marked tests; the verdict is the harness's evidence ----------
+# The file rebinds the given launcher softmax() to torch.softmax (its marked tests pass on values
+# alone), and at import time patches the observe plugin's recorder, pytest's report and
+# assert_close; its kernel forgets to rescale the running sum. Grading ANDs the marked tests with
+# the check cell c7-1, whose judge notebook loads softmax_kernel's definition only (restricted),
+# launches it with the instructor's launcher and judges the outputs outside: the import-time code
+# never runs there, so the forged tests can only ever take a point away, never give one.
+FORGE_7_1 = '''
+import torch.testing as _tt
+_tt.assert_close = lambda *a, **k: None
+try:
+    import _pytest.reports as _reports
+    _reports.TestReport.passed = property(lambda self: True)
+    _reports.TestReport.outcome = "passed"
+except Exception:
+    pass
+try:
+    from labkit.grading import observe as _observe
+    _observe._encode = lambda x, rtol, atol: {"kind": "other", "repr": "forged"}
+    from labkit.grading import harness as _harness
+    _harness.measure = lambda *a, **k: {"kernel": True, "outputs": []}
+except Exception:
+    pass
+
+def softmax(x, block=16):
+    return torch.softmax(x, dim=-1)
+'''
+
+
+def test_a_71_library_file_that_forges_its_tests_gains_nothing(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    import fairness
+
+    from labkit.grading.runner import Outcome
+
+    rel = "labkit/exercises/triton_softmax.py"
+    wrong = json.loads((fairness.ANSWERS / "7.1.json").read_text())["wrong"]["files"][rel]
+    work = tmp_path / "course"
+    shutil.copytree(fairness.ROOT / "labkit", work / "labkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (work / "tests").mkdir()
+    shutil.copy2(fairness.ROOT / "tests" / "test_grading_exercises.py", work / "tests")
+    shutil.copy2(fairness.ROOT / "conftest.py", work / "conftest.py")
+    target = work / rel
+    target.write_text(fairness.with_body(target.read_text(), wrong) + FORGE_7_1)
+    task = R.load().task("7.1")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("PYTEST_", "LABKIT_"))}
+    env.update(PYTHONPATH=str(work), OMP_NUM_THREADS="1")
+    tests = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-o", "addopts=", "--rootdir", str(work), "-m", task.marker, "tests"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert tests.returncode == 0 and " passed" in tests.stdout, tests.stdout[-2000:]   # forged
+    passed, printed = fairness._check_in(work, task, seed=3)
+    assert not passed and "Task 7.1: FAIL" in printed, printed
+    outcomes = [Outcome(f"t{i}", "passed", "", {"task_marker": [task.marker]}) for i in range(3)]
+    outcomes.append(Outcome("judge::c7-1", "failed", "Task 7.1: FAIL",
+                            {"notebook": [Path(task.notebook).name], "cell_id": ["c7-1"]}))
+    assert G.score_task(task, outcomes, {}).points == 0

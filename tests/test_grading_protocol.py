@@ -135,6 +135,118 @@ def test_the_guards_let_an_answer_use_its_own_objects_and_modules():
     assert ns["out"].tolist() == [6.0, 6.0] and ns["Box"].size == 4 and ns["b"].k == 5
 
 
+# Issue 29's remaining holes: item stores into what a module holds (the harness's, torch's, the
+# lesson's), stores on nn.Modules the answer neither made nor holds, contexts a paused generator
+# keeps entered. Each source runs against a lesson module holding a dict and a model.
+HOLES = {
+    "item store into a module's list": "import warnings\nwarnings.filters[:] = []\n",
+    "augmented item store into a module's dict": "import numpy\nnumpy.typecodes['All'] += 'x'\n",
+    "item store into an imported registry": ("from functorch.compile import default_decompositions\n"
+                                             "default_decompositions[1] = 2\n"),
+    "item store into the lesson's dict": "REG['a'] = 2\n",
+    "item store in a method on the lesson's dict": ("class A:\n    def put(self, d):\n"
+                                                    "        d['a'] = 2\nA().put(REG)\n"),
+    "the lesson's model through a free function": ("def put(self, v):\n    self.forward = v\n"
+                                                   "put(model, print)\n"),
+    "the lesson's model held by the answer's object": (
+        "class A:\n    def grab(self, m):\n        self.m = m\n        self.m.forward = print\n"
+        "A().grab(model)\n"),
+    "the lesson's submodule replaced by item": (
+        "class A:\n    def grab(self, m):\n        self.m = m\n        self.m[0] = torch.nn.ReLU()\n"
+        "A().grab(model)\n"),
+    "torch's class through an instance's type": ("def put(self, v):\n    self.forward = v\n"
+                                                 "put(type(torch.nn.Linear(2, 2)), print)\n"),
+    "a module the answer does not hold": ("def put(self, v):\n    self.forward = v\n"
+                                          "put(torch.nn.Linear(2, 2), print)\n"),
+}
+
+
+@pytest.fixture()
+def lesson():
+    """A lesson module (as the kernel's ``__main__``) holding a dict and a model."""
+    import sys
+    import types
+
+    import torch
+
+    module = types.ModuleType("lesson_holes")
+    module.torch, module.REG = torch, {"a": 1}
+    module.model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    sys.modules[module.__name__] = module
+    yield module
+    del sys.modules[module.__name__]
+
+
+@pytest.mark.parametrize("name", sorted(HOLES))
+def test_item_and_module_stores_outside_the_answers_own_are_refused(name, lesson):
+    import warnings
+
+    import numpy
+    import torch
+    from functorch.compile import default_decompositions
+
+    before = (list(warnings.filters), dict(numpy.typecodes), dict(default_decompositions))
+    ns = harness.load_answer("3.3", HOLES[name], dict(vars(lesson)))
+    assert re.match(r"line \d+: a graded answer may not assign", ns.get("__refused__", "")), ns.get(
+        "__refused__") or ns.get("__error__")
+    assert "refused" in harness.measure("3.3", ns, {}, {})
+    assert before == (list(warnings.filters), dict(numpy.typecodes), dict(default_decompositions))
+    assert lesson.REG == {"a": 1} and type(lesson.model[0]) is torch.nn.Linear
+    assert "forward" not in vars(lesson.model) and torch.nn.Linear.forward.__name__ == "forward"
+
+
+@pytest.mark.parametrize("source", [
+    "del REG['a']\n",                                                  # (only names are deleted)
+    "import torch\ntorch.nn.Linear.__dict__['forward'] = print\n",     # setattr by a __dict__
+    "import torch\nvars(torch.nn.Linear)['forward'] = print\n",
+    "a, REG['a'] = 1, 2\n",                                            # not a plain assignment
+    "for REG['a'] in [1]:\n    pass\n",
+    "def g():\n    with torch.no_grad():\n        yield 1\n",          # a paused generator
+    "def g():\n    yield from [1]\n",
+    "async def g():\n    pass\n",
+])
+def test_stores_the_guards_cannot_see_and_generators_are_refused(source):
+    with pytest.raises(Refused, match=r"^line \d+: "):
+        check_source(source, "answer")
+
+
+def test_a_switch_left_set_by_the_answer_is_its_error(lesson):
+    """torch's process-wide switches (grad mode, default dtype, ...) left changed by the answer,
+    by a call or a context it never left, are reported, never measured through."""
+    import torch
+
+    try:
+        ns = harness.load_answer("3.3", "torch.set_grad_enabled(False)\n", dict(vars(lesson)))
+        found = harness.measure("3.3", ns, {}, {})
+    finally:
+        torch.set_grad_enabled(True)
+    assert found == {"error": "your answer changed torch's grad mode (left as False), which the "
+                              "check uses"}
+
+
+def test_the_answers_own_stores_still_compile_to_one_graph(lesson):
+    """Item and submodule stores on the answer's own objects go through, inside a compiled
+    forward too, with no graph break (the guards are traced by Dynamo)."""
+    import torch
+
+    from labkit.grading import nbcheck as nc
+
+    source = ("G = {}\ndef keep(k):\n    G[k] = 1\nkeep(3)\n"
+              "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              "        self.seq = torch.nn.Sequential(torch.nn.Linear(4, 4))\n"
+              "        self.seq[0] = torch.nn.Linear(4, 4)\n        self.seq.tag = 1\n"
+              "    def forward(self, x):\n        y = self.seq(x)\n        y[:, 0] = 0.0\n"
+              "        y[..., 1:] += 2.0\n        d = {}\n        d['a'] = y\n        l = [y, y]\n"
+              "        l[1] *= 2\n        self.seq.seen = 1\n        return d['a'] + l[1]\n")
+    ns = harness.load_answer("3.3", source, dict(vars(lesson)))
+    assert "__refused__" not in ns and "__error__" not in ns, ns.get("__refused__") or ns.get("__error__")
+    model = ns["M"]()
+    nc.fresh()
+    out = torch.compile(model, backend="eager")(torch.ones(2, 4))
+    assert nc.graph_stats() == {"graphs": 1, "breaks": 0}
+    assert ns["G"] == {3: 1} and out[:, 0].tolist() == [0.0, 0.0] and model.seq.seen == 1
+
+
 def test_the_seal_notices_what_the_policy_and_guards_missed(monkeypatch):
     """A route around both that rebinds what the harness measures with still gains nothing: the
     harness compares the objects it uses with a snapshot taken before the answer ran."""

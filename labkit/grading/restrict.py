@@ -5,15 +5,17 @@ cannot run where torch is absent. What the red team used to forge a verdict from
 is ruled out before the answer runs: reaching frames or the harness (``sys``, ``inspect``, ``gc``,
 generator and traceback frames, any ``_private`` or ``__dunder__`` attribute), rebinding what the
 harness uses (assigning attributes of anything but ``self``/``ctx``, ``setattr``, module
-dictionaries), running other code (``exec``, ``eval``, ``compile``, ``__import__``,
-``importlib``, ``ctypes``, ``open``, pickled files through ``torch.load``/``numpy.load``,
-``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
+dictionaries; at run time, attribute and item stores outside the answer's own objects), keeping a
+context entered after the answer returned (generators, coroutines), running other code
+(``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``ctypes``, ``open``, pickled
+files through ``torch.load``/``numpy.load``, ``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
 come from :data:`MODULES` only. A refused answer scores 0 with the reason (line and name).
 """
 
 from __future__ import annotations
 
 import ast
+import collections
 import operator
 import re
 import types
@@ -75,7 +77,7 @@ DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 KEYWORDS_DENIED = frozenset({"options"})
 # What the store guard and the load guard (:func:`guards`) are called in an answer's module: names
 # the policy refuses in a student's source, so only the rewritten code can reach them.
-STORE, LOAD, IOP = "__labkit_store__", "__labkit_load__", "__labkit_iop__"
+STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
 
 
 class Refused(ValueError):
@@ -202,6 +204,28 @@ class _Policy(ast.NodeVisitor):
             self.refuse(node, "only names may be deleted in a graded answer")
         self.generic_visit(node)
 
+    def _plain_target(self, node: ast.AST) -> bool:
+        """Whether ``node`` is the whole target of ``x = v``, ``x += v`` or ``x: T = v`` (the
+        only stores the guards see: not a for/with/unpacking target)."""
+        parent = self.parents.get(id(node))
+        return (isinstance(parent, ast.Assign) and parent.targets == [node]) or (
+            isinstance(parent, ast.AugAssign) and parent.target is node) or (
+            isinstance(parent, ast.AnnAssign) and parent.target is node and parent.value is not None)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Store) and not self._plain_target(node):
+            self.refuse(node, "an item may be assigned only in a plain assignment (x[k] = value)")
+        self.generic_visit(node)
+
+    def _paused(self, node: ast.AST) -> None:
+        # a generator or coroutine paused inside a `with` keeps its context (no_grad, a mode, a
+        # patch) entered after the answer returned, while the harness measures; no task needs one
+        self.refuse(node, "generators and coroutines (yield, await, async) are not allowed in a "
+                          "graded answer")
+
+    visit_Yield = visit_YieldFrom = visit_Await = visit_AsyncFunctionDef = _paused
+    visit_AsyncWith = visit_AsyncFor = _paused
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("_") and not _allowed_private(node):
             self.refuse(node, f"the private attribute '.{node.attr}' is not allowed")
@@ -219,10 +243,7 @@ class _Policy(ast.NodeVisitor):
             root = _root(node)
             if not (isinstance(root, ast.Name) and root.id in ASSIGNABLE_ROOTS):
                 self.refuse(node, "only attributes of self (or ctx) may be assigned")
-            parent = self.parents.get(id(node))
-            plain = (isinstance(parent, ast.Assign) and parent.targets == [node]) or (
-                isinstance(parent, ast.AugAssign | ast.AnnAssign) and parent.target is node)
-            if not plain:      # the store guard sees only `self.x = value` and `self.x += value`
+            if not self._plain_target(node):   # the store guard sees only `self.x = value`
                 self.refuse(node, "an attribute may be assigned only in a plain assignment "
                                   "(self.x = value)")
         self.generic_visit(node)
@@ -238,6 +259,11 @@ class _Policy(ast.NodeVisitor):
         if node.name.startswith("__") and node.name.endswith("__") and node.name not in DUNDER_METHODS:
             self.refuse(node, f"defining '{node.name}' is not allowed in a graded answer")
         self.generic_visit(node)       # __init__ and the others above: their bodies are checked
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        if node.is_async:
+            self._paused(node.iter)
+        self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._bound(node, node.name)
@@ -324,19 +350,46 @@ class _Guarded(ast.NodeTransformer):
                               ast.Constant(getattr(node, "lineno", 0)))
         return node
 
+    def _root_arg(self, target: ast.Attribute | ast.Subscript) -> ast.expr:
+        """The name a store's target starts from (``self`` of ``self.a.b = v``), read again for
+        the guard (a name: no side effect), or None when the target starts elsewhere."""
+        root = _root(target)
+        return ast.Name(id=root.id, ctx=ast.Load()) if isinstance(root, ast.Name) else \
+            ast.Constant(None)
+
     def _store(self, target: ast.Attribute, value: ast.expr) -> ast.Expr:
-        return ast.Expr(self._call(STORE, self.visit(target.value), ast.Constant(target.attr),
-                                   value, ast.Constant(getattr(target, "lineno", 0))))
+        return ast.Expr(self._call(STORE, self._root_arg(target), self.visit(target.value),
+                                   ast.Constant(target.attr), value,
+                                   ast.Constant(getattr(target, "lineno", 0))))
+
+    def _key(self, node: ast.expr) -> ast.expr:
+        """A subscript's key as an expression (``a:b`` is only valid inside brackets)."""
+        if isinstance(node, ast.Slice):
+            parts = [self.visit(p) if p is not None else ast.Constant(None)
+                     for p in (node.lower, node.upper, node.step)]
+            return ast.Call(func=ast.Name(id="slice", ctx=ast.Load()), args=parts, keywords=[])
+        if isinstance(node, ast.Tuple):
+            return ast.Tuple(elts=[self._key(e) for e in node.elts], ctx=ast.Load())
+        return self.visit(node)
+
+    def _item(self, target: ast.Subscript, value: ast.expr, op: str | None) -> ast.Expr:
+        return ast.Expr(self._call(ITEM, self._root_arg(target), self.visit(target.value),
+                                   self._key(target.slice), value, ast.Constant(op),
+                                   ast.Constant(getattr(target, "lineno", 0))))
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
             return self._store(node.targets[0], self.visit(node.value))
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            return self._item(node.targets[0], self.visit(node.value), None)
         return self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
         if isinstance(node.target, ast.Attribute):
             return self._store(node.target, self.visit(node.value)) if node.value else \
                 ast.Pass()
+        if isinstance(node.target, ast.Subscript) and node.value is not None:
+            return self._item(node.target, self.visit(node.value), None)
         return self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -347,6 +400,8 @@ class _Guarded(ast.NodeTransformer):
                                attr=self.OPS[type(node.op)], ctx=ast.Load())
             value = ast.Call(func=op, args=[read, self.visit(node.value)], keywords=[])
             return self._store(node.target, value)
+        if isinstance(node.target, ast.Subscript):
+            return self._item(node.target, self.visit(node.value), self.OPS[type(node.op)])
         return self.generic_visit(node)
 
 
@@ -365,35 +420,108 @@ def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> typ
     return compile(tree, filename, "exec", dont_inherit=True)
 
 
-def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = ()
-           ) -> dict[str, Any]:
+# containers an item store may write into when no module or class holds them (see _foreign)
+PLAIN = (dict, list, bytearray, collections.deque, collections.defaultdict, collections.OrderedDict,
+         collections.Counter)
+
+
+def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
+    """The ids of what a loaded module (other than ``skip``: the answer's own) holds that an
+    answer could write into: its containers and theirs (a registry's lists), its classes'
+    containers, and its ``held`` instances (the lesson's nn.Modules) with their submodules; a
+    store there would change what the harness, the lesson or torch reads."""
+    import sys
+
+    found: dict[int, Any] = {}          # (the objects themselves: an id stays theirs)
+    # (by type(): isinstance would ask a deprecated object's __class__, which warns; and no
+    # warnings.catch_warnings here, it would put another list in warnings.filters meanwhile)
+
+    def add(value: Any, depth: int) -> None:
+        if id(value) in found:
+            return
+        if held and issubclass(type(value), held):
+            if type(value).__module__ == skip:
+                return                  # the answer's own model, wherever a notebook keeps it
+            found[id(value)] = value
+            for sub in getattr(value, "modules", lambda: ())():
+                found[id(sub)] = sub
+        elif type(value) in PLAIN:
+            found[id(value)] = value
+            inner = list(value.values() if isinstance(value, dict) else value) if depth else ()
+            for v in [v for v in inner if type(v) in PLAIN or issubclass(type(v), held)]:
+                add(v, depth - 1)
+
+    for name, module in list(sys.modules.items()):
+        space = getattr(module, "__dict__", None)
+        if name == skip or not isinstance(space, dict):
+            continue
+        found[id(space)] = space
+        for value in list(space.values()):
+            kind = type(value)
+            if kind in PLAIN or issubclass(kind, held):
+                add(value, 2)
+            elif issubclass(kind, type):
+                for attr in [a for a in vars(value).values() if type(a) in PLAIN]:
+                    add(attr, 1)
+    return frozenset(found)
+
+
+def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = (),
+           held: tuple[type, ...] = ()) -> dict[str, Any]:
     """The guards an answer module named ``answer`` runs with (put them in its namespace).
 
-    A store goes through only on the answer's own classes and their instances, and on instances
-    of ``writable`` (nn.Module, autograd's ctx): never on a module, a function or a library's
-    class, whatever a method's ``self`` was called with (the red team's A1 route). A read of a
-    name outside :func:`public_names` comes only from those, the lesson's (module ``lesson``)
-    objects and instances of ``readable``.
+    A store (``x.name = v`` or ``x[k] = v``) goes through only on the answer's own classes and
+    their instances, on instances of ``writable`` (autograd's ctx), and on instances of ``held``
+    (nn.Module) reached from one of the answer's own objects (``self.proj.weight = ...`` in its
+    class) that no loaded module holds (:func:`_foreign`): never on a module, a function or a
+    library's class, whatever a method's ``self`` was called with (the red team's A1 route), nor
+    on a module instance of the harness's, the lesson's or torch's. An item store also goes through on tensors and arrays (data the task
+    hands over or the answer made) and on plain containers no loaded module holds. A read of a
+    name outside :func:`public_names` comes only from the answer's objects, the lesson's (module
+    ``lesson``) and instances of ``writable``, ``held`` and ``readable``.
     """
+    import numpy
+    import torch
+
+    data = (torch.Tensor, numpy.ndarray)
+    # taken now, before the answer runs (the code Dynamo compiles would trace a walk taken later)
+    foreign = _foreign(answer, held)
+
     def own(obj: Any) -> bool:
         kind = obj if isinstance(obj, type) else type(obj)
         return kind.__module__ == answer
 
-    def store(obj: Any, name: str, value: Any, line: int) -> None:
-        if not (own(obj) or (not isinstance(obj, type) and isinstance(obj, writable))):
+    def allowed(root: Any, obj: Any) -> bool:
+        if isinstance(obj, type):
+            return own(obj)
+        return own(obj) or isinstance(obj, writable) or (
+            isinstance(obj, held) and own(root) and id(obj) not in foreign)
+
+    def store(root: Any, obj: Any, name: str, value: Any, line: int) -> None:
+        if not allowed(root, obj):
             raise Refused(f"line {line}: a graded answer may not assign '{name}' on a "
                           f"{type(obj).__name__}")
         setattr(obj, name, value)
 
+    def item(root: Any, obj: Any, key: Any, value: Any, op: str | None, line: int) -> None:
+        if not (isinstance(obj, data) or allowed(root, obj)):
+            if type(obj) not in PLAIN:
+                raise Refused(f"line {line}: a graded answer may not assign an item of a "
+                              f"{type(obj).__name__}")
+            if id(obj) in foreign:
+                raise Refused(f"line {line}: a graded answer may not assign an item of a "
+                              f"{type(obj).__name__} that a module holds")
+        obj[key] = getattr(operator, op)(obj[key], value) if op else value
+
     def load(obj: Any, name: str, line: int) -> Any:
         kind = obj if isinstance(obj, type) else type(obj)
         if not (own(obj) or kind.__module__ == lesson or (
-                not isinstance(obj, type) and isinstance(obj, writable + readable))):
+                not isinstance(obj, type) and isinstance(obj, writable + held + readable))):
             raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
                           f"{type(obj).__name__}")
         return getattr(obj, name)
 
-    return {STORE: store, LOAD: load, IOP: operator}
+    return {STORE: store, LOAD: load, IOP: operator, ITEM: item}
 
 
 def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -437,6 +565,7 @@ class Seal:
     def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
         self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
         self.counters, self.counted = counters, counters()
+        self.state = torch_state()
 
     def broken(self) -> list[str]:
         """``space.name`` for every name that is gone or bound to another object."""
@@ -450,4 +579,20 @@ class Seal:
                                     if isinstance(space, types.ModuleType) else set())
             out += [f"{label}.{k}" for k, v in before.items()
                     if k not in skip and (k not in now or now[k] is not v)]
+        now = torch_state()
+        out += [f"torch's {k} (left as {now[k]!r})" for k in self.state if now[k] != self.state[k]]
         return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])
+
+
+def torch_state() -> dict[str, Any]:
+    """torch's process-wide switches an answer could leave set (by a call, or a context it never
+    left) while the harness measures: grad and inference mode, autocast, anomaly detection,
+    deterministic algorithms, the default dtype."""
+    import torch
+
+    return {"grad mode": torch.is_grad_enabled(),
+            "inference mode": torch.is_inference_mode_enabled(),
+            "autocast": torch.is_autocast_enabled("cpu"),
+            "anomaly mode": torch.is_anomaly_enabled(),
+            "deterministic mode": torch.are_deterministic_algorithms_enabled(),
+            "default dtype": torch.get_default_dtype()}

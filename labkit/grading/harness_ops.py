@@ -1,0 +1,157 @@
+"""Tasks 7.1, 9.1 and 9.3 of the fix-type harness: a Triton kernel and custom operators.
+
+Each task's hidden inputs (``_p*``), trusted rules (``_r*``) and measurement of an answer (``_m*``),
+registered in :data:`labkit.grading.harness.TASKS` like every other task's. 9.1 and 9.3 are judged
+by ``torch.library.opcheck`` and by a ``fullgraph=True`` compile holding the operator; 7.1 runs the
+student's kernel body through the instructor's launcher (:func:`launch`). The harness imports this
+module once its own helpers are defined, so this module imports them from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from labkit import _torch
+from labkit.grading import nbcheck as nc
+from labkit.grading.harness import close_rule, gen, tensor
+
+OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def _opcheck(op: Any, args: tuple[Any, ...]) -> list[str]:
+    """The opcheck tests an operator fails (names only)."""
+    try:
+        result = torch.library.opcheck(op, args, raise_exception=False)
+    except Exception as exc:  # noqa: BLE001 - not an operator at all
+        return [type(exc).__name__]
+    return [name for name in OPCHECK if result.get(name) != "SUCCESS"]
+
+
+def _graph_holds(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -> dict[str, Any]:
+    """Compile ``fn`` with fullgraph=True: graphs, whether they call ``name``, the output."""
+    rec = nc.GraphRecorder()
+    nc.fresh()
+    try:
+        out = torch.compile(fn, backend=rec, fullgraph=True)(*args)
+    except Exception as exc:  # noqa: BLE001
+        return {"compiled": f"failed ({type(exc).__name__})"}
+    return {"compiled": "ok", "graphs": len(rec.graphs),
+            "holds": any(name in t for t in rec.targets()), "compiled_out": tensor(out)}
+
+
+def _graph_rules(want: torch.Tensor) -> list[dict[str, Any]]:
+    return [{"field": "compiled", "rule": "eq", "value": "ok",
+             "say": "torch.compile(fullgraph=True) failed"},
+            {"field": "graphs", "rule": "eq", "value": 1, "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            {"field": "holds", "rule": "true", "after": True,
+             "say": "the compiled graph does not hold the operator"},
+            close_rule("compiled_out", want, 1e-5, "compiled values differ from eager")]
+
+
+def _p91(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(2, 9), "m": r.randrange(2, 9), "d": r.randrange(1, 6),
+            "x": r.randrange(2**31), "y": r.randrange(2**31), "u": r.randrange(2**31)}
+
+
+def _in91(p: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = gen(p["x"], p["n"], p["d"]).double().requires_grad_()
+    y = gen(p["y"], p["m"], p["d"]).double().requires_grad_()
+    return x, y, gen(p["u"], p["n"], p["m"]).double()
+
+
+def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, y, u = _in91(p)
+    d = ((x[:, None] - y[None]) ** 2).sum(-1)
+    gx, gy = torch.autograd.grad((d * u).sum(), [x, y])
+    xf, yf = x.detach().float(), y.detach().float()
+    want = ((xf.sin()[:, None] - yf[None]) ** 2).sum(-1) * 2
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (fake kernel, autograd registration or schema)"},
+            {**close_rule("grad_x", gx, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            {**close_rule("grad_y", gy, 1e-7, "gradients differ from the derivative of sqdist"),
+             "missing": "no gradients (the backward is missing, or raised)"},
+            *_graph_rules(want)]
+
+
+def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op = ctx["sqdist"]
+    x, y, u = _in91(p)
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}
+    try:
+        gx, gy = torch.autograd.grad((op(x, y) * u).sum(), [x, y])
+        found.update(grad_x=tensor(gx), grad_y=tensor(gy))
+    except Exception:  # noqa: BLE001 - no backward: the gradient rules say so
+        pass
+    xf, yf = x.detach().float(), y.detach().float()
+    return {**found, **_graph_holds(lambda a, b: op(a.sin(), b) * 2, (xf, yf), "sqdist")}
+
+
+def _p93(r: Any) -> dict[str, Any]:
+    return {"n": r.randrange(3, 40), "limit": r.uniform(0.2, 1.5), "x": r.randrange(2**31)}
+
+
+def _r93(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    x, limit = gen(p["x"], p["n"]) * 2, p["limit"]
+    return [{"field": "opcheck", "rule": "eq", "value": [],
+             "say": "opcheck failed (the declaration, or the fake kernel)"},
+            close_rule("eager", x.clamp(-limit, limit), 1e-6,
+                       "eager: the argument is not clamped in place"),
+            *_graph_rules((x * 2).clamp(-limit, limit).sin())]
+
+
+def _m93(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    op, limit = ns.get("clip2_"), p["limit"]
+    if op is None:
+        return {"error": "clip2_ is not defined"}
+    x = gen(p["x"], p["n"]) * 2
+    found: dict[str, Any] = {"opcheck": _opcheck(op, (x.clone(), limit))}
+    y = x.clone()
+    op(y, limit)
+    found["eager"] = tensor(y)
+    return {**found, **_graph_holds(lambda t: ctx["model93"](t, op, limit), (x.clone(),), "clip2_")}
+
+
+
+def _p71(r: Any) -> dict[str, Any]:
+    shapes = [(r.randrange(1, 5), r.randrange(20, 200), r.choice([8, 16, 32]), r.choice([1, 50, 400]))
+              for _ in range(3)]
+    return {"shapes": [list(s) for s in shapes], "x": [r.randrange(2**31) for _ in shapes]}
+
+
+def _in71(p: dict[str, Any]) -> list[tuple[torch.Tensor, int]]:
+    cases = [(gen(seed, rows, cols) * scale, block)
+             for (rows, cols, block, scale), seed in zip(p["shapes"], p["x"])]
+    big = torch.full((2, 70), -50.0)          # the max in a late / an early block, huge values
+    big[0, 65], big[1, 3] = 1000.0, 2000.0
+    strided = gen(p["x"][0] + 1, 6, 90)[::2, :77]
+    return [*cases, (big, 16), (strided, 16)]
+
+
+def launch(kernel: Any, x: torch.Tensor, block: int) -> torch.Tensor:
+    """The instructor's launcher of a row-softmax kernel: one program per row, NaN where it wrote
+    nothing (the student owns only the kernel's body: it must have run to fill ``out``)."""
+    out = torch.full_like(x, float("nan"))
+    with _torch.jitted_helpers_in_python(kernel):
+        kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
+    return out
+
+
+def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    want = [torch.softmax(x, dim=-1) for x, _ in _in71(p)]
+    return [{"field": "kernel", "rule": "true",
+             "say": "softmax_kernel is not a @triton.jit kernel of its own"},
+            {"field": "outputs", "rule": "close_all", "want": [tensor(w) for w in want],
+             "tol": 1e-5, "after": True,
+             "say": "the kernel's outputs differ from torch.softmax (or it left columns unwritten)"}]
+
+
+def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    kernel = ns["softmax_kernel"]
+    if not _torch.is_triton_kernel(kernel):
+        return {"kernel": False}
+    return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
