@@ -394,6 +394,8 @@ def explore(
                        kind="compile")
             )
         trace.timings += compile_timings(rec, device)
+        if not timing:  # the views then show no timings; the compile times stay in the data
+            trace.meta["timing_off"] = f"explore({name}, ..., timing=False)"
         skip = _why_not_timed(found, on_meta, name) if timing else None
         if skip:
             trace.meta["timing_skipped"] = skip
