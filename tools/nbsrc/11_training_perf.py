@@ -12,8 +12,8 @@
 #
 # The GPU parts run live when this machine has CUDA; otherwise they open recordings made on an H100
 # (`figures/recordings/`). Every output made from a recording carries an amber badge, **⏺ recorded on
-# <card> · torch <version> · <date> — not run here** (`labkit.badge`); on a GPU the same cells run live
-# and say **● live on <card>** in green; cells without a badge ran here, on your machine, just now.
+# *card* · torch *version* · *date* — not run here** (`labkit.badge`); on a GPU the same cells run live
+# and carry a green **● live** badge instead; cells without a badge ran here, on your machine, just now.
 #
 # **After this notebook you can**
 # - read a functionalized graph: in-place ops replaced by pure ones, and the `copy_` that writes a
