@@ -19,7 +19,7 @@
 # - generate Triton with labkit's compiler and run it.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import os
 import re
 

@@ -20,7 +20,7 @@
 # what does not (byte counts, kernel counts, whether results agree).
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 from pathlib import Path
 
 import labkit
