@@ -32,7 +32,8 @@
 # Every notebook from 02 on has graded exercises in `notebooks/exercises/`.
 
 # %% id=setup
-# Setup: one thread, fixed random seeds, warnings off, so your outputs match the ones shown here.
+# Setup: one thread (Inductor plans its C++ parallel loops for it), fixed random seeds, warnings off,
+# so that your outputs match the ones shown here.
 import labkit
 
 labkit.setup_notebook()
