@@ -62,7 +62,7 @@ def _output(cell, needle: str, timeout_s: float = 240) -> str:
     pytest.fail(f"no {needle!r} in the cell's output within {timeout_s:.0f} s: {text[-600:]!r}")
 
 
-def _run_lesson(browser, lab, repo: Path, lesson: str, shots: Path) -> None:
+def _run_lesson(browser, lab, repo: Path, lesson: str, shots: Path, tmp_path: Path) -> None:
     """Open a lesson, Run All, check it ran clean and how recorded outputs look, save it."""
     path = repo / lesson
     n_code = sum(c["cell_type"] == "code" for c in json.loads(path.read_text())["cells"])
@@ -75,8 +75,8 @@ def _run_lesson(browser, lab, repo: Path, lesson: str, shots: Path) -> None:
         if lesson.startswith("notebooks/11"):   # on a CPU every GPU output is a recording, badged
             assert recorded.count() >= 7, recorded.count()
             assert page.locator(".jp-Notebook .lk-badge-live").count() == 0
-            out = page.locator(".jp-Notebook .jp-CodeCell").filter(has=recorded.first) \
-                .locator(".jp-OutputArea").first
+            out = page.locator(".jp-Notebook .jp-CodeCell") \
+                .filter(has=page.locator(".lk-badge-recorded")).first.locator(".jp-OutputArea").first
             out.scroll_into_view_if_needed()
             page.mouse.move(0, 0)
             out.screenshot(path=str(shots / "recorded_badge.png"))
@@ -85,7 +85,7 @@ def _run_lesson(browser, lab, repo: Path, lesson: str, shots: Path) -> None:
             assert page.locator(".jp-Notebook .lk-missing:not(.lk-unavailable)").count() == 0
         tb._save(page, path)
     except BaseException:
-        page.screenshot(path=str(shots / f"failed_{Path(lesson).stem}.png"))
+        page.screenshot(path=str(tmp_path / f"failed_{Path(lesson).stem}.png"))
         raise
     finally:
         page.close()
@@ -134,7 +134,7 @@ def test_a_student_runs_lessons_answers_gets_a_hint_checks_and_submits(tmp_path:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=tb.CHROMIUM, args=tb.CHROMIUM_ARGS)
             for lesson in LESSONS:
-                _run_lesson(browser, lab, repo, lesson, shots)
+                _run_lesson(browser, lab, repo, lesson, shots, tmp_path)
             assert tb._git_status_settled(repo) == "", "lessons run and saved, unedited"
             page = tb._open(browser, lab, EX03)
             try:
