@@ -12,7 +12,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-# amber for "made elsewhere, shown from a file", green for "ran here, now"
+# amber for "made elsewhere, shown from a file", green for "ran here, now"; the marks (U+25C6,
+# U+25CF) are in common fonts (U+23FA, a record sign, drew as an empty box in Chromium on Linux)
 _STYLE = {
     "recorded": "color:#5a3d00;background:#fff3d6;border:1px solid #e0a800;",
     "live": "color:#1d5c2e;background:#e8f6ec;border:1px solid #5cb270;",
@@ -42,7 +43,7 @@ def badge_html(env: Mapping[str, Any], recorded: bool, what: str = "") -> str:
     parts.append(str(env.get("date") or "date not recorded"))
     return (f'<div class="lk-badge lk-badge-recorded" style="{_BOX}{_STYLE["recorded"]}" '
             f'title="made on another machine and read from a file: not run here">'
-            f"⏺ recorded on {device} · {html.escape(' · '.join(parts))}{extra} — not run here</div>")
+            f"◆ recorded on {device} · {html.escape(' · '.join(parts))}{extra} — not run here</div>")
 
 
 class Badge:

@@ -11,7 +11,7 @@
 # **compile time** goes and how the **caches** save it.
 #
 # The GPU parts run live when this machine has CUDA; otherwise they open recordings made on an H100
-# (`figures/recordings/`). Every output made from a recording carries an amber badge, **⏺ recorded on
+# (`figures/recordings/`). Every output made from a recording carries an amber badge, **◆ recorded on
 # *card* · torch *version* · *date* — not run here** (`labkit.badge`); on a GPU the same cells run live
 # and carry a green **● live** badge instead; cells without a badge ran here, on your machine, just now.
 #
