@@ -13,6 +13,7 @@ Public API (names are loaded on first use, so ``import labkit`` stays fast)::
     with labkit.debug() as s: torch.compile(fn)(x)   # pdb stops in Dynamo's rewritten frames
     labkit.setup_notebook()      # top of every chapter notebook: one thread, quiet warnings, seeds
     labkit.recording("sincos")   # a committed GPU recording; labkit.trace_label(t) says where from
+    display(labkit.badge(t))     # ... and labkit.badge(t) labels each output made from it
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _LAZY = {
     "debug": "labkit.debugger",  # step through Dynamo's rewritten frames in pdb / JupyterLab
     "recording": "labkit.notebook",
     "trace_label": "labkit.notebook",
+    "badge": "labkit.notebook",  # the recorded/live label above an output made from a recording
     "from_torch_trace": "labkit.capture",  # the reader's home: labkit.capture.torch_trace
     "from_torch_trace_ranks": "labkit.capture",  # every rank of a job, with divergence warnings
     "compile_timeline": "labkit.widgets.timeline",  # where compile time went, phase by phase

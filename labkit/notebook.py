@@ -140,3 +140,15 @@ def trace_label(trace: Trace) -> str:
         f"RECORDING made on {env.get('device')} with torch {env.get('torch')}, "
         f"triton {env.get('triton')}, on {env.get('date')}"
     )
+
+
+def badge(source: Trace | dict[str, Any], what: str = "") -> Any:
+    """The recorded/live label to display above an output made from ``source`` (a Trace or a
+    recording's JSON dict); its text is ``trace_label``'s, its HTML an amber or green badge."""
+    from labkit.widgets.badge import Badge
+
+    if isinstance(source, Trace):  # only record_gpu.py stamps recorded_by: else made in this session
+        return Badge(source.env, "recorded_by" in source.env, what)
+    if not isinstance(source, dict):
+        raise TypeError(f"labkit.badge takes a Trace or a recording's JSON dict, not {type(source).__name__}")
+    return Badge(source, True, what)  # a benchmark's JSON read from a file

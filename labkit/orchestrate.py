@@ -287,7 +287,8 @@ def explore(
     such as "dynamo.graph" or "aot.forward", then "building stages", "timing", "done"). None: none
     from ``labkit.orchestrate.explore``; ``labkit.explore`` (the notebook layer's) draws a bar for None.
     ``timing``: also time eager vs compiled (1 thread, median + IQR) when repeating ``fn`` is
-    harmless. ``target``: labkit backend only. ``outputs``: a list that receives what each recorded
+    harmless; False also keeps the views from showing timings (``trace.meta["timing_off"]``; the
+    compile times torch reports stay in ``trace.timings``). ``target``: labkit backend only. ``outputs``: a list that receives what each recorded
     call of the compiled ``fn`` returned (e.g. to check it against eager).
     ``compile_kwargs``: torch.compile's mode, options, dynamic, fullgraph.
     """
@@ -394,6 +395,8 @@ def explore(
                        kind="compile")
             )
         trace.timings += compile_timings(rec, device)
+        if not timing:  # the views then show no timings; the compile times stay in the data
+            trace.meta["timing_off"] = f"explore({name}, ..., timing=False)"
         skip = _why_not_timed(found, on_meta, name) if timing else None
         if skip:
             trace.meta["timing_skipped"] = skip

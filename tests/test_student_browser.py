@@ -1,14 +1,19 @@
-"""A student's walk through the release in a real browser: answer, hint, check, status, submit.
+"""A student's walk through the release in a real browser, issue 28's "Done when".
 
 The release is built with `make student`'s code and cloned as a student would have it (the notebook
-filter installed), served by `make lab`'s server, and driven with Playwright + Chromium. With
-LABKIT_SCREENSHOTS=1 the dashboard's screenshot goes to figures/ (the README's student section).
+filter installed), served by `make lab`'s server, and driven with Playwright + Chromium: Run All on
+lessons 00, 03 and 11 and save them; answer Task 3.1 wrong (the FAIL shows the visible inputs),
+reveal a hint, answer right, save; `git status` shows only ex03; 00 reopened with a new kernel shows
+no broken-link icon; `status` shows 3.1 passing and the rest not started; `submit` writes the zip.
+With LABKIT_SCREENSHOTS=1 the dashboard's and a recorded output's badge screenshots go to figures/
+(the README's student section).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -22,6 +27,8 @@ import test_browser as tb
 
 ROOT = Path(__file__).resolve().parent.parent
 EX03 = "notebooks/exercises/ex03_graph_breaks.ipynb"
+LESSONS = ("notebooks/00_overview.ipynb", "notebooks/03_graph_breaks.ipynb",
+           "notebooks/11_training_perf.ipynb")
 FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "answers" / "3.1.json").read_text())
 
 pytestmark = pytest.mark.slow
@@ -55,6 +62,36 @@ def _output(cell, needle: str, timeout_s: float = 240) -> str:
     pytest.fail(f"no {needle!r} in the cell's output within {timeout_s:.0f} s: {text[-600:]!r}")
 
 
+def _run_lesson(browser, lab, repo: Path, lesson: str, shots: Path, tmp_path: Path) -> None:
+    """Open a lesson, Run All, check it ran clean and how recorded outputs look, save it."""
+    path = repo / lesson
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(path.read_text())["cells"])
+    page = tb._open(browser, lab, lesson)
+    try:
+        live = tb._run_all(page, n_code)
+        assert not live["errors"], f"{lesson}: {live['errors']}"
+        tb._settled(page)
+        recorded = page.locator(".jp-Notebook .lk-badge-recorded")
+        if lesson.startswith("notebooks/11"):   # on a CPU every GPU output is a recording, badged
+            assert recorded.count() >= 7, recorded.count()
+            assert page.locator(".jp-Notebook .lk-badge-live").count() == 0
+            out = page.locator(".jp-Notebook .jp-CodeCell") \
+                .filter(has=page.locator(".lk-badge-recorded")).first.locator(".jp-OutputArea").first
+            out.scroll_into_view_if_needed()
+            page.mouse.move(0, 0)
+            out.screenshot(path=str(shots / "recorded_badge.png"))
+        if lesson.startswith("notebooks/00"):   # a CPU's missing Triton stages are information
+            assert page.locator(".jp-Notebook .lk-unavailable").count() > 0
+            assert page.locator(".jp-Notebook .lk-missing:not(.lk-unavailable)").count() == 0
+        tb._save(page, path)
+    except BaseException:
+        page.screenshot(path=str(tmp_path / f"failed_{Path(lesson).stem}.png"))
+        raise
+    finally:
+        page.close()
+    tb._shut_down_kernels(lab)
+
+
 def _grading(repo: Path, *args: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", *args], cwd=repo, env=env, capture_output=True,
@@ -63,7 +100,7 @@ def _grading(repo: Path, *args: str) -> str:
     return proc.stdout
 
 
-def test_a_student_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> None:
+def test_a_student_runs_lessons_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> None:
     if not Path(tb.CHROMIUM).exists() or not shutil.which("git"):
         pytest.skip(f"needs Chromium at {tb.CHROMIUM} and git")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -96,6 +133,9 @@ def test_a_student_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> Non
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=tb.CHROMIUM, args=tb.CHROMIUM_ARGS)
+            for lesson in LESSONS:
+                _run_lesson(browser, lab, repo, lesson, shots, tmp_path)
+            assert tb._git_status_settled(repo) == "", "lessons run and saved, unedited"
             page = tb._open(browser, lab, EX03)
             try:
                 tb._run_cell(page, _cell(page, "setup"))
@@ -109,6 +149,7 @@ def test_a_student_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> Non
                 tb._run_cell(page, check)
                 fail = _output(check, "Task 3.1:")
                 assert "Task 3.1: FAIL" in fail and "the inputs you got wrong: #" in fail, fail
+                assert re.search(r"the inputs you got wrong: #\d+ = \S", fail), fail  # inputs shown
                 hint = _cell(page, "hint-3-1")
                 tb._run_cell(page, hint)
                 assert "Hint 1 of" in _output(hint, "Hint 1 of")
@@ -136,6 +177,14 @@ def test_a_student_answers_gets_a_hint_checks_and_submits(tmp_path: Path) -> Non
             except BaseException:
                 page.screenshot(path=str(tmp_path / "failed.png"))
                 raise
+            finally:
+                page.close()
+            tb._shut_down_kernels(lab)
+            page = tb._open(browser, lab, LESSONS[0])   # 00 again, with a new kernel
+            try:
+                st = tb._settled(page, expect_outputs=1)
+                assert st["widgetOutputs"] and st["drawn"] == st["widgetOutputs"], st
+                assert page.evaluate(tb._BROKEN_LINKS_JS) == 0, "broken-link icons over saved widgets"
             finally:
                 page.close()
             browser.close()

@@ -15,23 +15,39 @@ FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 # (node id, label, notebook) in pipeline order; the edges follow this order.
 PIPELINE = [
-    ("py", "Python function\n(bytecode)", "02"),
+    ("py", "Python function\n(bytecode)", "01, 02"),
     ("dynamo", "Dynamo\nframe evaluation hook\nsymbolic execution", "02, 03"),
-    ("fx", "FX graph\n(torch IR) + guards", "02, 03"),
-    ("aot", "AOTAutograd\njoint graph, partition\ncore-ATen decomposition", "04"),
+    ("fx", "FX graph\n(torch IR) + guards", "02, 03, 10"),
+    ("aot", "AOTAutograd\njoint graph, partition\ncore-ATen decomposition", "04, 11"),
     ("inductor", "Inductor\nloop IR (inner_fn)\nscheduling + fusion", "05"),
     ("cpp", "C++ / SIMD\n+ OpenMP (CPU)", "06"),
     ("triton", "Triton\nTTIR > TTGIR > LLIR > PTX", "07"),
     ("run", "kernels run\n(timing, bandwidth)", "08"),
 ]
+# The rows the map is drawn in, top to bottom: two boxes at most side by side, so that the labels
+# stay readable where a notebook is as narrow as a laptop's screen (one row of nine boxes, left to
+# right, was scaled to about a third of its size).
+ROWS = [("py", "dynamo"), ("inductor", "labkit"), ("cpp", "triton"), ("run", "dispatch")]
+# Notebooks that look at the whole pipeline rather than one stage of it.
+ACROSS = [("10", "dynamic shapes"), ("11", "training, performance modes"), ("12", "debugging a model"),
+          ("13", "controlling compiles"), ("14", "export, production"), ("15", "crashes, accuracy")]
 
 
 def pipeline_map() -> graphviz.Digraph:
-    """The course map: each stage of torch.compile and the notebook that opens it."""
-    g = graphviz.Digraph("pipeline", graph_attr={"rankdir": "LR", "bgcolor": "white", "fontname": "Helvetica"})
-    g.attr("node", shape="box", style="rounded,filled", fillcolor="#eef4fb", fontname="Helvetica", fontsize="11")
+    """The course map: each stage of torch.compile and the notebooks that open it (00-15)."""
+    g = graphviz.Digraph("pipeline", graph_attr={"rankdir": "TB", "bgcolor": "white", "fontname": "Helvetica",
+                                                 "nodesep": "0.35", "ranksep": "0.45"})
+    g.attr("node", shape="box", style="rounded,filled", fillcolor="#eef4fb", fontname="Helvetica", fontsize="14")
+    g.attr("edge", fontname="Helvetica", fontsize="12")
     for node, label, nb in PIPELINE:
         g.node(node, f"{label}\n[nb {nb}]")
+    g.node("labkit", "labkit.compiler\n(your own Inductor\nin miniature) [nb 05-07]", fillcolor="#fdf1dc")
+    g.node("dispatch", "dispatcher: each ATen op\nto its kernel, your own op\n[nb 09]")
+    for row in ROWS:
+        with g.subgraph() as r:
+            r.attr(rank="same")
+            for node in row:
+                r.node(node)
     g.edge("py", "dynamo")
     g.edge("dynamo", "fx")
     g.edge("dynamo", "py", label="graph break:\nrun in Python,\nresume fn", style="dashed", constraint="false")
@@ -41,10 +57,17 @@ def pipeline_map() -> graphviz.Digraph:
     g.edge("inductor", "triton", label="GPU")
     g.edge("cpp", "run")
     g.edge("triton", "run")
-    g.node("labkit", "labkit.compiler\n(your own Inductor\nin miniature)", fillcolor="#fdf1dc")
     g.edge("aot", "labkit", style="dotted")
     g.edge("labkit", "cpp", style="dotted")
     g.edge("labkit", "triton", style="dotted")
+    g.edge("run", "dispatch", style="dotted", label="ATen calls")
+    across = "\\l".join(" · ".join(f"{nb} {what}" for nb, what in ACROSS[i:i + 3]) for i in (0, 3))
+    g.node("across", f"the whole pipeline, in practice:\\l{across}\\l", shape="note", fillcolor="#f4f4f4",
+           fontsize="13")
+    g.edge("run", "across", style="invis")
+    g.node("start", "00 this overview\\l01 graphs before Dynamo (jit.trace, jit.script)\\l", shape="note",
+           fillcolor="#f4f4f4", fontsize="13")
+    g.edge("start", "py", style="invis")
     return g
 
 

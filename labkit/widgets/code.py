@@ -271,9 +271,11 @@ CSS = """
 .lk-root details { margin: 2px 0 2px 8px; }
 .lk-root summary { cursor: pointer; font-weight: 600; padding: 2px 0; }
 .lk-root summary .lk-why { font-weight: 400; color: #a33; }
+.lk-root summary .lk-why.lk-unavailable { color: #678; }
 .lk-title { font-weight: 600; margin: 6px 0 2px; }
 .lk-note { color: #777; font-style: italic; margin: 2px 0 6px; }
 .lk-missing { color: #a33; background: #fff5f5; border-left: 3px solid #d66; padding: 4px 8px; white-space: pre-wrap; }
+.lk-missing.lk-unavailable { color: #345; background: #f2f6fa; border-left-color: #8aa4bf; }
 .lk-code, .lk-plain, .lk-diff { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid #ddd; background: #fafafa; margin: 2px 0; }
 .lk-code table, .lk-diff table { border-collapse: collapse; }
 .lk-code td, .lk-diff td { padding: 0 6px; vertical-align: top; }

@@ -124,14 +124,29 @@ def kernels_of_node(name: str, stage: Stage, kernels: Sequence[Kernel],
 
 def source_lines(kernel: Kernel, stages: Iterable[Stage]) -> list[str]:
     """The user source lines the kernel's nodes came from, in first-seen order, no repeats."""
-    seen: dict[str, None] = {}
+    # One line reaches us under two names in a notebook: Dynamo's graph labels it "cell In[2],
+    # line 3", AOT's graphs keep the kernel's file name ("3410461532.py:3"); keyed by (line, code),
+    # each line is listed once, under the cell label where there is one.
+    seen: dict[tuple[str, str], str] = {}
     for st in stages:
         if not kernel_applies(kernel, st):
             continue
         for n in st.nodes:
             if n.name in kernel.origins and n.source:
-                seen.setdefault(n.source.strip(), None)
-    return list(seen)
+                text = n.source.strip()
+                key = _line_key(text)
+                if key not in seen or (text.startswith("cell ") and not seen[key].startswith("cell ")):
+                    seen[key] = text
+    return list(seen.values())
+
+
+_SOURCE_AT = re.compile(r"^(?:cell [^,]*, line (\d+)|\S*?:(\d+))\s+(.*)$")
+
+
+def _line_key(source: str) -> tuple[str, str]:
+    """(line number, code) of 'file.py:3  code' or 'cell In[2], line 3  code'; else (source, '')."""
+    m = _SOURCE_AT.match(source)
+    return (m[1] or m[2], m[3].strip()) if m else (source, "")
 
 
 def kernel_colors(kernels: Sequence[Kernel]) -> list[str]:

@@ -42,11 +42,15 @@ def compile_row(t: Timing) -> str:
     """Which stacked bar a compile timing belongs to: its backend, or explore's total / by-stage."""
     if t.meta.get("backend") and "stage" in t.meta:
         return str(t.meta["backend"])
-    return "first call (total)" if t.label.startswith("compile + first call") else "by stage"
+    # explore's wall-clock totals: the first call and the first backward, each compile included,
+    # in one bar, so that it covers the same compiles as the by-stage bar below it
+    return "first call (total)" if t.label.startswith("compile + first") else "by stage"
 
 
 def compile_stage(t: Timing) -> str:
     """The stage a compile timing measured ('dynamo', 'aot', 'inductor', ...)."""
+    if t.label.startswith("compile + first"):  # 'forward call' / 'backward call' of the total bar
+        return "backward call" if "backward" in t.label else "forward call"
     return str(t.meta.get("stage") or t.label.removeprefix("compile:").strip())
 
 
@@ -99,7 +103,7 @@ def _compile_panel(ax, compiles: Sequence[Timing]) -> None:
             if total:
                 color = STAGE_COLORS.get(stage, OTHER_STAGE_COLORS[s_i % len(OTHER_STAGE_COLORS)])
                 if row == "first call (total)":
-                    color = "#bbbbbb"
+                    color = "#dddddd" if stage == "backward call" else "#bbbbbb"
                 named = stage not in labelled and row != "first call (total)"
                 ax.barh(r_i, total, left=left, color=color, height=0.6, label=stage if named else None)
                 if named:  # only named bars make a legend (else matplotlib warns "No artists")
@@ -110,8 +114,8 @@ def _compile_panel(ax, compiles: Sequence[Timing]) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("compile time, s")
     ax.set_xlim(0, ax.get_xlim()[1] * 1.35)
-    if labelled:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4, frameon=False)
+    if labelled:  # two columns: four stage names in one row ran past the panel's edges
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)
     ax.set_title("compile time by stage", fontsize=10)
 
 

@@ -23,7 +23,7 @@ from labkit.trace import (
     Trace,
     kinds_of,
 )
-from labkit.widgets import compiles, fold, graph, plots, timeline
+from labkit.widgets import badge, compiles, fold, graph, plots, timeline
 from labkit.widgets.code import code_html, normalize, style_block
 from labkit.widgets.diff import side_by_side_html
 
@@ -60,8 +60,10 @@ class Comparison:
 
 def missing_html(stage: Stage) -> str:
     """What a view shows for a stage that was not captured: the reason, never nothing."""
-    what = "not captured" if stage.status == "unavailable" else "capture failed"
-    return f'<div class="lk-missing"><b>{what}:</b> {html.escape(normalize(stage.text))}</div>'
+    # A stage that does not apply here (Triton IR on a CPU) is information; a failed capture is red.
+    what, cls = (("not captured", "lk-missing lk-unavailable") if stage.status == "unavailable"
+                 else ("capture failed", "lk-missing"))
+    return f'<div class="{cls}"><b>{what}:</b> {html.escape(normalize(stage.text))}</div>'
 
 
 def frame_suffix(frame: str, title: str = "") -> str:
@@ -236,6 +238,11 @@ class Renderer:
 
     def timing_html(self) -> str:
         """The plot (as an image) and a table of every timing (drawn once: matplotlib is slow)."""
+        off = self.trace.meta.get("timing_off")
+        if off:  # the student asked for no timing: not even the compile times torch reported
+            return (f'<div class="lk-note">not timed: {html.escape(str(off))}. The compile times '
+                    "torch reported are kept in <code>trace.timings</code>; "
+                    "<code>labkit.compile_timeline(trace)</code> draws them.</div>")
         if self._timing is None:
             ts = self.trace.timings
             spans = timeline.timeline_html(self.trace) if self.trace.compile_spans else ""
@@ -243,9 +250,17 @@ class Renderer:
                 return '<div class="lk-note">no timings in this trace (labkit.compare measures them)</div>'
             svg = plots.timing_svg(ts) if ts else None
             img = plots.svg_img(svg, "timing plot") if svg else ""
-            self._timing = img + (timing_table_html(ts) if ts else "") + spans
+            self._timing = img + (_COMPILE_NOTE if any(t.kind == "compile" for t in ts) else "") \
+                + (timing_table_html(ts) if ts else "") + spans
         return self._timing
 
+
+_COMPILE_NOTE = (
+    '<div class="lk-note">compile time: the <b>by stage</b> bar adds up what torch\'s '
+    "compilation_metrics gives Dynamo, AOTAutograd and Inductor (forward and backward); the "
+    "<b>first call (total)</b> bar is the wall-clock time of the first call and the first backward, "
+    "compiles included, so it is a little longer: it also runs the code and the glue between "
+    "stages.</div>")
 
 _WRAPPER = re.compile(r"^class Runner\b|^def call\(", re.M)  # torch 2.13 puts call in a Runner
 
@@ -284,9 +299,11 @@ def header_html(trace: Trace) -> str:
     """Function, backend, machine, counts and the graph breaks (reason + user line)."""
     env = trace.env
     ok = sum(s.ok for s in trace.stages)
+    recorded = "recorded_by" in env  # a GPU recording opened from figures/recordings/: badged
     head = (
+        (badge.badge_html(env, True) if recorded else "") +
         f"<div><b>{html.escape(trace.fn_name)}</b> compiled with <b>{html.escape(trace.backend)}</b>"
-        f" — recorded on {html.escape(str(env.get('device', '?')))}, torch "
+        f" — {'recorded' if recorded else 'captured'} on {html.escape(str(env.get('device', '?')))}, torch "
         f"{html.escape(str(env.get('torch', '?')))}: {ok} stages captured, "
         f"{len(trace.stages) - ok} not, {len(trace.meta.get('frames') or trace.frames())} frame(s), "
         f"{html.escape(compiles.break_summary(trace))}, {len(trace.meta.get('recompiles') or [])} "
@@ -487,7 +504,8 @@ def _page(trace: Trace, r: Renderer, note: str, comparisons: bool = True) -> str
             if trace.timings or trace.compile_spans:
                 parts.append(r.timing_html())
         for st in r.stages(kinds):
-            why = "" if st.ok else ' <span class="lk-why">(not captured)</span>'
+            why = ("" if st.ok else ' <span class="lk-why lk-unavailable">(not captured)</span>'
+                   if st.status == "unavailable" else ' <span class="lk-why">(not captured)</span>')
             parts.append(f"<details><summary>{titled(st.title, st.frame)}"
                          f"{why}</summary>{r.stage_html(st)}</details>")
         for c in comps:

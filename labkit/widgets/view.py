@@ -199,7 +199,10 @@ class _TraceWidget:
                 view = self._html(head + r.stage_html(st, plain=self.plain))
                 items.append(self._searchable(st, view) if st.ok else view)
             pages.append(items[0] if len(items) == 1 else w.VBox(items))
-            titles.append(KIND_LABEL[kind] + ("" if any(s.ok for s in sts) else " ✗"))
+            # ✗ marks a failed capture; a stage that does not apply here (Triton on a CPU) gets "n/a"
+            mark = ("" if any(s.ok for s in sts) else
+                    " (n/a)" if all(s.status == "unavailable" for s in sts) else " ✗")
+            titles.append(KIND_LABEL[kind] + mark)
         for c in r.comparisons(self.frame):
             if c.step == step:
                 pages.append(self._html(c.html))

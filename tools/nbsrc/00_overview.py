@@ -15,20 +15,28 @@
 #
 # | stage | what goes in → what comes out | notebook |
 # |---|---|---|
+# | *before Dynamo* | `torch.jit.trace` and `torch.jit.script`: the graph capturers PyTorch had first | 01 |
 # | **Dynamo** | Python bytecode → FX graph(s) + guards (+ graph breaks, resume functions) | 02, 03 |
 # | **AOTAutograd** | FX graph → joint forward/backward graph in ATen ops → forward and backward graphs | 04 |
 # | **Inductor: lowering and fusion** | ATen graph → loop-level IR → fused scheduler nodes | 05 |
 # | **Inductor: code generation** | fused nodes → C++/OpenMP with SIMD (CPU), Triton (GPU) | 06, 07 |
 # | **execution** | kernels + a Python wrapper `call` that allocates buffers and launches them | 08 |
 # | **dispatcher** | how each ATen op reaches its kernel, and how to add your own op | 09 |
+# | *across the pipeline* | dynamic shapes: sizes as symbols in graphs and guards | 10 |
+# | | training and performance modes: checkpointing, autocast, reductions, max-autotune, CUDA graphs | 11 |
+# | | debugging your own model: breaks, recompiles, logs, `TORCH_TRACE` (capstone) | 12 |
+# | | controlling compiles: stances, escape hatches, compile time and caches | 13 |
+# | | production: `torch.export`, AOTInductor, your own Triton kernels, DDP | 14 |
+# | | when it goes wrong: crashes and accuracy (minifier, bisector) | 15 |
 #
-# Notebook 01 starts one step earlier, with the two graph capturers PyTorch had before Dynamo.
+# Every notebook from 02 on has graded exercises in `notebooks/exercises/`.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup: one thread (Inductor plans its C++ parallel loops for it), fixed random seeds, warnings off,
+# so that your outputs match the ones shown here.
 import labkit
 
-labkit.setup_notebook()  # one thread (Inductor plans its C++ parallel loops for it), RNG seeds, warnings off
+labkit.setup_notebook()
 import torch
 
 print(labkit.versions()["torch"])
@@ -65,6 +73,23 @@ print(trace.summary())
 # right: the bytecode Dynamo read, the FX graph it built, the joint/forward/backward graphs from
 # AOTAutograd, Inductor's loop IR before and after fusion, and the generated C++. (Outside
 # JupyterLab, e.g. on GitHub, the same content appears as a static page.)
+#
+# Three kinds of names you will meet in it, before the notebooks that explain them:
+#
+# - **`0/0 layer`** in a title: Dynamo numbers what it compiles. The first number is the *frame*
+#   (each Python function Dynamo compiled, in order: here only `layer`, frame 0), the second the
+#   *compile* of that frame (0 is the first; a recompile for new input shapes would be `0/1`,
+#   notebook 02).
+# - **`f32[8, 16][16, 1]`** beside a graph value: its dtype (`f32` is float32), its sizes `[8, 16]` and
+#   its *strides* `[16, 1]`: how many elements memory steps over to move one place along each
+#   dimension (16 to the next row, 1 to the next column: an ordinary row-major `8×16` tensor).
+# - **`primals_1`, `primals_2`, `primals_3`**: AOTAutograd's names for the graph's inputs, in order
+#   (here `x`, `w`, `b`: the cell below checks it); `tangents_1` is the gradient that flows into the
+#   backward graph (notebook 04).
+#
+# The Triton tabs say *not captured* in grey: a CPU compile makes no Triton kernel, so there is
+# nothing to show there (notebook 07 opens a recording made on a GPU). The **Timing** tab is empty on
+# purpose: `timing=False` above skipped the timing runs.
 
 # %%
 labkit.show(trace)
@@ -81,6 +106,13 @@ labkit.show(trace)
 captured = sorted({s.kind for s in trace.stages if s.ok})
 print("captured:", ", ".join(captured))
 print(f"frames={len(trace.frames())}  graph breaks={len(trace.graph_breaks)}")
+
+# %% id=primals
+# NBVAL_CHECK_OUTPUT
+forward_graph = trace.stage("aot.forward")[0]
+for node in forward_graph.nodes:
+    if node.op == "placeholder":  # a graph input
+        print(node.name, node.dtype, node.shape)
 
 # %% id=kernels
 # NBVAL_CHECK_OUTPUT
@@ -138,5 +170,17 @@ print(my_trace.summary())
 # **Try it**
 # 1. Call `labkit.explore(layer, x, w.detach(), b.detach())`. Which AOTAutograd stages appear now, and why?
 # 2. Save `trace` to JSON, load it back, and show it again.
+#
+# <details><summary>Answers (click to open; try first)</summary>
+#
+# 1. Only `aot.inference`: no input requires grad any more, so AOTAutograd has no backward to build
+#    and makes one inference graph; the joint, forward and backward stages are recorded as not
+#    applying. (AOTAutograd decides this from `needs_autograd = any(x.requires_grad ...)` over the
+#    inputs, `torch/_functorch/aot_autograd.py` in torch 2.13.) Check it:
+#    `sorted({s.kind for s in labkit.explore(layer, x, w.detach(), b.detach(), timing=False).stages if s.ok})`.
+# 2. `trace.to_json("layer.json")`, then `labkit.show(labkit.Trace.from_json("layer.json"))`: the same
+#    tabs, without compiling anything (views only read the Trace).
+#
+# </details>
 #
 # Next: notebook 01, where graphs came from before Dynamo. (Graded exercises start with notebook 02.)

@@ -13,7 +13,7 @@
 # - predict what `torch.compile` does with the same function (preview of notebooks 02 and 03).
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import warnings
 
 import labkit

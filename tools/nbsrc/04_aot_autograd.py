@@ -17,7 +17,7 @@
 # - show what *functionalization* does to an in-place op.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 from collections import Counter
 
 import labkit

@@ -17,7 +17,7 @@
 # - run the same function through labkit's own small compiler and compare its decisions with Inductor's.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import math
 
 import labkit

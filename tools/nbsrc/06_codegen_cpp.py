@@ -15,7 +15,7 @@
 # - compare with the C++ that labkit's compiler writes for the same function.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import os
 import re
 

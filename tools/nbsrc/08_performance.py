@@ -20,7 +20,7 @@
 # what does not (byte counts, kernel counts, whether results agree).
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 from pathlib import Path
 
 import labkit
@@ -303,7 +303,7 @@ from labkit.examples import EXAMPLES
 
 mlp, mlp_inputs = EXAMPLES["mlp"]
 mlp_trace = labkit.explore(mlp, *mlp_inputs("cuda")) if GPU else labkit.recording("mlp")
-print(labkit.trace_label(mlp_trace))
+display(labkit.badge(mlp_trace))
 for t in mlp_trace.timings:
     print(f"  {t.label:22s} {t.median_s * 1e3:9.3f} ms  on {t.device}")
 print(f"  {len(mlp_trace.kernels)} kernels:", sorted({k.language for k in mlp_trace.kernels}))
@@ -391,8 +391,13 @@ for label, fn in (("eager", mlp), ("inductor", torch.compile(mlp))):
 # `figures/bench_gpu.json`, labelled with device, versions and date) and `make figures` draws it:
 
 # %%
+import json
+
 plot = FIGURES / "bench_gpu.svg"
 if plot.exists():
+    if (FIGURES / "bench_gpu.json").exists():  # the run the figure was drawn from: where and when
+        display(labkit.badge(json.loads((FIGURES / "bench_gpu.json").read_text())["env"],
+                             "benchmarks/bench_gpu.py"))
     display(SVG(filename=str(plot)))
 else:
     print(f"{plot} has not been made yet: run `python benchmarks/bench_gpu.py` on a GPU, then `make figures`.")

@@ -15,7 +15,7 @@
 #   show that `torch.compile` then traces it as one node in a full graph.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import labkit
 
 labkit.setup_notebook()  # one thread, RNG seeds, warnings quieted; call it before torch is imported

@@ -11,7 +11,9 @@
 # **compile time** goes and how the **caches** save it.
 #
 # The GPU parts run live when this machine has CUDA; otherwise they open recordings made on an H100
-# (`figures/recordings/`, labelled with device, versions and date).
+# (`figures/recordings/`). Every output made from a recording carries an amber badge, **◆ recorded on
+# *card* · torch *version* · *date* — not run here** (`labkit.badge`); on a GPU the same cells run live
+# and carry a green **● live** badge instead; cells without a badge ran here, on your machine, just now.
 #
 # **After this notebook you can**
 # - read a functionalized graph: in-place ops replaced by pure ones, and the `copy_` that writes a
@@ -260,7 +262,7 @@ with torch.autocast("cpu", dtype=torch.bfloat16):  # which list each op is on, f
 # %%
 reductions = gpu_trace("reductions")
 if reductions is not None:
-    print(labkit.trace_label(reductions))
+    display(labkit.badge(reductions))
 
 
 def numels(source):
@@ -307,6 +309,7 @@ for name, shape, op in perf.REDUCTION_CASES:
 
 # %%
 if reductions is not None:
+    display(labkit.badge(reductions))
     for k in reductions.kernels:
         if numels(k.source) in ((1024, 8192), (4096, 512)):
             body = k.source[k.source.index("def triton"):]
@@ -393,7 +396,7 @@ matmul = {name: gpu_trace(name) for name in ("matmul_default", "matmul_autotune"
 for name, t in matmul.items():
     if t is None:
         continue
-    print(f"{name}: {labkit.trace_label(t)}")
+    display(labkit.badge(t, name))
     if t.error:
         print("   error:", t.error)
     code = t.stage("inductor.output_code")[0].text
@@ -406,6 +409,7 @@ for name, t in matmul.items():
 
 # %%
 if matmul["matmul_autotune"] is not None:
+    display(labkit.badge(matmul["matmul_autotune"], "matmul_autotune"))
     tem = next((k for k in matmul["matmul_autotune"].kernels if "tem" in k.name), None)
     if tem is not None:
         src = tem.source
@@ -426,6 +430,7 @@ if matmul["matmul_autotune"] is not None:
 for name, t in matmul.items():
     if t is None:
         continue
+    display(labkit.badge(t, name))
     times = {tm.label: tm.median_s for tm in t.timings}
     print(f"{name:16s} eager {times.get('eager', float('nan')) * 1e6:7.1f} us   compiled "
           f"{times.get('compiled', float('nan')) * 1e6:7.1f} us   compile: inductor "
@@ -460,7 +465,7 @@ for name, t in matmul.items():
 # %%
 graphs = gpu_trace("cudagraphs")
 if graphs is not None:
-    print(labkit.trace_label(graphs))
+    display(labkit.badge(graphs))
     for tm in graphs.timings:
         launched = graphs.meta["launches"].get(tm.label, {})
         print(f"{tm.label:32s} {tm.median_s * 1e6:7.1f} us per call   launches: {launched}")
@@ -510,6 +515,7 @@ print("graph_partition:", inductor_config.graph_partition)
 
 # %%
 if graphs is not None:
+    display(labkit.badge(graphs))
     for case, info in (graphs.meta.get("cudagraph_skips") or {}).items():
         said = info.get("message") or info.get("error") or "(no skip message)"
         print(f"{case}:\n    {said}")
@@ -590,7 +596,7 @@ print("second compile missed nothing:", second["fxgraph_cache_miss"] == 0 and se
 # %%
 mem = gpu_trace("checkpoint_memory")
 if mem is not None:
-    print(labkit.trace_label(mem))
+    display(labkit.badge(mem))
     mib = 2**20
     for name in ("eager", "eager + checkpoint", "compiled", "compiled + checkpoint"):
         row = mem.meta["memory"][name]

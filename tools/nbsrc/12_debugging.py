@@ -25,7 +25,7 @@
 # - measure compile count, compile time and step time before and after.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import labkit
 
 labkit.setup_notebook()  # one thread, seeds, warnings quieted; call it before torch is imported

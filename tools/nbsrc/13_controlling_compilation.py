@@ -28,7 +28,7 @@
 # generous margins.
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import inspect
 import logging
 import os

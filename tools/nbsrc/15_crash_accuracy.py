@@ -19,7 +19,7 @@
 # torch/\_dynamo/config.py).
 
 # %% id=setup
-# Instructor setup (keep this cell first): pin what can vary between runs, so checked outputs are stable.
+# Setup (keep this cell first): one thread, fixed seeds, quiet warnings, so your outputs match the ones shown.
 import logging
 import os
 import subprocess
