@@ -27,6 +27,7 @@ from labkit.compiler.ir import (
     Pointwise,
     Reduction,
     ReinterpretView,
+    View,
     contiguous_strides,
     numel,
     set_ops_handler,
@@ -89,7 +90,7 @@ class GraphLowering:
         val = node.meta.get("val")
         multi = isinstance(val, list | tuple)
         dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
-        layout = meta_layout(val) if isinstance(val, torch.Tensor) else Layout([], [])
+        layout = meta_layout(val, exact=True) if isinstance(val, torch.Tensor) else Layout([], [])
         buf = ExternBuffer(f"buf{len(self.buffers)}", dtype, layout, [node.name], op=node.target,
                            args=args, kwargs=kwargs, fallback_reason=reason, multi=multi)
         self.buffers.append(buf)
@@ -138,7 +139,7 @@ class GraphLowering:
         if node.target is operator.getitem:
             parent, i = self.env[node.args[0]], node.args[1]
             val = node.meta["val"]
-            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val), [node.name],
+            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val, exact=True), [node.name],
                                parent=parent, item=i)
             self.buffers.append(item)
             return item
@@ -163,6 +164,8 @@ class GraphLowering:
 
     def _maybe_realize(self, node: torch.fx.Node, value: Any) -> Any:
         """Realize a Pointwise when inlining it would be wrong or wasteful; say why."""
+        if isinstance(value, View):  # a view of a computation (mm's input, its .t() and a sum): as one
+            value = Pointwise(value.dtype, value.get_size(), value.make_loader(), origins_of(value))
         if not isinstance(value, Pointwise):
             return value
         if node in self._output_nodes:
