@@ -139,8 +139,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             parent, i = self.env[node.args[0]], node.args[1]
             val = node.meta["val"]
-            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val, exact=True), [node.name],
-                               parent=parent, item=i)
+            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val, exact=True),
+                               [node.name], parent=parent, item=i)
             self.buffers.append(item)
             return item
         lowering = find_lowering(node.target)
@@ -164,7 +164,7 @@ class GraphLowering:
 
     def _maybe_realize(self, node: torch.fx.Node, value: Any) -> Any:
         """Realize a Pointwise when inlining it would be wrong or wasteful; say why."""
-        if isinstance(value, View):  # a view of a computation (mm's input, its .t() and a sum): as one
+        if isinstance(value, View):  # as the computation it views: once stored, a .t() of it is free
             value = Pointwise(value.dtype, value.get_size(), value.make_loader(), origins_of(value))
         if not isinstance(value, Pointwise):
             return value

@@ -367,8 +367,10 @@ class TritonKernel:
             self.fn[grid](*tensors, *[err] if self.checks_indices else [], BLOCK=block, num_warps=warps)
         except Exception as e:  # show the generated code with the message
             raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
-        if err is not None and err.is_cuda:  # no host sync: a bad index fails the device, as eager's
-            _torch.assert_on_device(err[0] == 0, f"{self.name}: an index is out of bounds")  # gather
+        if err is not None and err.is_cuda:
+            # No host sync: as in eager's CUDA gather, a bad index fails the device (a device-side
+            # assert, raised at the next sync) instead of the host waiting to read ``err`` back.
+            _torch.assert_on_device(err[0] == 0, f"{self.name}: an index is out of bounds")
         elif err is not None:
             raise_bad_index(err, self.name)
 
