@@ -410,6 +410,12 @@ def compiled_triton_asm(tuner: Any) -> dict[str, str] | None:
 
 
 # -- Triton: the interpreter, GPU targets, the compiler -------------------------------------------
+def assert_on_device(ok: torch.Tensor, message: str) -> None:
+    """Unless the one-element ``ok`` is true, fail the device (raised at the next sync); no host sync."""
+    # A CUDA device-side assert, as eager's own index checks: the CUDA context is lost afterwards.
+    torch._assert_async(ok, message)
+
+
 def module_from_source(source: str, folder: Path, interpret: bool = False) -> types.ModuleType:
     """Run Python source as a module from a file in ``folder``; ``interpret``: its kernels interpreted."""
     # A real file, as Inductor does: @triton.jit reads a kernel's source back through inspect, and

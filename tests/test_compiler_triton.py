@@ -157,6 +157,32 @@ def test_gpu_training_step() -> None:
     torch.testing.assert_close(g, lin.weight.grad, rtol=1e-4, atol=1e-4)
 
 
+_BAD_TARGET = """
+import torch, torch.nn.functional as F
+from labkit.compiler import make_backend
+f = torch.compile(F.cross_entropy, backend=make_backend(target="triton"), dynamic=False)
+x, t = torch.randn(64, 1000, device="cuda"), torch.randint(0, 1000, (64,), device="cuda")
+torch.testing.assert_close(f(x, t), F.cross_entropy(x, t))
+t[5] = {bad}
+print("value", f(x, t).item())
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("bad", [1000, -7])
+def test_gpu_gather_out_of_range_fails_the_device_without_a_host_sync(bad: int) -> None:
+    """On CUDA the gather's bounds check is a device-side assert (no sync a call); a bad target still
+    raises at the next sync (here .item()) and never gives a value. A fresh process: the context dies."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _BAD_TARGET.format(bad=bad)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0 and "value" not in proc.stdout, proc.stdout
+    assert "device-side assert" in proc.stderr and "index is out of bounds" in proc.stderr, proc.stderr[-2000:]
+
+
 def test_training_step_in_interpreter_matches_eager() -> None:
     import copy
 

@@ -27,6 +27,7 @@ from labkit.compiler.ir import (
     Pointwise,
     Reduction,
     ReinterpretView,
+    View,
     contiguous_strides,
     numel,
     set_ops_handler,
@@ -89,7 +90,7 @@ class GraphLowering:
         val = node.meta.get("val")
         multi = isinstance(val, list | tuple)
         dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
-        layout = meta_layout(val) if isinstance(val, torch.Tensor) else Layout([], [])
+        layout = meta_layout(val, exact=True) if isinstance(val, torch.Tensor) else Layout([], [])
         buf = ExternBuffer(f"buf{len(self.buffers)}", dtype, layout, [node.name], op=node.target,
                            args=args, kwargs=kwargs, fallback_reason=reason, multi=multi)
         self.buffers.append(buf)
@@ -138,8 +139,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             parent, i = self.env[node.args[0]], node.args[1]
             val = node.meta["val"]
-            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val), [node.name],
-                               parent=parent, item=i)
+            item = MultiOutput(f"buf{len(self.buffers)}", val.dtype, meta_layout(val, exact=True),
+                               [node.name], parent=parent, item=i)
             self.buffers.append(item)
             return item
         lowering = find_lowering(node.target)
@@ -163,6 +164,8 @@ class GraphLowering:
 
     def _maybe_realize(self, node: torch.fx.Node, value: Any) -> Any:
         """Realize a Pointwise when inlining it would be wrong or wasteful; say why."""
+        if isinstance(value, View):  # as the computation it views: once stored, a .t() of it is free
+            value = Pointwise(value.dtype, value.get_size(), value.make_loader(), origins_of(value))
         if not isinstance(value, Pointwise):
             return value
         if node in self._output_nodes:

@@ -108,9 +108,11 @@ def out_dtype() -> torch.dtype:
     return out_val().dtype
 
 
-def meta_layout(val: torch.Tensor) -> Layout:
-    """The layout eager would give ``val``: its own strides when dense, else contiguous."""
+def meta_layout(val: torch.Tensor, exact: bool = False) -> Layout:
+    """The layout eager would give ``val``: its own strides when dense (or ``exact``), else contiguous."""
     size, stride = [int(s) for s in val.shape], [int(s) for s in val.stride()]
+    if exact:  # what an ATen call returns: a split's items keep their gaps, with no copy
+        return Layout(size, stride, 0)
     dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
     expected = 1
     for st, s in dims:
@@ -301,7 +303,7 @@ def clamp(x: Any, lo: Any = None, hi: Any = None) -> Pointwise:
 
 
 # -- dtype conversion, copies and constants ---------------------------------------------------------
-@register_lowering(aten._to_copy, aten.clone, aten.alias, aten.lift_fresh_copy)
+@register_lowering(aten._to_copy, aten.clone, aten.lift_fresh_copy)
 def to_copy(x: Any, **kwargs: Any) -> Any:
     """A cast or a copy: a Pointwise that loads and (if needed) converts."""
     device = kwargs.get("device")
@@ -420,6 +422,7 @@ def transpose(x: Any, d0: int, d1: int) -> Any:
 
 
 register_lowering(aten.t.default)(lambda x: permute(x, list(range(len(x.get_size())))[::-1]))
+register_lowering(aten.alias.default)(lambda x: x)  # the same memory: never a copy
 
 
 @register_lowering(aten.expand.default)

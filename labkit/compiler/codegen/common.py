@@ -113,23 +113,6 @@ class InfixOverrides:
     ge = spelled("{0} >= {1}")
 
 
-class IndentedBuffer:
-    """Lines of code; ``with code.indent():`` writes the lines of a block one level deeper."""
-
-    def __init__(self, level: int = 0) -> None:
-        self.lines: list[str] = []
-        self.level = level
-
-    def writeline(self, line: str) -> None:
-        self.lines.append("    " * self.level + line)
-
-    @contextlib.contextmanager
-    def indent(self) -> Iterator[None]:
-        self.level += 1
-        yield
-        self.level -= 1
-
-
 class CodeHandler:
     """The ops handler used while writing a kernel: one variable per op, via the Overrides class."""
 
@@ -184,7 +167,8 @@ class KernelWriter:
         self.writes = [n.name for n in kernel.nodes if n.name not in hidden]
         self.ptr = {name: f"in_ptr{i}" for i, name in enumerate(self.reads)}
         self.ptr.update({name: f"out_ptr{i}" for i, name in enumerate(self.writes)})
-        self.code = IndentedBuffer(level=1)  # the function body
+        self.lines: list[str] = []  # the function body, indented ``level`` steps
+        self.level = 1
         self.scopes: list[dict[str, str]] = [{}]  # CSE: expression -> variable, one dict per block
         self.locals: dict[str, str] = {}  # buffer name -> variable holding its current value
         self.counter = itertools.count()
@@ -195,14 +179,15 @@ class KernelWriter:
         return self.printer.doprint(sympy.expand(expr.subs(self.subs)))
 
     def emit(self, line: str) -> None:
-        self.code.writeline(line)
+        self.lines.append("    " * self.level + line)
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
         """A block one level deeper whose variables are not seen after it (a loop body)."""
         self.scopes.append({})
-        with self.code.indent():
-            yield
+        self.level += 1
+        yield
+        self.level -= 1
         self.scopes.pop()
 
     def new_var(self, prefix: str = "tmp") -> str:
@@ -227,8 +212,8 @@ class KernelWriter:
 
     def indirect(self, value: str, size: int) -> str:
         """A variable holding an index read from memory, checked ``0 <= i < size`` as Inductor's
-        device_assert does: out of range, the kernel writes (1, i, size) to ``err`` (the caller
-        raises IndexError) and reads element 0 instead, never memory outside the tensor."""
+        device_assert does: out of range, the kernel writes (1, i, size) to ``err`` (the caller raises
+        IndexError; on CUDA, a device-side assert) and reads element 0, never memory outside the tensor."""
         self.checks_indices = True
         var = self.new_var("idx")
         for line in self.check_index:

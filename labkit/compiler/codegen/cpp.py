@@ -203,7 +203,7 @@ class CppKernelWriter(KernelWriter):
         params += [ERR_PARAM] if self.checks_indices else []
         params.append("int nthreads")
         head = f'extern "C" void {self.kernel.name}({", ".join(params)})'
-        return "\n".join([head, "{", *self.code.lines, "}"])
+        return "\n".join([head, "{", *self.lines, "}"])
 
     def pointwise_body(self) -> None:
         sizes, rows = self.row_sizes, self.rows

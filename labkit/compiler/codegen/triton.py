@@ -216,7 +216,7 @@ class TritonKernelWriter(KernelWriter):
         params += ["err_ptr"] if self.checks_indices else []
         params.append("BLOCK: tl.constexpr")
         text = "\n".join(["", "", "@triton.jit", f"def {self.kernel.name}({', '.join(params)}):",
-                          *self.code.lines])
+                          *self.lines])
         # As Inductor: a row's last read of its own data may leave L2 (evict_first); a read that
         # a later loop or another program repeats should stay there (evict_last).
         last = {name: loop for loop, name, _ in self.evict}
@@ -367,7 +367,11 @@ class TritonKernel:
             self.fn[grid](*tensors, *[err] if self.checks_indices else [], BLOCK=block, num_warps=warps)
         except Exception as e:  # show the generated code with the message
             raise TritonKernelError(f"Triton kernel {self.name} failed: {e}", self.source) from e
-        if err is not None:  # on a GPU this waits for the kernel: the price of a checked gather
+        if err is not None and err.is_cuda:
+            # No host sync: as in eager's CUDA gather, a bad index fails the device (a device-side
+            # assert, raised at the next sync) instead of the host waiting to read ``err`` back.
+            _torch.assert_on_device(err[0] == 0, f"{self.name}: an index is out of bounds")
+        elif err is not None:
             raise_bad_index(err, self.name)
 
 
