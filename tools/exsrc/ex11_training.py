@@ -216,7 +216,7 @@ from labkit import _torch
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("11.3")
-cases = [random_case(r) for _ in range(6)]
+cases = [random_case(r) for _ in range(8)]
 
 
 def measure(x_grad, statements):
