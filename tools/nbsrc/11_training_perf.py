@@ -113,8 +113,7 @@ print("result and mutated input match eager:", same)
 # (`_check_if_mutation_can_be_in_graph` in `torch/_functorch/_aot_autograd/functional_utils.py`,
 # torch 2.13). Either way the caller sees every write:
 
-# %% id=training-mutations
-# NBVAL_CHECK_OUTPUT
+# %%
 def train_step(x, w, stats):
     h = torch.tanh(x) + w
     stats.mul_(0.9).add_(h.detach().mean(0), alpha=0.1)  # a buffer of running statistics: no grad
@@ -130,8 +129,11 @@ def step_inputs():
     return layer_out, torch.randn(3, generator=g).requires_grad_(), torch.zeros(3)
 
 
-t = labkit.explore(train_step, *step_inputs(), backend="aot_eager", timing=False)
-forward = t.stage("aot.forward")[0]
+stepped = labkit.explore(train_step, *step_inputs(), backend="aot_eager", timing=False)
+
+# %% id=training-mutations
+# NBVAL_CHECK_OUTPUT
+forward = stepped.stage("aot.forward")[0]
 args = [n.name for n in forward.nodes if n.op == "placeholder"]
 written = [["x", "w", "stats"][args.index(n.inputs[0])] for n in forward.nodes if short([n.target])[0] == "copy_"]
 print("forward graph copy_ writes into:", written)
