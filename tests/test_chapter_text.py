@@ -205,3 +205,13 @@ def test_reviewed_phrases(stem: str, wrong: str, right: str, why: str) -> None:
     text = (SRC / f"{stem}.py").read_text(encoding="utf-8")
     assert not re.search(wrong, text), f"{stem}: wrong phrase back ({why})"
     assert re.search(right, text), f"{stem}: corrected phrase missing ({why})"
+
+
+def test_notebook_11_cites_aot_mutation_rule_that_exists() -> None:
+    """11's training-graph rule for input mutations cites a function of the installed torch."""
+    import importlib
+
+    text = (SRC / "11_training_perf.py").read_text()
+    assert "`_check_if_mutation_can_be_in_graph`" in text and "functional_utils.py" in text
+    module = importlib.import_module("torch._functorch._aot_autograd.functional_utils")
+    assert callable(getattr(module, "_check_if_mutation_can_be_in_graph", None))

@@ -91,9 +91,27 @@ WRONG = {
              "    return (x * keep[None, :, None]).sum(dim=1) / length.to(x.dtype)\n\n\n"
              "def prepare(x):\n"
              "    pass\n"),
+    "10.3": ("def predict_graphs_and_symbols(source, check, use, scalar, dynout, mark):"
+             "   # either flag captures every source; torch._check ignored\n"
+             "    kinds = ['s'] if mark else []\n"
+             "    if source == 'shape':\n"
+             "        return 1, kinds\n"
+             "    if not (scalar or dynout):\n"
+             "        return 2, kinds\n"
+             "    return (2 if use in ('branch', 'validate') else 1), kinds + ['u']\n"),
     "11.1": ("def predict_saved_bytes(layers, rows, width, dtype):   # every activation, ckpt or not\n"
              "    size = {'float32': 4, 'float64': 8}[dtype]\n"
              "    return sum(act != 'none' for act, _ in layers) * rows * width * size\n"),
+    "11.3": ("def predict_write_backs(x_grad, statements):   # every mutated input, as in inference\n"
+             "    owner = {'stats_ema': 'stats', 'stats_row': 'stats', 'x_add': 'x', 'x_col': 'x',\n"
+             "             'x_clamp_nograd': 'x', 'w_decay_nograd': 'w'}\n"
+             "    live, out = {'x', 'w', 'stats'}, set()\n"
+             "    for s in statements:\n"
+             "        if s.endswith('_rebind'):\n"
+             "            live.discard(s.split('_')[0])\n"
+             "        elif s in owner and owner[s] in live:\n"
+             "            out.add(owner[s])\n"
+             "    return [n for n in ('x', 'w', 'stats') if n in out]\n"),
     "11.2": ("def block_lean(x, weights):   # the whole block checkpointed: every matmul runs again\n"
              "    from torch.utils.checkpoint import checkpoint\n"
              "    return checkpoint(block, x, weights, use_reentrant=False)\n"),
@@ -132,7 +150,7 @@ WRONG = {
     "15.1": ("def first_wrong(program, layer, op):   # every bug is Inductor's, so: inductor\n"
              "    return 'inductor' if op in program else 'none'\n"),
 }
-SLOW = {"10.2", "11.1", "11.2", "2.2", "3.1", "3.3", "5.3", "6.1", "6.2", "9.1", "14.1", "15.1"}
+SLOW = {"10.2", "11.1", "11.2", "11.3", "2.2", "3.1", "3.3", "5.3", "6.1", "6.2", "9.1", "14.1", "15.1"}
 
 
 def _cells(task: rubric_mod.Task) -> list[tuple[str, str]]:

@@ -28,8 +28,8 @@ import pytest
 from fairness import ANSWERS, Fairness, grade_answer
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
-FAST_CASES = {"10.1": 4, "11.1": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6, "4.2": 6, "5.3": 1, "6.1": 1, "6.2": 1,
-              "8.1": 6, "8.3": 5, "9.2": 6, "13.1": 6, "15.1": 4}
+FAST_CASES = {"10.1": 4, "10.3": 4, "11.1": 3, "11.3": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6,
+              "4.2": 6, "5.3": 1, "6.1": 1, "6.2": 1, "8.1": 6, "8.3": 5, "9.2": 6, "13.1": 6, "15.1": 4}
 # Fast tests whose few cases still compile with Inductor under a planted bug (~1 min cold): slow
 SLOW_FEW = {"15.1"}
 SLOW_CASES = 200
@@ -47,6 +47,13 @@ PINNED: dict[str, list[tuple[Any, ...]]] = {
              ([("relu", True), ("relu", False)], 5, 7, "float32"),
              ([("sin", False), ("tanh", True)], 3, 4, "float64")],
     "3.2": [("h = h * x.shape[0]",), ("h = h[: x.shape[0] // 2 + 1]",)],   # nothing of their own
+    # a size is known to be >= 0, a value is not; k > 0 needs a fact; the flag must match the source
+    "10.3": [("nonzero", "none", "validate", False, True, False),
+             ("item", "none", "validate", True, False, True),
+             ("item", "ge0", "branch", True, True, False), ("mask", "gt0", "branch", True, False, False)],
+    # a requires-grad input's write leaves the graph unless under no_grad; a rebound name is no input
+    "11.3": [(True, ["x_add", "stats_row"]), (True, ["x_clamp_nograd", "w_decay_nograd"]),
+             (False, ["x_rebind", "x_col", "stats_ema"])],
 }
 
 

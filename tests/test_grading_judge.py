@@ -31,9 +31,11 @@ def test_no_later_cell_reads_what_a_demo_cell_binds(nb_path):
 
 
 def test_ex12_shows_its_symptoms_in_demo_cells():
-    """The two ten-step demonstrations are the tagged ones (they were half a submission's time)."""
+    """The two ten-step demonstrations and their checks are the tagged ones (they were half a
+    submission's grading time)."""
     nb = nbformat.read(ROOT / "notebooks/exercises/ex12_debugging.ipynb", as_version=4)
-    assert {c.id for c in nb.cells if jg.is_demo(c)} == {"symptoms", "normalise-probe"}
+    assert {c.id for c in nb.cells if jg.is_demo(c)} == {
+        "symptoms", "symptoms-check", "normalise-probe", "normalise-probe-check"}
 
 
 def test_a_fix_notebook_keeps_a_demo_cell_only_when_the_answer_names_it():

@@ -167,3 +167,101 @@ from labkit.grading import harness
 # hidden batches, lengths and d; pooled gives the values
 # (the rules and reference values: labkit/grading/harness.py)
 harness.check("10.2", globals())
+# %% [markdown] id=t10-3-md
+# ## Task 10.3 — unbacked symbols: predict the graphs and the symbols (difficulty 2/3, about 30 min)
+#
+# `counted(source, check, use)` below builds a function `f(x)` of a 1-D float tensor in three
+# steps: it computes a count `k` from `x` (`SOURCES[source]`), optionally tells the compiler a fact
+# about `k` (`CHECKS[check]`, a `torch._check`; the fact is true for the inputs the check uses),
+# and then uses `k` (`USES[use]`). A case is `(source, check, use, scalar, dynout, mark)`: the check
+# compiles `f` once (`torch.compile`, a backend that counts the graphs it is given) under
+# `torch._dynamo.config.patch(capture_scalar_outputs=scalar, capture_dynamic_output_shape_ops=dynout)`
+# and calls it on one tensor of length 7, on which `torch._dynamo.mark_dynamic(x, 0)` was called
+# first if `mark` is true.
+#
+# Write `predict_graphs_and_symbols(source, check, use, scalar, dynout, mark)`: the pair
+# `(graphs, kinds)`, where `graphs` is how many graphs that one call compiles and `kinds` the sorted
+# list of the kinds of symbols that appear anywhere in those graphs (a value's `Sym(...)` or a
+# tensor's size, read from the graphs' code as notebook 10's `graphs_and_kinds` reads them): `[]`,
+# `["s"]` (backed), `["u"]` (unbacked) or `["s", "u"]`. Work out which flag
+# captures which source, what a graph break turns `k` into for the code after it, which uses of an
+# unbacked `k` need a fact the compiler does not have, which facts a `torch._check` gives it, and
+# which facts it has without one.
+#
+# The check calls your function **first, with compilation switched off**, then compiles and
+# measures. At grading time the cases are new.
+# %% id=fn-10-3
+SOURCES = {
+    "item": "k = (x > 0).sum().item()",
+    "tolist": "k = (x > 0).sum().tolist()",
+    "nonzero": "k = torch.nonzero(x > 0).shape[0]",
+    "mask": "k = x[x > 0].shape[0]",
+    "unique": "k = torch.unique(x.round()).shape[0]",
+    "shape": "k = x.shape[0]",
+}
+CHECKS = {"none": "", "ge0": "torch._check(k >= 0)", "gt0": "torch._check(k > 0)"}
+USES = {   # (statements, what f returns)
+    "scale": ("", "x * k"),
+    "slice": ("", "x[:k] * 2"),
+    "branch": ("if k > 0:\n    return x / k", "x"),
+    "validate": ("if k < 0:\n    raise ValueError('negative count')", "x * k"),
+}
+
+
+def counted(source, check, use):
+    statements, result = USES[use]
+    return nc.function_of([s for s in (SOURCES[source], CHECKS[check], statements) if s],
+                          "x", result)
+
+
+def random_case(r):
+    return (r.choice(sorted(SOURCES)), r.choice(["none", "none", "ge0", "gt0"]), r.choice(sorted(USES)),
+            r.random() < 0.5, r.random() < 0.5, r.random() < 0.3)
+# %% id=t10-3
+# your answer (Task 10.3)
+def predict_graphs_and_symbols(source: str, check: str, use: str, scalar: bool, dynout: bool,
+                               mark: bool) -> tuple[int, list[str]]:
+    """(graphs compiled, sorted kinds of symbols in them) for one call of counted(...) (Task 10.3)."""
+    ### BEGIN SOLUTION
+    backed = ["s"] if mark else []              # the marked length is s0 in every graph
+    if source == "shape":
+        return 1, backed                        # an input size: a constant, or s0 when marked
+    captured = scalar if source in ("item", "tolist") else dynout
+    if not captured:                            # a break before k: after it, k is a constant
+        return 2, backed
+    size = source in ("nonzero", "mask", "unique")    # a size is known to be >= 0
+    known = {"scale": True, "slice": True,
+             "branch": check == "gt0",
+             "validate": size or check in ("ge0", "gt0")}[use]
+    return (1 if known else 2), backed + ["u"]  # an undecidable branch breaks the graph
+    ### END SOLUTION
+# %% id=c10-3
+# NBVAL_CHECK_OUTPUT
+import re
+
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("10.3")
+cases = [random_case(r) for _ in range(8)]
+
+
+def measure(source, check, use, scalar, dynout, mark):
+    nc.fresh()
+    graphs, kinds = [], set()
+
+    def backend(gm, example_inputs):          # the graph's code with its types, as the lesson reads it
+        graphs.append(gm)
+        kinds.update(re.findall(r"\b([su])\d+\b", gm.print_readable(print_output=False)))
+        return gm.forward
+
+    x = torch.linspace(-1.5, 2.5, 7)          # 4 positive values: every check's fact holds
+    if mark:
+        torch._dynamo.mark_dynamic(x, 0)
+    with torch._dynamo.config.patch(capture_scalar_outputs=scalar,
+                                    capture_dynamic_output_shape_ops=dynout):
+        torch.compile(counted(source, check, use), backend=backend)(x)
+    return len(graphs), sorted(kinds)
+
+
+nc.check_predictions("10.3", predict_graphs_and_symbols, cases, measure, "functions",
+                     fields=["graphs", "symbol kinds"])

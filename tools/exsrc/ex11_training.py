@@ -151,3 +151,100 @@ from labkit.grading import harness
 # hidden sizes and depths; block gives the values, one activation per layer the budget
 # (the rules and reference values: labkit/grading/harness.py)
 harness.check("11.2", globals())
+# %% [markdown] id=t11-3-md
+# ## Task 11.3 — functionalization in a training step: predict the write-backs (difficulty 2/3, about 30 min)
+#
+# `step(statements)` below builds a function `f(x, w, stats)`: it computes `h = torch.tanh(x) + w`,
+# runs the given statements in order (`STATEMENTS`), and returns `h.sum()`. `w` (`width`) is a
+# weight, a leaf that requires grad; `stats` (`width`) a buffer of running statistics that does not;
+# `x` (`rows × width`) is the batch: plain data when `x_grad` is false, the output of an earlier
+# layer (it requires grad, and is not a leaf) when it is true. A case is `(x_grad, statements)`; the
+# check compiles `f` with AOTAutograd as `aot_eager` does, calls it once, so AOTAutograd builds a
+# training graph (a forward and a backward), and reads the **forward** graph.
+#
+# Write `predict_write_backs(x_grad, statements)`: the inputs, in argument order (a sub-list of
+# `["x", "w", "stats"]`), into which the forward graph writes with an `aten.copy_`. Work out which
+# statements mutate an input at all, what the mutation of a view writes, and which input mutations
+# AOTAutograd keeps inside the graph and which it hands back to be applied outside it (notebook 11,
+# section 1). The check calls your function with compilation switched off, then compiles and
+# measures; grading uses other cases.
+# %% id=program-11-3
+STATEMENTS = {
+    "stats_ema": "stats.mul_(0.9).add_(h.detach().mean(0), alpha=0.1)",
+    "stats_row": "stats[:1].zero_()",
+    "stats_rebind": "stats = stats.clone()",
+    "x_add": "x.add_(1)",
+    "x_col": "x[:, 0].mul_(0.5)",
+    "x_clamp_nograd": "with torch.no_grad():\n    x.clamp_(-2, 2)",
+    "x_rebind": "x = x * 2",
+    "w_decay_nograd": "with torch.no_grad():\n    w.mul_(0.99)",
+    "h_scale": "h.mul_(2)",
+}
+
+
+def step(statements):
+    return nc.function_of(["h = torch.tanh(x) + w"] + [STATEMENTS[s] for s in statements],
+                          "x, w, stats", "h.sum()")
+
+
+def random_case(r):
+    return r.random() < 0.5, [r.choice(sorted(STATEMENTS)) for _ in range(r.randrange(1, 6))]
+# %% id=t11-3
+# your answer (Task 11.3)
+def predict_write_backs(x_grad: bool, statements: list[str]) -> list[str]:
+    """The inputs (argument order) the forward graph of step(statements) copy_-writes into (Task 11.3)."""
+    ### BEGIN SOLUTION
+    target = {"stats_ema": "stats", "stats_row": "stats", "x_add": "x", "x_col": "x",
+              "x_clamp_nograd": "x", "w_decay_nograd": "w"}     # a view's write is its base's
+    is_input = {"x": True, "w": True, "stats": True}
+    under_no_grad: dict[str, list[bool]] = {}
+    for s in statements:
+        if s.endswith("_rebind"):
+            is_input[s.split("_")[0]] = False     # later writes go to a temporary
+        elif s in target and is_input[target[s]]:
+            under_no_grad.setdefault(target[s], []).append(s.endswith("_nograd"))
+    requires_grad = {"x": x_grad, "w": True, "stats": False}
+    # autograd must see a mutation of an input that requires grad: that one leaves the graph
+    return [n for n in ("x", "w", "stats")
+            if n in under_no_grad and (not requires_grad[n] or all(under_no_grad[n]))]
+    ### END SOLUTION
+# %% id=c11-3
+# NBVAL_CHECK_OUTPUT
+import re
+
+from labkit import _torch
+from labkit.grading import nbcheck as nc
+
+r = nc.rng("11.3")
+cases = [random_case(r) for _ in range(8)]
+
+
+def measure(x_grad, statements):
+    nc.fresh()
+    names, written = [], []
+
+    def forward(gm, example_inputs):          # AOTAutograd's forward: which input each copy_ fills
+        inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        written.extend(names[inputs.index(n.args[0])] for n in gm.graph.nodes
+                       if n.op == "call_function" and "copy_" in str(n.target))
+        return _torch.make_boxed_func(gm.forward)
+
+    def backend(gm, example_inputs):          # Dynamo's placeholders, in argument order: l_x_, ...
+        names.extend(re.fullmatch(r"l_(\w+)_", n.name)[1] for n in gm.graph.nodes
+                     if n.op == "placeholder")
+        return _torch.aot_module_simplified()(
+            gm, example_inputs, fw_compiler=forward,
+            bw_compiler=lambda g, _: _torch.make_boxed_func(g.forward),
+            keep_inference_input_mutations=True)       # as aot_eager (and Inductor) set it
+
+    g = torch.Generator().manual_seed(len(statements))
+    rows, width = 3 + len(statements), 4
+    x = torch.randn(rows, width, generator=g, requires_grad=x_grad)
+    x = x * 1 if x_grad else x                          # an earlier layer's output
+    w = torch.randn(width, generator=g).requires_grad_()
+    stats = torch.zeros(width)
+    torch.compile(step(statements), backend=backend)(x, w, stats).backward()
+    return sorted(written, key=["x", "w", "stats"].index)
+
+
+nc.check_predictions("11.3", predict_write_backs, cases, measure, "steps")

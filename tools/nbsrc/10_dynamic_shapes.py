@@ -476,6 +476,69 @@ print("captured .item() matches eager:", torch.equal(
 # a `FutureWarning` that says to use `torch._check(k >= 0)` instead.) `mark_unbacked` (section 3) turns an input size into an
 # unbacked symbol on purpose, so that one graph also serves sizes 0 and 1.
 #
+# Which flag captures what: `.item()` and `.tolist()` read a *value* out of a tensor
+# (`capture_scalar_outputs`); `nonzero`, indexing with a boolean mask (`x[x > 0]`) and
+# `torch.unique` return a tensor whose *size* depends on the data (`capture_dynamic_output_shape_ops`).
+# Without its flag, Dynamo breaks the graph before the op and runs it eagerly; the code after the
+# break is compiled with `k` as a plain Python `int`, a constant (the default rows above have no
+# symbol at all). A captured `k` keeps what the compiler knows about its range: a size is never
+# negative, so `k >= 0` is known for `nonzero`'s length but not for a value from `.item()`. A branch
+# the known facts decide compiles into the same graph; any other branch on `k` breaks it. Count the
+# graphs (a `CompileCounter` backend) for one call of each:
+
+# %% id=unbacked-facts
+# NBVAL_CHECK_OUTPUT
+def graphs_and_kinds(f, **flags):
+    """(graphs that one call of f(x) compiles, sorted kinds of symbols in them) under these flags."""
+    graphs, kinds = [], set()
+
+    def backend(gm, example_inputs):  # the graph's code shows each value's type: f32[u0], Sym(s0)
+        graphs.append(gm)
+        kinds.update(m[1] for m in _SYMBOL.finditer(gm.print_readable(print_output=False)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**flags):
+        torch.compile(f, backend=backend)(x)
+    return len(graphs), sorted(kinds)
+
+
+def validated(count, fact=None):
+    def f(x):
+        k = count(x)
+        if fact == "k >= 0":
+            torch._check(k >= 0)
+        if k < 0:  # never true for a count: but is that known when tracing?
+            raise ValueError("negative count")
+        return x * k
+    return f
+
+
+def from_item(x):
+    return (x > 0).sum().item()
+
+
+def from_nonzero(x):
+    return torch.nonzero(x > 0).shape[0]
+
+
+captured = dict(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True)
+for name, f, flags in [
+    (".tolist(), default", lambda x: x * (x > 0).sum().tolist(), {}),
+    (".tolist(), capture_scalar_outputs", lambda x: x * (x > 0).sum().tolist(),
+     dict(capture_scalar_outputs=True)),
+    ("x[x > 0], capture_dynamic_output_shape_ops", lambda x: x[x > 0] * 2,
+     dict(capture_dynamic_output_shape_ops=True)),
+    ("unique, capture_scalar_outputs only", lambda x: x * torch.unique(x.round()).shape[0],
+     dict(capture_scalar_outputs=True)),
+    ("k from .item(), if k < 0", validated(from_item), captured),
+    ("k from .item(), torch._check(k >= 0), if k < 0", validated(from_item, "k >= 0"), captured),
+    ("k from nonzero, if k < 0", validated(from_nonzero), captured),
+]:
+    graphs, kinds = graphs_and_kinds(f, **flags)
+    print(f"{name:48s} graphs={graphs} symbol kinds={kinds}")
+
+# %% [markdown]
 # ## Try it
 #
 # Predict the number of compiles first, then run.
@@ -506,7 +569,8 @@ for r in t.meta.get("recompiles", []):
 #   inputs that match a cached entry still run compiled, the others run eagerly.
 # - **Backed** symbols (`s`) come from inputs and have hints; **unbacked** (`u`) come from `.item()`,
 #   `nonzero` and friends, need `capture_scalar_outputs` / `capture_dynamic_output_shape_ops`, and
-#   cannot be branched on (use `torch._check`).
+#   can be branched on only where known facts decide the branch (a size is `>= 0`; `torch._check`
+#   adds facts); without the flag, the graph breaks and `k` is a constant after the break.
 #
 # **Try it**
 # 1. In the cell above, which recompile is caused by the float and which by the size? Make `eps` a

@@ -105,6 +105,47 @@ print("result and mutated input match eager:", same)
 # inside the function, like `y`, disappear completely: the backend receives a graph of pure ops and
 # decides for itself where to write (Inductor reuses buffers where it is safe, notebook 06).
 #
+# `bump` ran without gradients, so AOTAutograd built an *inference* graph. In a **training** graph
+# (a forward and a backward) one more question decides where a write into an input goes: must
+# autograd see it? AOTAutograd keeps an input's mutation inside the forward graph, as a `copy_` at
+# its end, only if the input does not require grad or every write into it happened under
+# `torch.no_grad()`. A write into an input that requires grad (here `x`, an earlier layer's output)
+# leaves the graph: the forward returns the new value as one more output, and AOTAutograd's
+# runtime wrapper writes it into the input after the graph has run, where autograd records it
+# (`_check_if_mutation_can_be_in_graph` in `torch/_functorch/_aot_autograd/functional_utils.py`,
+# torch 2.13). Either way the caller sees every write:
+
+# %%
+def train_step(x, w, stats):
+    h = torch.tanh(x) + w
+    stats.mul_(0.9).add_(h.detach().mean(0), alpha=0.1)  # a buffer of running statistics: no grad
+    with torch.no_grad():
+        w.mul_(0.99)  # a weight (requires grad), written under no_grad
+    x.add_(1)  # an earlier layer's output: requires grad, autograd must see this write
+    return h.sum()
+
+
+def step_inputs():
+    g = torch.Generator().manual_seed(0)
+    layer_out = torch.randn(4, 3, generator=g, requires_grad=True) * 1  # not a leaf
+    return layer_out, torch.randn(3, generator=g).requires_grad_(), torch.zeros(3)
+
+
+stepped = labkit.explore(train_step, *step_inputs(), backend="aot_eager", timing=False)
+
+# %% id=training-mutations
+# NBVAL_CHECK_OUTPUT
+forward = stepped.stage("aot.forward")[0]
+args = [n.name for n in forward.nodes if n.op == "placeholder"]
+written = [["x", "w", "stats"][args.index(n.inputs[0])] for n in forward.nodes if short([n.target])[0] == "copy_"]
+print("forward graph copy_ writes into:", written)
+compiled, eager = step_inputs(), step_inputs()
+torch.compile(train_step, backend="aot_eager")(*compiled).backward()
+train_step(*eager).backward()
+print("x, w, stats after the step match eager:",
+      all(torch.equal(a.detach(), b.detach()) for a, b in zip(compiled, eager)))
+
+# %% [markdown]
 # ## 2. What the forward keeps for the backward, and activation checkpointing
 #
 # Notebook 04 showed the partitioner splitting the joint graph and saving some activations for the
@@ -624,7 +665,9 @@ if mem is not None:
 # ## Summary
 #
 # - **Functionalization**: AOTAutograd replaces in-place ops by pure ones; a visible input mutation
-#   becomes one `copy_` at the end.
+#   becomes one `copy_` at the end, in a training graph only where autograd need not see it (the
+#   input needs no grad, or the write was under `torch.no_grad()`); otherwise AOTAutograd's runtime
+#   wrapper writes it after the graph.
 # - The forward **saves** activations for the backward; the min-cut partitioner recomputes cheap ones.
 #   **Activation checkpointing** saves only block inputs and recomputes the rest: less memory, more time.
 # - **Autocast** becomes explicit `_to_copy` casts in the ATen graph; only ops on its lists change
