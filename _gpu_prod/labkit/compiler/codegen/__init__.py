@@ -1,1 +1,0 @@
-"""Code generators: C++ (OpenMP + SIMD) and Triton, sharing codegen/common.py."""

@@ -1,1 +1,0 @@
-"""Library exercises that are not part of the compiler (Triton kernels run in the interpreter)."""
