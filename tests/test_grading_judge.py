@@ -23,7 +23,6 @@ def test_no_later_cell_reads_what_a_demo_cell_binds(nb_path):
         if not jg.is_demo(cell):
             continue
         bound = jg.bound_names(cell.source)
-        assert bound, f"{nb_path}: demo cell {cell.id} binds nothing (check the helper reads it)"
         for later in cells[k + 1:]:
             if not jg.is_demo(later):
                 clash = bound & jg.used_names(later.source)
