@@ -193,12 +193,13 @@ for key, value in json.loads(out).items():
 # %% [markdown]
 # The loaded package runs the exported graph for any batch in the declared range, matches eager and
 # `torch.compile`, and never needed the Python class or Inductor's compiler (`compile_fx` was not even
-# imported). It did run the C++ compiler, though, where one is installed: before loading, Python's
-# `aoti_load_package` compares the instruction set the package was built for (`AOTI_CPU_ISA` in its
-# metadata) with this machine's, which Inductor finds by test-building a small program per
-# instruction set (`_load_aoti` in torch/export/pt2\_archive/\_package.py, `pick_vec_isa` in
-# torch/\_inductor/cpu\_vec\_isa.py; torch 2.11 to 2.15). The builds are cached in Inductor's cache
-# directory, which the fresh process shares with this one. The two routes side by side:
+# imported). Python's `aoti_load_package` does one thing more first: it compares the instruction set
+# the package was built for (`AOTI_CPU_ISA` in its metadata) with this machine's, which Inductor finds
+# by test-building a small program per instruction set (`_load_aoti` in
+# torch/export/pt2\_archive/\_package.py, `pick_vec_isa` in torch/\_inductor/cpu\_vec\_isa.py; torch
+# 2.11 to 2.15). The fresh process shares this one's Inductor cache, where the compile above left those
+# builds, so it only checks that they load; with an empty cache, loading runs the C++ compiler. The
+# two routes side by side:
 #
 # | | `torch.compile` | `torch.export` + AOTInductor |
 # |---|---|---|
