@@ -277,13 +277,18 @@ def graphs_until_aot(fn, *args):
 device = "cuda" if GPU else "cpu"
 a, b = torch.randn(100, device=device), torch.randn(100, device=device)
 for stage, ops in graphs_until_aot(uses_kernel, a, b).items():
-    print(f"{stage:12s}", [op.replace("<built-in function ", "").rstrip(">") for op in ops])
+    ops = [op.replace("<built-in function ", "").rstrip(">") for op in ops]
+    # getitems pick the launch's outputs; how many depends on the device (see below)
+    print(f"{stage:12s}", [op for op in ops if op != "getitem"])
 
 # %% [markdown]
 # Dynamo recorded `lab14.add` as one operator: it did not trace the kernel. AOTAutograd then traced
 # the op's Python body (this is what `triton_op` adds over an opaque custom op): the output allocation
 # (`empty_like`) and `triton_kernel_wrapper_functional`, the functional form of "launch this kernel on
-# these tensors" (torch/\_higher\_order\_ops/triton\_kernel\_wrap.py). Inductor lowers that into a
+# these tensors" (torch/\_higher\_order\_ops/triton\_kernel\_wrap.py). The cell leaves out the
+# `getitem`s that pick the launch's outputs: their number differs between a CPU-only machine and a
+# GPU one (measured on torch 2.11 with an H100), because which tensors the kernel writes is worked
+# out only for a GPU target. Inductor lowers that into a
 # launch of your kernel in its output code, beside its own kernels, and can reuse buffers around it.
 #
 # Running it needs a GPU: Triton's CPU interpreter (`TRITON_INTERPRET=1`, notebook 07) runs kernels
