@@ -90,3 +90,141 @@ ATTACKS["4.1", "naive_control"] = '''
 def softplus(x):
     return torch.log(1 + torch.exp(x))
 '''
+
+# 3.3: Scorer's own forward, unchanged (print, .item(), a Python int counter), inside an opaque
+# custom op: no break, one graph, the right outputs; none of the three causes is removed
+ATTACKS["3.3", "custom_op_wraps_scorer"] = '''
+import torch
+CALLS = [0]
+
+@torch.library.custom_op("rt33::score", mutates_args=())
+def score(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    CALLS[0] += 1
+    h = torch.nn.functional.linear(x, w, b).tanh()
+    print(f"batch {x.shape[0]}: mean {h.mean():.3f}")
+    peak = h.abs().max().item()
+    h = h / (peak + 1e-6)
+    return torch.softmax(h * (1 + 0.1 * CALLS[0]), dim=-1)
+
+@score.register_fake
+def _(x, w, b):
+    return torch.empty_like(x)
+
+class ScorerFixed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        CALLS[0] = 0
+
+    def forward(self, x):
+        return score(x, self.proj.weight, self.proj.bias)
+'''
+
+# 10.2: pooled itself (int(length), a value-dependent slice) inside an opaque custom op
+ATTACKS["10.2", "custom_op_wraps_pooled"] = '''
+import torch
+
+@torch.library.custom_op("rt102::pool", mutates_args=())
+def pool(x: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    n = int(length)
+    return x[:, :n].mean(dim=1)
+
+@pool.register_fake
+def _(x, length):
+    return x.new_empty(x.shape[0], x.shape[2])
+
+def pooled_fixed(x, length):
+    return pool(x, length)
+
+def prepare(x):
+    torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.mark_dynamic(x, 1)
+'''
+
+# 12.1: SensorNet.normalise's Python-float running peak, unchanged, inside an opaque custom op
+ATTACKS["12.1", "custom_op_python_gain"] = '''
+import torch
+GAIN = [1.0]
+
+@torch.library.custom_op("rt121::norm", mutates_args=())
+def norm(h: torch.Tensor) -> torch.Tensor:
+    GAIN[0] = max(0.9 * GAIN[0], float(h.detach().abs().amax()))
+    return h / GAIN[0]
+
+@norm.register_fake
+def _(h):
+    return torch.empty_like(h)
+
+class SteadyGain(SensorNet):
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        GAIN[0] = 1.0
+
+    def normalise(self, h):
+        return norm(h)
+'''
+
+# 12.2: the loss with y.unique().tolist() and a Python loop, inside an opaque custom op
+ATTACKS["12.2", "custom_op_tolist_loss"] = '''
+import torch
+import torch.nn.functional as F
+
+@torch.library.custom_op("rt122::bal", mutates_args=())
+def bal(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    per = F.cross_entropy(logits, y, reduction="none")
+    present = y.unique().tolist()
+    return sum(per[y == c].mean() for c in present) / len(present)
+
+@bal.register_fake
+def _(logits, y):
+    return logits.new_empty(())
+
+class BalancedLoss(SensorNet):
+    def loss(self, logits, y):
+        return bal(logits, y)
+'''
+
+# 12.3: the warm-up's Python list of losses, unchanged, inside an opaque custom op
+ATTACKS["12.3", "custom_op_history_list"] = '''
+import torch
+HIST = []
+STEPS = [1]
+
+@torch.library.custom_op("rt123::warm", mutates_args=())
+def warm(loss: torch.Tensor) -> torch.Tensor:
+    HIST.append(loss.detach())
+    return loss * min(1.0, len(HIST) / STEPS[0])
+
+@warm.register_fake
+def _(loss):
+    return torch.empty_like(loss)
+
+class SteadyWarmup(SensorNet):
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        HIST.clear()
+        STEPS[0] = self.warmup_steps
+
+    def warmup(self, loss):
+        return warm(loss)
+'''
+
+# 12.4: the data-dependent `if m > 2` branch, unchanged, inside an opaque custom op
+ATTACKS["12.4", "custom_op_branch"] = '''
+import torch
+
+@torch.library.custom_op("rt124::tame", mutates_args=())
+def tame_op(h: torch.Tensor) -> torch.Tensor:
+    m = h.abs().mean()
+    if m > 2:
+        return h * (2 / m)
+    return h.clone()
+
+@tame_op.register_fake
+def _(h):
+    return torch.empty_like(h)
+
+class SteadyTame(SensorNet):
+    def tame(self, h):
+        return tame_op(h)
+'''
