@@ -228,3 +228,38 @@ class SteadyTame(SensorNet):
     def tame(self, h):
         return tame_op(h)
 '''
+
+# 2.2: the known dummy-graph forgery (eager work, a graph that only passes values on) plus a
+# dispatcher override of aten::allclose in the answer's process: the harness's replay check
+# (`replayed`, torch.allclose) then believes any output; torch.library is allowed (9.1, 9.3)
+ATTACKS["2.2", "aten_allclose_override"] = '''
+import torch
+LIB = torch.library.Library("aten", "IMPL")
+
+def always(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return True
+
+LIB.impl("allclose", always, "CPU")
+
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    dummy = torch.compile(lambda t, g: t + 0 * g, backend=backend)
+    v, norms = torch.zeros_like(w), []
+    for g, lr in zip(grads, lrs):
+        v = momentum * v + g
+        norms.append(float(v.norm()))
+        w = dummy(w - lr * v, g)
+    return w, norms
+'''
+
+# 7.1: no loop, no online reduction: one fixed 512-wide block (ignores BLOCK), which covers every
+# width the harness (20-199 columns, 70, 77) and the marked tests (up to 400) use
+ATTACKS["7.1", "one_block_512"] = '''
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, 512)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+'''
