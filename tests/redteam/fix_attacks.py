@@ -263,3 +263,32 @@ def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.con
     e = tl.exp(x - tl.max(x, axis=0))
     tl.store(out_ptr + row * out_stride + cols, e / tl.sum(e, axis=0), mask=mask)
 '''
+
+# 14.1: Gate's forward, both Python branches unchanged, inside an opaque custom op: export never
+# sees a branch (no torch.cond anywhere), the batch stays a Dim
+ATTACKS["14.1", "custom_op_hides_branches"] = '''
+@torch.library.custom_op("rt141::gate", mutates_args=())
+def gate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    h = torch.nn.functional.linear(x, w, b)
+    if x.mean() > 0:
+        h = h.tanh()
+    else:
+        h = h.relu() - 1
+    if x.shape[0] > 16:
+        h = h * 2
+    return h / (h.abs().max() + 1)
+
+@gate.register_fake
+def _(x, w, b):
+    return x.new_empty(x.shape[0], w.shape[0])
+
+class GateFixed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return gate(x, self.proj.weight, self.proj.bias)
+
+DYNAMIC_SHAPES = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}
+'''
