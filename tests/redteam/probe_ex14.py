@@ -39,3 +39,12 @@ try:
     print("batch branch alone exports with a Dim (guard kept?)")
 except Exception as exc:
     print("batch branch alone with a Dim fails:", type(exc).__name__, str(exc).splitlines()[0][:160])
+# without a Dim, the batch branch alone: exports, and the program accepts only the example's batch?
+try:
+    ep = torch.export.export(BatchOnly(), (x,))
+    try:
+        ep.module()(torch.randn(20, 4)); print("batch branch alone, no Dim: exports; batch 20 runs")
+    except Exception as exc:
+        print("batch branch alone, no Dim: exports; batch 20 refused:", type(exc).__name__)
+except Exception as exc:
+    print("batch branch alone, no Dim: export fails:", type(exc).__name__)
