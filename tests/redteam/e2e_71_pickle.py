@@ -34,6 +34,12 @@ text = (ROOT / "labkit/exercises/triton_softmax.py").read_text()
 a, b = text.index("@triton.jit"), text.index("def softmax(")
 (sub / "labkit/exercises/triton_softmax.py").write_text(text[:a] + KERNEL.replace('PATH', PATH).lstrip() + "\n\n" + text[b:])
 (sub / "labkit/compiler/decompose.py").write_text(PICKLE)
+if "--own-launcher" in sys.argv:   # the marked tests call the student's own launcher: torch.softmax
+    own = (sub / "labkit/exercises/triton_softmax.py").read_text()
+    own = own.replace("    out = torch.full_like(x, float(\"nan\"))     # NaN where the kernel wrote nothing",
+                      "    return torch.softmax(x, dim=-1)\n    out = None")
+    assert "return torch.softmax(x, dim=-1)" in own
+    (sub / "labkit/exercises/triton_softmax.py").write_text(own)
 if "--local" in sys.argv:          # through the harness in this process (no sandbox)
     sys.path.insert(0, "tests"); sys.path.insert(0, "tests/redteam")
     Path("/tmp/rt_payload_exec.pkl").write_text(PICKLE)
