@@ -3,7 +3,7 @@
 Each forging answer (tests/redteam/fix_attacks.py) is graded the way grading grades it: the lesson's
 cells, pass 1's spec at a grading seed, the answer loaded by the harness under the restricted
 policy and guards, its evidence compared outside by ``evidence.compare``. Every test asserts the
-forgery FAILS; today each one passes, so each is a strict xfail for a fixer to turn green.
+forgery FAILS; those still open are strict xfails for a fixer to turn green.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
 
 from fix_attacks import ATTACKS  # noqa: E402
 
-pytestmark = pytest.mark.slow
 
 
 def _grade(task: str, source: str, seed: int) -> list[str]:
@@ -37,9 +36,20 @@ def _grade(task: str, source: str, seed: int) -> list[str]:
     return ev.compare(spec, found)
 
 
-FORGED = sorted(k for k in ATTACKS if not k[1].endswith("_control") and k[1] != "match_rebinds_tl_torch_load")
+FIXED = {("7.1", "one_block_512")}      # closed: 7.1's hidden rows are wider than any one block
+FORGED = sorted(k for k in ATTACKS if not k[1].endswith("_control")
+                and k[1] != "match_rebinds_tl_torch_load" and k not in FIXED)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("task,name", sorted(FIXED))
+@pytest.mark.parametrize("seed", [5, 6])
+def test_closed_forgery_fails(task: str, name: str, seed: int) -> None:
+    problems = _grade(task, ATTACKS[task, name], seed=seed)
+    assert problems, f"{task} {name}: the forgery passed at seed {seed}"
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: an opaque torch.library custom op (or an aten "
                    "kernel override, or a one-block kernel) passes the harness without the fix")
 @pytest.mark.parametrize("task,name", FORGED)
@@ -48,12 +58,19 @@ def test_forged_fix_answer_fails(task: str, name: str) -> None:
     assert problems, f"{task} {name}: the forgery passed"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: 4.1's hidden inputs often stay below exp's "
-                   "float32 overflow (~88.7): the textbook-wrong log(1 + exp(x)) passes")
+def _naive_softplus_passes(seeds: list[int]) -> list[int]:
+    return [seed for seed in seeds if not _grade("4.1", ATTACKS["4.1", "naive_control"], seed=seed)]
+
+
+@pytest.mark.slow
 def test_task4_1_naive_softplus_fails_at_every_seed() -> None:
-    # grading seed 6: every hidden input below 88.7 (about 1 seed in 4 is like it)
-    problems = _grade("4.1", ATTACKS["4.1", "naive_control"], seed=6)
-    assert problems, "log(1 + exp(x)) passed 4.1"
+    # the red team's passing seeds (6, 7, 10, 12, 16, 17) among 24: drawn inputs alone stayed
+    # below 88.7 at about 1 seed in 4; the hidden inputs now always hold values >= 89 and <= -89
+    assert _naive_softplus_passes(list(range(24))) == [], "log(1 + exp(x)) passed 4.1"
+
+
+def test_task4_1_naive_softplus_fails_at_seeds_it_used_to_pass() -> None:
+    assert _naive_softplus_passes([6, 7, 10]) == [], "log(1 + exp(x)) passed 4.1"
 
 
 MATCH_ESCAPES = {
@@ -67,6 +84,7 @@ MATCH_ESCAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: a match capture pattern "
                    "binds a name without an ast.Name node; the policy's rebinding checks miss it")
 @pytest.mark.parametrize("name", sorted(MATCH_ESCAPES))
@@ -82,6 +100,7 @@ def test_match_capture_cannot_rebind_guarded_names(name: str) -> None:
     raise AssertionError(f"accepted: {case}")
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: 7.1's kernel reaches "
                    "torch.load(weights_only=False) through `case tl:` and runs a pickle's code")
 def test_task7_1_kernel_cannot_run_a_pickle(tmp_path: Path) -> None:
