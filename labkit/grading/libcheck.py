@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import re
 import stat
 import sys
 from pathlib import Path
@@ -448,6 +449,10 @@ def judge(cases: list[dict[str, Any]], evidence: Any, outputs: Any, reference: d
         bad = _compare(ran["outputs"], expected.get(cid), case["rtol"], case["atol"])
         if bad:
             say.append(f"{label}: {bad}")
+        if case["program"].startswith("logaddexp") and not bad:
+            why = _through_log1p(case, got, cases, evidence)
+            if why:
+                say.append(f"{label}: {why}")
         if case["task"] == "5.2":
             want = reference.get(cid, {})
             groups = [k.get("origins") for k in got.get("kernels", []) if isinstance(k, dict)]
@@ -461,6 +466,47 @@ def judge(cases: list[dict[str, Any]], evidence: Any, outputs: Any, reference: d
         problems["5.2"].append(f"node_fits: {len(wrong_fits)} of {len(fits)} questions answered "
                                f"wrong or without a reason (#{', #'.join(map(str, wrong_fits))})")
     return problems
+
+
+_OP_LINE = re.compile(r"^\s*(?:auto\s+)?(tmp\d+)\s*=\s*(.+?);?\s*$", re.M)
+
+
+def _op_lines(source: Any) -> list[tuple[str, str]]:
+    """(variable, its expression with every tmpN as T and dtype names as D) per op line of a kernel."""
+    if not isinstance(source, str):
+        return []
+    return [(v, re.sub(r"\btl\.(?:float|bfloat)\d+\b|\b(?:float|double)\b", "D",
+                    re.sub(r"\btmp\d+\b", "T", rhs)))
+            for v, rhs in _OP_LINE.findall(source)]
+
+
+def _through_log1p(case: dict[str, Any], got: dict[str, Any], cases: list[dict[str, Any]],
+                   evidence: dict[str, Any]) -> str:
+    """Why ``got`` (a logaddexp program's code) does not go through the student's log1p lowering
+    ('' if it does): the op lines of their float32 log1p program on the same target (every line
+    after the load) must appear, in order, in a logaddexp kernel, the last one's result used."""
+    ref = next((c for c in cases if c["program"] == "log1p" and c["target"] == case["target"]
+                and c["inputs"][0]["dtype"] == "float32"), None)
+    if ref is None:
+        return ""
+    own = evidence.get(ref["id"])
+    kernels = own.get("kernels") if isinstance(own, dict) else None
+    ops = [e for k in (kernels if isinstance(kernels, list) else []) if isinstance(k, dict)
+           for v, e in _op_lines(k.get("source")) if "in_ptr" not in e]
+    if not ops:
+        return "the log1p program's code has no log1p line to look for"
+    for k in got.get("kernels", []):
+        lines = _op_lines(k.get("source") if isinstance(k, dict) else None)
+        at, last = 0, None
+        for i, (v, e) in enumerate(lines):
+            if at < len(ops) and e == ops[at]:
+                at, last = at + 1, i
+        if at == len(ops) and last is not None:
+            source, var = str(k.get("source")), lines[last][0]
+            line = re.search(rf"^\s*(?:auto\s+)?{var}\s*=.*$", source, re.M)
+            if line and re.search(rf"\b{var}\b", source[line.end():]):    # its result is used
+                return ""
+    return "its code does not contain the log1p lowering's code (logaddexp must decompose onto log1p)"
 
 
 def _compare(got: Any, want: Any, rtol: float, atol: float) -> str:
