@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
 from fix_attacks import ATTACKS  # noqa: E402
 
 
-
 def _grade(task: str, source: str, seed: int) -> list[str]:
     import fairness
 
