@@ -12,20 +12,36 @@ import torch
 from labkit.grading import nbcheck as nc
 
 
-def _shape(tag: str, lo: int, hi: int) -> tuple[int, int]:
+def _shape(tag: str, lo: int, hi: int, rows: int = 4) -> tuple[int, int]:
     r = nc.rng("7.1" + tag)
-    return r.randrange(1, 5), r.randrange(lo, hi)
+    n, cols = r.randrange(1, rows + 1), r.randrange(lo, hi)
+    while not cols & (cols - 1):            # never a power of two (a block a kernel could hard-code)
+        cols = r.randrange(lo, hi)
+    return n, cols
 
 
 @pytest.mark.task7_1
 @pytest.mark.parametrize("tag,lo,hi,block", [("narrow", 2, 16, 16), ("wide", 40, 130, 16),
-                                             ("very-wide", 200, 400, 32)])
+                                             ("very-wide", 200, 400, 32),
+                                             ("wider-than-a-block", 4097, 12000, 128)])
 def test_softmax_matches_torch_for_rows_wider_than_block(tag: str, lo: int, hi: int,
                                                          block: int) -> None:
     from labkit.exercises.triton_softmax import softmax
 
     x = nc.randn("7.1" + tag, *_shape(tag, lo, hi)) * 5
     torch.testing.assert_close(softmax(x, block), torch.softmax(x, dim=-1))
+
+
+@pytest.mark.task7_1
+def test_softmax_loops_over_a_row_wider_than_any_block() -> None:
+    from labkit.exercises.triton_softmax import softmax
+
+    # wider than Triton's largest tensor (2**20 elements): no hard-coded tl.arange covers the row
+    x = nc.randn("7.1widest", *_shape("widest", 2**20 + 1, 2**20 + 60000, rows=1)) * 5
+    out = softmax(x, 4096)
+    assert not out.isnan().any(), "some columns were never written"
+    # float32 sums over 2**20 values drift by ~1e-5 relative
+    torch.testing.assert_close(out, torch.softmax(x, dim=-1), rtol=2e-4, atol=1e-9)
 
 
 @pytest.mark.task7_1

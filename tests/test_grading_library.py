@@ -152,3 +152,71 @@ def test_make_checks_seed_0_answers_are_the_solutions() -> None:
     after changing the solution or the cases: python -m labkit.grading.libcheck write-reference."""
     cases, _ = lc.draw(0, ("5.2",))
     assert lc.self_check_reference(lc.produce(cases)) == json.loads(lc.REFERENCE_FILE.read_text())
+
+
+def test_logaddexp_must_go_through_the_students_log1p_lowering(monkeypatch) -> None:
+    """5.1: outputs alone can't tell that logaddexp decomposed onto log1p; the judge looks for the
+    log1p program's own code (its op lines) in each logaddexp kernel the student's library wrote."""
+    import math
+
+    import torch
+
+    from labkit.compiler import decompose
+
+    cases, _ = lc.draw(3, ("5.1",))
+    logaddexps = [c for c in cases if c["program"].startswith("logaddexp")]
+    evidence = lc.produce(cases)                        # the solution: log1p(exp(-|a - b|))
+    assert [lc._through_log1p(c, evidence[c["id"]], cases, evidence) for c in logaddexps] == [""] * 3
+
+    def textbook(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:    # right values, no log1p
+        m = torch.maximum(a, b)
+        return torch.where(a == b, a + math.log(2), m + torch.log(1 + torch.exp(-torch.abs(a - b))))
+
+    monkeypatch.setitem(decompose.labkit_decompositions, torch.ops.aten.logaddexp.default,
+                        lambda *a, **k: textbook(*a, **k))
+    naive = lc.produce(cases)
+    assert naive[cases[0]["id"]] == evidence[cases[0]["id"]]   # log1p's own code is unchanged
+    for c in logaddexps:
+        why = lc._through_log1p(c, naive[c["id"]], cases, naive)
+        assert "does not contain the log1p lowering's code" in why, (c["program"], c["target"])
+
+
+def test_node_fits_questions_and_answers_change_with_the_seed() -> None:
+    """5.2: the questions are drawn from the seed (no fixed templates), so seed 0's answers (the
+    release's library_reference.json) fail at grading seeds."""
+    def answers(seed: int) -> tuple[list[dict], dict]:
+        cases, _ = lc.draw(seed, ("5.2",))
+        fits = [c for c in cases if c["kind"] == "fits"]
+        return fits, lc.produce(fits)
+
+    fits0, ref0 = answers(0)
+    copied = {cid: {"fits": e["fits"], "why": True} for cid, e in ref0.items()}
+    for seed in (1, 2, 3):
+        fits, ref = answers(seed)
+        assert [c["ranges"] for c in fits] != [c["ranges"] for c in fits0]
+        problems = lc.judge(fits, copied, {}, ref, {})["5.2"]
+        assert problems and problems[0].startswith("node_fits:"), (seed, problems)
+    assert len({tuple(e["fits"] for e in answers(s)[1].values()) for s in range(4)}) == 4
+
+
+def test_groupings_are_judged_from_the_wrapper_that_ran(monkeypatch) -> None:
+    """5.2: a library that fuses nothing but reports the instructor's origins (its own evidence)
+    fails: the judge counts kernel launches and buffers in the wrapper that ran."""
+    from labkit.compiler import schedule
+
+    cases, _ = lc.draw(2, ("5.2",))
+    programs = [c for c in cases if c["kind"] == "program"]
+    ref = lc.produce(programs)
+    assert lc._structure(CALL) == (1, 1)
+    monkeypatch.setattr(schedule, "node_fits", lambda space, node: (False, "never fuse"))
+    unfused = lc.produce(programs)
+    ids = [c["id"] for c in programs]
+    outputs, expected = {i: {"outputs": []} for i in ids}, {i: [] for i in ids}
+    for i in ids:                                   # the forgery: the instructor's groupings reported
+        assert lc._structure(unfused[i]["call"])[0] > lc._structure(ref[i]["call"])[0]
+        first, *rest = unfused[i]["kernels"]
+        unfused[i]["kernels"] = [{**first, "origins": ref[i]["kernels"][0]["origins"]},
+                                 *({**k, "origins": []} for k in rest)]
+    got = lc.judge(programs, unfused, outputs, ref, expected)["5.2"]
+    assert len(got) == len(ids) and all("more kernels than the fusion rule gives" in p for p in got), got
+    assert lc.judge(programs, ref, outputs, ref, expected)["5.2"] == []

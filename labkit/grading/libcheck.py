@@ -18,7 +18,8 @@ Three processes, and only the last one decides:
 Nothing pytest reports decides: a library file that patches pytest, or any of this module inside
 ``produce``, can only change the evidence, and evidence that was not produced by a working compiler
 fails in ``execute`` or in :func:`judge`. ``make check`` runs the same three steps at seed 0, with
-the instructor's answers for seed 0 from ``library_reference.json`` (the release has no solution).
+the instructor's ``node_fits`` answers for seed 0 from ``library_reference.json`` (the release has no
+solution); kernel groupings, the same at every seed, are judged at grading only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import math
 import os
 import random
+import re
 import stat
 import sys
 from pathlib import Path
@@ -137,21 +139,49 @@ def _transpose(flat: list[Any], m: int, n: int) -> list[Any]:
     return [flat[i * n + j] for j in range(n) for i in range(m)]
 
 
-def _fits_questions(r: random.Random) -> list[dict[str, Any]]:
-    """``node_fits(space, node)`` questions: a space, a node's ranges (and reduction ranges)."""
-    m, n = r.randrange(2, 50), r.randrange(51, 200)
-    k = r.choice([d for d in range(2, n) if n % d == 0] or [n])
-    rows, flat = {"rows": [m], "rdims": [n]}, {"rows": [m, n], "rdims": []}
-    qs = [
-        (rows, [m, 1], [n]), (rows, [m, n], None), (rows, [m, 1], None), (rows, [n, m], None),
-        (rows, [m], [n // 2]), (rows, [m, 1], [n, 1]), (rows, [1, m], [n]), (rows, [m], [k, n // k]),
-        (flat, [m, n], None), (flat, [m, 1, n], None), (flat, [m], None), (flat, [n, m], None),
-        (flat, [m], [n]), ({"rows": [m * n], "rdims": []}, [m, n], None),
-        ({"rows": [m], "rdims": [n, 2]}, [m, n, 2], None), ({"rows": [m], "rdims": [n, 2]}, [m], None),
-    ]
-    r.shuffle(qs)
-    return [{"space": s, "ranges": rg, "rranges": rr, "name": f"buf{i}"}
-            for i, (s, rg, rr) in enumerate(qs)]
+def _fits_questions(r: random.Random, count: int = 16) -> list[dict[str, Any]]:
+    """``node_fits(space, node)`` questions: a space, a node's ranges (and reduction ranges), all
+    drawn from the seed (kernel spaces, node shapes that line up with them or nearly do: swapped,
+    split, merged, off by one, with 1s), so that no list of answers carries over between seeds."""
+    m = r.randrange(2, 50)
+    n = r.randrange(51, 200)
+    p = r.choice([d for d in range(2, 10) if d != m])
+    spaces = [([m], [n]), ([m, n], []), ([m * n], []), ([m], [n, p]), ([m, p], [n]), ([n], [m])]
+
+    def near(dims: list[int]) -> list[int]:
+        kind = r.randrange(9)
+        if kind <= 3 or not dims:
+            return list(dims)                                   # lines up
+        if kind == 4 and len(dims) > 1:
+            return list(reversed(dims))                         # swapped
+        if kind == 5 and len(dims) > 1:
+            return [math.prod(dims)]                            # merged
+        if kind == 6:
+            i = r.randrange(len(dims))
+            return dims[:i] + [dims[i] + r.choice([-1, 1])] + dims[i + 1:]   # off by one
+        if kind == 7 and dims[-1] % 2 == 0:
+            return dims[:-1] + [2, dims[-1] // 2]               # split
+        return dims[:-1] if len(dims) > 1 else dims + [p]       # a dim missing / extra
+
+    def ones(dims: list[int]) -> list[int]:
+        dims = list(dims)
+        if r.random() < 0.3:
+            dims.insert(r.randrange(len(dims) + 1), 1)
+        return dims
+
+    qs = []
+    for i in range(count):
+        rows, rdims = r.choice(spaces)
+        pick = r.random()
+        if pick < 0.4:                                          # a reduction node
+            ranges, rranges = ones(near(rows)), near(rdims or [p])
+        elif pick < 0.7 or not rdims:                           # a per-element node
+            ranges, rranges = ones(near(rows + rdims)), None
+        else:                                                   # a per-row node
+            ranges, rranges = ones(near(rows)), None
+        qs.append({"space": {"rows": rows, "rdims": rdims}, "ranges": ranges, "rranges": rranges,
+                   "name": f"buf{i}"})
+    return qs
 
 
 # -- 1. produce: inside the submission's sandbox (the student's library is imported) ---------------
@@ -448,19 +478,79 @@ def judge(cases: list[dict[str, Any]], evidence: Any, outputs: Any, reference: d
         bad = _compare(ran["outputs"], expected.get(cid), case["rtol"], case["atol"])
         if bad:
             say.append(f"{label}: {bad}")
-        if case["task"] == "5.2":
-            want = reference.get(cid, {})
+        if case["program"].startswith("logaddexp") and not bad:
+            why = _through_log1p(case, got, cases, evidence)
+            if why:
+                say.append(f"{label}: {why}")
+        if case["task"] == "5.2" and isinstance(want := reference.get(cid), dict) and "call" in want:
+            # the groupings the generated code really has (kernel launches, buffers written to
+            # memory: the code that ran) against the instructor's; then the origins it reports
+            n, m = _structure(got["call"]), _structure(want["call"])
             groups = [k.get("origins") for k in got.get("kernels", []) if isinstance(k, dict)]
             ref_groups = [k["origins"] for k in want.get("kernels", [])]
-            if sorted(map(str, groups)) != sorted(map(str, ref_groups)):
-                n, m = len(groups), len(ref_groups)
-                more = "more kernels than" if n > m else "fewer kernels than" if n < m else "as many kernels as"
-                say.append(f"{label}: {n} kernels, {more} the fusion rule gives"
-                           + (", grouped differently" if n == m else ""))
+            if n != m or sorted(map(str, groups)) != sorted(map(str, ref_groups)):
+                more = ("more kernels than" if n[0] > m[0] else "fewer kernels than" if n[0] < m[0]
+                        else "as many kernels as")
+                say.append(f"{label}: {n[0]} kernels, {more} the fusion rule gives"
+                           + (", grouped differently" if n[0] == m[0] else ""))
     if wrong_fits:
         problems["5.2"].append(f"node_fits: {len(wrong_fits)} of {len(fits)} questions answered "
                                f"wrong or without a reason (#{', #'.join(map(str, wrong_fits))})")
     return problems
+
+
+def _structure(call: str) -> tuple[int, int]:
+    """(kernel launches, buffers allocated) of a wrapper ``screen`` accepted: what the code does."""
+    fn = ast.parse(call).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    launches = sum(1 for st in fn.body if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                   and isinstance(st.value.func, ast.Name))
+    allocs = sum(1 for st in fn.body if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)
+                 and isinstance(st.value.func, ast.Name) and st.value.func.id == "empty_strided")
+    return launches, allocs
+
+
+_OP_LINE = re.compile(r"^\s*(?:auto\s+)?(tmp\d+)\s*=\s*(.+?);?\s*$", re.M)
+
+
+def _op_lines(source: Any) -> list[tuple[str, str]]:
+    """(variable, its expression with every tmpN as T and dtype names as D) per op line of a kernel."""
+    if not isinstance(source, str):
+        return []
+    return [(v, re.sub(r"\btl\.(?:float|bfloat)\d+\b|\b(?:float|double)\b", "D",
+                    re.sub(r"\btmp\d+\b", "T", rhs)))
+            for v, rhs in _OP_LINE.findall(source)]
+
+
+def _through_log1p(case: dict[str, Any], got: dict[str, Any], cases: list[dict[str, Any]],
+                   evidence: dict[str, Any]) -> str:
+    """Why ``got`` (a logaddexp program's code) does not go through the student's log1p lowering
+    ('' if it does): the op lines of their float32 log1p program on the same target (every line
+    after the load) must appear, in order, in a logaddexp kernel, the last one's result used."""
+    ref = next((c for c in cases if c["program"] == "log1p" and c["target"] == case["target"]
+                and c["inputs"][0]["dtype"] == "float32"), None)
+    if ref is None:
+        return ""
+    own = evidence.get(ref["id"])
+    kernels = own.get("kernels") if isinstance(own, dict) else None
+    ops = [e for k in (kernels if isinstance(kernels, list) else []) if isinstance(k, dict)
+           for v, e in _op_lines(k.get("source")) if "in_ptr" not in e]
+    if not ops:
+        return "the log1p program's code has no log1p line to look for"
+    # logaddexp_t applies log1p itself too: its code holds the lowering twice
+    need, found = 2 if case["program"] == "logaddexp_t" else 1, 0
+    for k in got.get("kernels", []):
+        source = str(k.get("source")) if isinstance(k, dict) else ""
+        at = 0
+        for v, e in _op_lines(source):
+            at = at + 1 if e == ops[at] else (1 if e == ops[0] else 0)
+            if at == len(ops):
+                line = re.search(rf"^\s*(?:auto\s+)?{v}\s*=.*$", source, re.M)
+                found += bool(line and re.search(rf"\b{v}\b", source[line.end():]))  # result used
+                at = 0
+    if found >= need:
+        return ""
+    return "its code does not contain the log1p lowering's code (logaddexp must decompose onto log1p)"
 
 
 def _compare(got: Any, want: Any, rtol: float, atol: float) -> str:
@@ -506,11 +596,11 @@ def read_json(path: Path) -> Any:
 
 
 def self_check_reference(evidence: dict[str, Any]) -> dict[str, Any]:
-    """What ``make check`` needs of the instructor's evidence at seed 0: ``node_fits`` answers and
-    the kernels' origins (no generated code: that would show the solution's output)."""
-    return {cid: ({"fits": e["fits"], "why": e["why"]} if "fits" in e else
-                  {"kernels": [{"origins": k["origins"]} for k in e.get("kernels", [])]})
-            for cid, e in evidence.items() if cid.startswith("5.2")}
+    """What ``make check`` gets of the instructor's evidence at seed 0: the ``node_fits`` answers
+    only (its questions are drawn from the seed, so they answer nothing at grading); no kernel
+    groupings (the programs are the same at every seed: that would be the answer) and no code."""
+    return {cid: {"fits": e["fits"], "why": e["why"]}
+            for cid, e in evidence.items() if cid.startswith("5.2") and "fits" in e}
 
 
 def main(argv: list[str]) -> int:

@@ -123,10 +123,11 @@ nc.check_predictions("13.1", predict_calls, cases, run_calls, "sequences")
 # %% [markdown] id=t14-1-md
 # ## Task 14.1 — make `Gate` exportable with a dynamic batch (difficulty 2/3, about 30 min)
 #
-# `torch.export.export(Gate(d), (x,), dynamic_shapes=...)` fails: `Gate` branches on a *value*
-# (`x.mean() > 0`), which export cannot trace, and on the *batch size*, which it refuses to
-# specialise once the batch is a `Dim`. Without a `Dim` it exports, but the program then accepts
-# only the example's batch size (notebook 14).
+# `torch.export.export(Gate(d), (x,), ...)` fails, with or without `dynamic_shapes=`: `Gate` branches
+# on a *value* (`x.mean() > 0`), which export cannot trace (torch 2.13 raises
+# `GuardOnDataDependentSymNode` on that line either way). It also branches on the *batch size*:
+# once the batch is a `Dim`, export refuses to specialise it, and without a `Dim` a model with only
+# that branch exports, but the program then accepts only the example's batch size (notebook 14).
 #
 # Write `GateFixed(d)`, the same computation with the same parameters (names and shapes, so that
 # `Gate`'s weights load into it), that exports, and `DYNAMIC_SHAPES`, the `dynamic_shapes=` argument
