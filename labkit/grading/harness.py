@@ -29,6 +29,7 @@ from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
 from labkit.grading.restrict import (
+    OpWatch,
     Refused,
     Seal,
     allowed_context,
@@ -405,7 +406,27 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
     kernel = ns["softmax_kernel"]
     if not _torch.is_triton_kernel(kernel):
         return {"kernel": False}
-    return {"kernel": True, "outputs": [tensor(launch(kernel, x, b)) for x, b in _in71(p)]}
+    outputs = []
+    for x, b in _in71(p):
+        _triton_names_kept(kernel)
+        outputs.append(tensor(launch(kernel, x, b)))
+    _triton_names_kept(kernel)
+    return {"kernel": True, "outputs": outputs}
+
+
+def _triton_names_kept(kernel: Any) -> None:
+    """The policy lets 7.1's kernel read ``tl.load`` (else refused: torch.load runs pickles) on the
+    understanding that ``tl`` is Triton's language module and ``triton`` Triton: checked at each
+    launch, in the globals the kernel's function runs with (a Refused if either is anything else)."""
+    import triton
+    import triton.language
+
+    scope = getattr(_torch.triton_function(kernel), "__globals__", None)
+    if not isinstance(scope, dict):
+        raise Refused("softmax_kernel is not a plain @triton.jit function")
+    for name, want in (("tl", triton.language), ("triton", triton)):
+        if name in scope and scope[name] is not want:
+            raise Refused(f"'{name}' in softmax_kernel's module is not {want.__name__}")
 
 
 # 14.1, and 10.2/11.2/12.x, live in modules of their own (they import this one's helpers; by now
@@ -429,8 +450,10 @@ TASKS: dict[str, Fix] = {
     "2.2": Fix(("train_fixed",), _p22, _r22, _m22),
     "3.3": Fix(("ScorerFixed",), _p33, _r33, _m33),
     "4.1": Fix(("softplus",), _p41, _r41, _m41),
-    "9.1": Fix((), _p91, _r91, _m91),
-    "9.3": Fix(("clip2_",), _p93, _r93, _m93),
+    # custom operators are what 9.1 and 9.3 teach; elsewhere torch.library is refused (opaque to
+    # Dynamo and to what the checks measure: the red team of session 24)
+    "9.1": Fix((), _p91, _r91, _m91, modules=("torch.library",)),
+    "9.3": Fix(("clip2_",), _p93, _r93, _m93, modules=("torch.library",)),
     "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
                source="labkit/exercises/triton_softmax.py"),
     "10.2": Fix(("pooled_fixed", "prepare"), _p102, _r102, _m102),
@@ -510,6 +533,7 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     sys.modules[name] = module
     _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
     seal = Seal(_sealed(), _torch.counters)   # what the harness measures with, as it was
+    module.__dict__["__opwatch__"] = OpWatch()  # the operators' kernels, as they were
     try:
         with quiet():
             exec(code, module.__dict__)
@@ -547,9 +571,16 @@ def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str
     seal = ns.get("__seal__")
     found = _measure(task, ns, params, ctx)
     changed = seal.broken() if isinstance(seal, Seal) else []
+    changed += _ops_changed(ns)
     if changed and "refused" not in found:
         return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
     return found
+
+
+def _ops_changed(ns: dict[str, Any]) -> list[str]:
+    """The operator registrations the answer made that the policy forbids (see OpWatch)."""
+    watch = ns.get("__opwatch__")
+    return watch.broken() if isinstance(watch, OpWatch) else []
 
 
 def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
@@ -562,7 +593,7 @@ def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[st
     if missing:
         return {"error": f"{', '.join(missing)} is not defined"}
     seal = ns.get("__seal__")
-    if isinstance(seal, Seal) and seal.broken():
+    if (isinstance(seal, Seal) and seal.broken()) or _ops_changed(ns):
         return {}                        # (measure says what changed)
     try:
         with quiet():
