@@ -83,7 +83,7 @@ ATTRS_DENIED = frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "nested_compile_region", "import_module"})
+    "nonstrict_trace", "import_module"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # (the methods an answer's own objects define are exempt: a hook name of its own is its business)
