@@ -427,3 +427,44 @@ def test_without_a_sandbox_make_check_still_refuses_torch_to_predictions():
 def test_the_red_teams_routes_are_refused(source):
     with pytest.raises(Refused):
         check_source(source, "answer")
+
+
+def test_intake_refuses_a_library_file_that_is_not_python(tmp_path):
+    """The red team of session 24 staged a pickle as labkit/compiler/decompose.py for a graded
+    answer to load: a student-owned .py file that does not parse is refused at intake."""
+    from labkit.grading import intake
+
+    student = tmp_path / "student"
+    (student / "labkit" / "compiler").mkdir(parents=True)
+    (student / "labkit" / "compiler" / "decompose.py").write_text(
+        "cos\nsystem\n(S'touch /tmp/x'\ntR.")
+    (student / "labkit" / "compiler" / "fine.py").write_text("def f(x):\n    return x\n")
+    (student / "labkit" / "compiler" / "binary.py").write_bytes(b"\x80\x04\x95\xff")
+    allowed = [f"labkit/compiler/{n}.py" for n in ("decompose", "fine", "binary")]
+    got = intake.stage(student, allowed, set(), tmp_path / "staged", list_ignored=False)
+    assert got.files == ["labkit/compiler/fine.py"]
+    assert got.problems == [
+        "labkit/compiler/decompose.py: refused, not Python source (it does not parse at line 3)",
+        "labkit/compiler/binary.py: refused, not a UTF-8 text file (a library file must be Python source)"]
+    assert not (tmp_path / "staged" / "labkit" / "compiler" / "decompose.py").exists()
+
+
+def test_task7_1_launch_checks_that_tl_is_tritons_language():
+    """7.1's policy keeps ``tl.load`` on the understanding that tl is triton.language: each launch
+    checks it in the kernel's globals (a rebinding the policy missed would be refused there)."""
+    import torch
+
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    source = ("@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, "
+              "BLOCK: tl.constexpr):\n    pass\n")
+    ns = harness.load_answer("7.1", source, {"triton": triton, "tl": tl, "torch": torch,
+                                             "__name__": "lesson"})
+    assert "__refused__" not in ns and "__error__" not in ns, ns
+    harness._triton_names_kept(ns["softmax_kernel"])
+    ns["tl"] = torch
+    with pytest.raises(Refused, match="'tl' in softmax_kernel's module is not triton.language"):
+        harness._triton_names_kept(ns["softmax_kernel"])
+    assert harness.measure("7.1", ns, {"shapes": [[1, 20, 8, 1]], "x": [1]}, {}) == {
+        "refused": "'tl' in softmax_kernel's module is not triton.language"}
