@@ -290,7 +290,8 @@ class _Policy(ast.NodeVisitor):
                               "torch.library.custom_op, and add register_fake/register_autograd")
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        found = QUALNAME.match(node.value) if isinstance(node.value, str) else None
+        # (where torch.library is refused a string naming an operator registers nothing)
+        found = QUALNAME.match(node.value) if self.library and isinstance(node.value, str) else None
         if found and found.group(1) in torch_namespaces():
             self.refuse(node, f"the operator namespace '{found.group(1)}' is torch's own: a graded "
                               "answer may not register on or override its operators")
