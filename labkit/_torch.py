@@ -461,6 +461,35 @@ def is_triton_kernel(obj: Any) -> bool:
     return isinstance(obj, _api("triton.runtime.jit", "KernelInterface"))
 
 
+def operator_names() -> frozenset[str]:
+    """The qualified names ("ns::op") of every operator the dispatcher knows now."""
+    return frozenset(_api("torch._C", "_dispatch_get_all_op_names")())
+
+
+def library_registrations() -> frozenset[str]:
+    """What Python registered on operators so far, as "ns::op/what": torch.library's kernels
+    ("ns::op/<dispatch key>", from its ``_impls``: "ns/op/key") and the fake kernels and
+    torch-dispatch rules of its simple registry ("ns::op/fake", "ns::op/torch_dispatch")."""
+    # torch/library.py Library.impl records "ns/op/key" in the module's _impls;
+    # torch/_library/simple_registry.py keeps a SimpleOperatorEntry per qualname (2.11 to 2.15)
+    out = set()
+    for key in _api("torch.library", "_impls"):
+        ns, _, rest = key.partition("/")
+        op, _, dispatch = rest.rpartition("/")
+        out.add(f"{ns}::{op}/{dispatch}")
+    for name, entry in _api("torch._library.simple_registry", "singleton", "_data").items():
+        if entry.fake_impl.kernel is not None:
+            out.add(f"{name}/fake")
+        if getattr(entry.torch_dispatch_rules, "_data", None):
+            out.add(f"{name}/torch_dispatch")
+    return frozenset(out)
+
+
+def triton_function(kernel: Any) -> Any:
+    """The Python function a ``@triton.jit`` kernel (compiled or interpreted) was made from."""
+    return getattr(kernel, "fn", None)
+
+
 @contextlib.contextmanager
 def jitted_helpers_in_python(kernel: Any) -> Iterator[None]:
     """While open, an interpreted ``kernel`` may call Triton's jitted helpers (``tl.max``, ``tl.sum``)."""

@@ -91,9 +91,88 @@ def test_the_restricted_policy_refuses_what_reaches_the_harness(name):
         check_source(REFUSED[name], name)
 
 
+# what a task's answer may use beyond the policy's modules (harness.TASKS[...].modules)
+ALLOWED_EXTRA = {"a custom op": ("torch.library",)}
+
+
 @pytest.mark.parametrize("name", sorted(ALLOWED))
 def test_the_restricted_policy_lets_honest_answers_run(name):
-    check_source(ALLOWED[name], name)
+    check_source(ALLOWED[name], name, ALLOWED_EXTRA.get(name, ()))
+
+
+# The red team of session 24: the unfixed code inside a custom op passed eight tasks, an aten kernel
+# override forged 2.2, and a match capture pattern rebound tl (7.1's kept name) to torch.
+LIBRARY_REFUSED = {
+    # (source, the task's extra modules): torch.library where the task does not teach custom ops
+    "custom_op outside 9.x": ("import torch\n@torch.library.custom_op('t::f', mutates_args=())\n"
+                              "def f(x: torch.Tensor) -> torch.Tensor:\n    return x\n", ()),
+    "import torch.library": ("import torch.library\n", ()),
+    "from torch import library": ("from torch import library as L\n", ()),
+    "from torch.library": ("from torch.library import custom_op\n", ()),
+    "a lesson op's kernel": ("sqdist.register_kernel('cpu')(print)\n", ()),
+    # where it does (9.1, 9.3): no kernels of torch's operators, no overrides of existing ones
+    "aten kernel override": ("import torch\nlib = torch.library.Library('aten', 'IMPL')\n",
+                             ("torch.library",)),
+    "impl on aten": ("import torch\ntorch.library.impl('aten::allclose', 'CPU')(print)\n",
+                     ("torch.library",)),
+    "fake of aten": ("import torch\ntorch.library.register_fake('aten::allclose')(print)\n",
+                     ("torch.library",)),
+    "an aten op object": ("import torch\nop = torch.ops.aten.allclose.default\n", ("torch.library",)),
+    "prims": ("import torch\ntorch.library.register_fake('prims::add')(print)\n", ("torch.library",)),
+    "define": ("import torch\ntorch.library.define('t::f', '(Tensor x) -> Tensor')\n",
+               ("torch.library",)),
+    "register_kernel": ("sqdist.register_kernel('cpu')(print)\n", ("torch.library",)),
+    "triton_op": ("from torch.library import triton_op\n", ("torch.library",)),
+    # Dynamo's other opaque routes, refused everywhere
+    "nonstrict_trace": ("import torch\nf = torch.compiler.nonstrict_trace(print)\n", ()),
+    "allow_in_graph": ("import torch\nf = torch.compiler.allow_in_graph(print)\n", ()),
+    "compiler.disable": ("import torch\nf = torch.compiler.disable(print)\n", ()),
+    "ops importer": ("import torch\ntorch.ops.import_module('os')\n", ()),
+    # match: capture patterns bind names the rebinding checks never see
+    "match capture": ("def f(x):\n    match torch:\n        case tl:\n            pass\n",
+                      ("triton", "triton.language")),
+    "match star": ("match [1]:\n    case [*__labkit_store__]:\n        pass\n", ()),
+    "type parameter": ("def f[tl](x):\n    return x\n", ("triton", "triton.language")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY_REFUSED))
+def test_the_restricted_policy_refuses_custom_ops_and_match(name):
+    source, extra = LIBRARY_REFUSED[name]
+    with pytest.raises(Refused, match=r"^line \d+: "):
+        check_source(source, name, extra)
+
+
+def test_library_tasks_still_take_their_custom_ops():
+    """9.1 and 9.3's honest answers, and a custom op of the answer's own namespace."""
+    for task in ("9.1", "9.3"):
+        assert "torch.library" in harness.TASKS[task].modules
+    assert all("torch.library" not in f.modules for t, f in harness.TASKS.items() if t not in ("9.1", "9.3"))
+    check_source("import torch\ntorch.library.register_fake('labkit_ex9::sqdist', print)\n"
+                 "torch.library.register_autograd('labkit_ex9::sqdist', print, setup_context=print)\n"
+                 "@torch.library.custom_op('mine::g', mutates_args=())\n"
+                 "def g(x: torch.Tensor) -> torch.Tensor:\n    return x.clone()\n"
+                 "@g.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
+                 "torch.library.opcheck(g, (torch.ones(2),))\n", "9.x", ("torch.library",))
+
+
+def test_the_op_watch_sees_a_kernel_on_torchs_operators():
+    """The backstop behind the policy: a kernel registered on aten after the watch is named."""
+    import torch
+
+    from labkit.grading.restrict import OpWatch
+
+    watch = OpWatch()
+    assert watch.broken() == []
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib.impl("allclose", lambda *a, **k: True, "CPU")
+        assert torch.allclose(torch.zeros(1), torch.ones(1))        # the forgery works...
+        assert watch.broken() == ["torch's operator aten::allclose (CPU)"]   # ...and is seen
+    finally:
+        lib._destroy()
+    assert not torch.allclose(torch.zeros(1), torch.ones(1))
+    assert watch.broken() == []
 
 
 # Routes the syntax allows, stopped at run time by the guards (restrict.guards): a method whose
@@ -101,7 +180,8 @@ def test_the_restricted_policy_lets_honest_answers_run(name):
 GUARDED = {
     "unbound method on torch": ("class P:\n    def put(self, v):\n        self.compile = v\n"
                                 "P.put(torch, print)\n"),
-    "self parameter on torch.library": "def put(self, v):\n    self.opcheck = v\nput(torch.library, print)\n",
+    # (torch.library itself is refused by name outside 9.1/9.3: see LIBRARY_REFUSED)
+    "self parameter on torch.autograd": "def put(self, v):\n    self.grad = v\nput(torch.autograd, print)\n",
     "ctx parameter on a class": "def put(ctx, v):\n    ctx.forward = v\nput(torch.nn.Linear, print)\n",
     "augmented store": "def bump(self):\n    self.calls += 1\nbump(torch.nn.functional)\n",
     "unlisted read of a module": "def peek(self):\n    return self.nbcheck\nx = peek(torch)\n",
@@ -116,7 +196,7 @@ def test_the_guards_refuse_stores_and_reads_outside_the_answers_objects(name):
     assert re.match(r"line \d+: a graded answer may not", ns.get("__refused__", "")), ns
     found = harness.measure("3.3", ns, {}, {})
     assert "refused" in found, found
-    assert torch.compile.__module__ == "torch" and torch.library.opcheck.__name__ == "opcheck"
+    assert torch.compile.__module__ == "torch" and torch.autograd.grad.__name__ == "grad"
 
 
 def test_the_guards_let_an_answer_use_its_own_objects_and_modules():
@@ -459,3 +539,44 @@ def test_without_a_sandbox_make_check_still_refuses_torch_to_predictions():
 def test_the_red_teams_routes_are_refused(source):
     with pytest.raises(Refused):
         check_source(source, "answer")
+
+
+def test_intake_refuses_a_library_file_that_is_not_python(tmp_path):
+    """The red team of session 24 staged a pickle as labkit/compiler/decompose.py for a graded
+    answer to load: a student-owned .py file that does not parse is refused at intake."""
+    from labkit.grading import intake
+
+    student = tmp_path / "student"
+    (student / "labkit" / "compiler").mkdir(parents=True)
+    (student / "labkit" / "compiler" / "decompose.py").write_text(
+        "cos\nsystem\n(S'touch /tmp/x'\ntR.")
+    (student / "labkit" / "compiler" / "fine.py").write_text("def f(x):\n    return x\n")
+    (student / "labkit" / "compiler" / "binary.py").write_bytes(b"\x80\x04\x95\xff")
+    allowed = [f"labkit/compiler/{n}.py" for n in ("decompose", "fine", "binary")]
+    got = intake.stage(student, allowed, set(), tmp_path / "staged", list_ignored=False)
+    assert got.files == ["labkit/compiler/fine.py"]
+    assert got.problems == [
+        "labkit/compiler/decompose.py: refused, not Python source (it does not parse at line 3)",
+        "labkit/compiler/binary.py: refused, not a UTF-8 text file (a library file must be Python source)"]
+    assert not (tmp_path / "staged" / "labkit" / "compiler" / "decompose.py").exists()
+
+
+def test_task7_1_launch_checks_that_tl_is_tritons_language():
+    """7.1's policy keeps ``tl.load`` on the understanding that tl is triton.language: each launch
+    checks it in the kernel's globals (a rebinding the policy missed would be refused there)."""
+    import torch
+
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    source = ("@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, "
+              "BLOCK: tl.constexpr):\n    pass\n")
+    ns = harness.load_answer("7.1", source, {"triton": triton, "tl": tl, "torch": torch,
+                                             "__name__": "lesson"})
+    assert "__refused__" not in ns and "__error__" not in ns, ns
+    harness._triton_names_kept(ns["softmax_kernel"])
+    ns["tl"] = torch
+    with pytest.raises(Refused, match="'tl' in softmax_kernel's module is not triton.language"):
+        harness._triton_names_kept(ns["softmax_kernel"])
+    assert harness.measure("7.1", ns, {"shapes": [[1, 20, 8, 1]], "x": [1]}, {}) == {
+        "refused": "'tl' in softmax_kernel's module is not triton.language"}

@@ -38,6 +38,8 @@ def _grade(task: str, source: str, seed: int) -> list[str]:
 FIXED = {("7.1", "one_block_512")}      # closed: 7.1's hidden rows are wider than any one block
 FORGED = sorted(k for k in ATTACKS if not k[1].endswith("_control")
                 and k[1] != "match_rebinds_tl_torch_load" and k not in FIXED)
+# torch.library is refused outside 9.1/9.3 (restrict.LIBRARY), torch's own operators everywhere
+LIBRARY_FORGED = [k for k in FORGED if k[1].startswith(("custom_op", "aten_"))]
 
 
 @pytest.mark.slow
@@ -48,10 +50,18 @@ def test_closed_forgery_fails(task: str, name: str, seed: int) -> None:
     assert problems, f"{task} {name}: the forgery passed at seed {seed}"
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: an opaque torch.library custom op (or an aten "
-                   "kernel override, or a one-block kernel) passes the harness without the fix")
-@pytest.mark.parametrize("task,name", FORGED)
+@pytest.mark.parametrize("task,name", LIBRARY_FORGED)
+def test_forged_custom_op_answer_is_refused(task: str, name: str) -> None:
+    problems = _grade(task, ATTACKS[task, name], seed=5)
+    assert problems, f"{task} {name}: the forgery passed"
+    assert any("was refused" in p for p in problems), problems      # by the policy, not by luck
+
+
+def test_every_forgery_is_closed_one_way_or_the_other() -> None:
+    assert set(FORGED) == set(LIBRARY_FORGED), sorted(set(FORGED) - set(LIBRARY_FORGED))
+
+
+@pytest.mark.parametrize("task,name", [k for k in FORGED if k not in LIBRARY_FORGED])
 def test_forged_fix_answer_fails(task: str, name: str) -> None:
     problems = _grade(task, ATTACKS[task, name], seed=5)
     assert problems, f"{task} {name}: the forgery passed"
@@ -83,9 +93,6 @@ MATCH_ESCAPES = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: a match capture pattern "
-                   "binds a name without an ast.Name node; the policy's rebinding checks miss it")
 @pytest.mark.parametrize("name", sorted(MATCH_ESCAPES))
 def test_match_capture_cannot_rebind_guarded_names(name: str) -> None:
     from labkit.grading.restrict import Refused, check_source
@@ -99,14 +106,12 @@ def test_match_capture_cannot_rebind_guarded_names(name: str) -> None:
     raise AssertionError(f"accepted: {case}")
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="red team: 7.1's kernel reaches "
-                   "torch.load(weights_only=False) through `case tl:` and runs a pickle's code")
 def test_task7_1_kernel_cannot_run_a_pickle(tmp_path: Path) -> None:
     import fix_attacks
 
     marker = Path("/tmp/rt_pwned_by_pickle")
     marker.unlink(missing_ok=True)
     Path("/tmp/rt_payload.pkl").write_text(fix_attacks.PAYLOAD_TEXT)
-    _grade("7.1", ATTACKS["7.1", "match_rebinds_tl_torch_load"], seed=5)
+    problems = _grade("7.1", ATTACKS["7.1", "match_rebinds_tl_torch_load"], seed=5)
     assert not marker.exists(), "the graded kernel ran os.system through a pickle"
+    assert any("was refused" in p for p in problems), problems

@@ -29,6 +29,7 @@ from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
 from labkit.grading.restrict import (
+    OpWatch,
     Refused,
     Seal,
     allowed_context,
@@ -306,8 +307,10 @@ TASKS: dict[str, Fix] = {
     "2.2": Fix(("train_fixed",), _p22, _r22, _m22),
     "3.3": Fix(("ScorerFixed",), _p33, _r33, _m33),
     "4.1": Fix(("softplus",), _p41, _r41, _m41),
-    "9.1": Fix((), _p91, _r91, _m91),
-    "9.3": Fix(("clip2_",), _p93, _r93, _m93),
+    # custom operators are what 9.1 and 9.3 teach; elsewhere torch.library is refused (opaque to
+    # Dynamo and to what the checks measure: the red team of session 24)
+    "9.1": Fix((), _p91, _r91, _m91, modules=("torch.library",)),
+    "9.3": Fix(("clip2_",), _p93, _r93, _m93, modules=("torch.library",)),
     "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
                source="labkit/exercises/triton_softmax.py"),
     "10.2": Fix(("pooled_fixed", "prepare"), _p102, _r102, _m102),
@@ -387,6 +390,7 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     sys.modules[name] = module
     _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
     seal = Seal(_sealed(), _torch.counters)   # what the harness measures with, as it was
+    module.__dict__["__opwatch__"] = OpWatch()  # the operators' kernels, as they were
     try:
         with quiet():
             exec(code, module.__dict__)
@@ -424,9 +428,16 @@ def measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str
     seal = ns.get("__seal__")
     found = _measure(task, ns, params, ctx)
     changed = seal.broken() if isinstance(seal, Seal) else []
+    changed += _ops_changed(ns)
     if changed and "refused" not in found:
         return {"error": f"your answer changed {', '.join(changed[:3])}, which the check uses"}
     return found
+
+
+def _ops_changed(ns: dict[str, Any]) -> list[str]:
+    """The operator registrations the answer made that the policy forbids (see OpWatch)."""
+    watch = ns.get("__opwatch__")
+    return watch.broken() if isinstance(watch, OpWatch) else []
 
 
 def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[str, Any]
@@ -439,7 +450,7 @@ def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[st
     if missing:
         return {"error": f"{', '.join(missing)} is not defined"}
     seal = ns.get("__seal__")
-    if isinstance(seal, Seal) and seal.broken():
+    if (isinstance(seal, Seal) and seal.broken()) or _ops_changed(ns):
         return {}                        # (measure says what changed)
     try:
         with quiet():

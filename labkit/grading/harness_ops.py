@@ -17,6 +17,7 @@ import torch
 from labkit import _torch
 from labkit.grading import nbcheck as nc
 from labkit.grading.harness import close_rule, gen, tensor
+from labkit.grading.restrict import Refused
 
 OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
@@ -195,4 +196,26 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
     kernel = ns["softmax_kernel"]
     if not _torch.is_triton_kernel(kernel):
         return {"kernel": False}
-    return {"kernel": True, **_outputs71(p, lambda x, block: launch(kernel, x, block))}
+
+    def run(x: torch.Tensor, block: int) -> torch.Tensor:
+        _triton_names_kept(kernel)
+        return launch(kernel, x, block)
+
+    found = _outputs71(p, run)
+    _triton_names_kept(kernel)
+    return {"kernel": True, **found}
+
+
+def _triton_names_kept(kernel: Any) -> None:
+    """The policy lets 7.1's kernel read ``tl.load`` (else refused: torch.load runs pickles) on the
+    understanding that ``tl`` is Triton's language module and ``triton`` Triton: checked at each
+    launch, in the globals the kernel's function runs with (a Refused if either is anything else)."""
+    import triton
+    import triton.language
+
+    scope = getattr(_torch.triton_function(kernel), "__globals__", None)
+    if not isinstance(scope, dict):
+        raise Refused("softmax_kernel is not a plain @triton.jit function")
+    for name, want in (("tl", triton.language), ("triton", triton)):
+        if name in scope and scope[name] is not want:
+            raise Refused(f"'{name}' in softmax_kernel's module is not {want.__name__}")

@@ -5,11 +5,13 @@ read from the submission through ``openat``-style descriptors with ``O_NOFOLLOW`
 be a symbolic link, the file must be a regular file with one link (no hard link to someone else's
 file), no larger than the limit, and notebooks must be JSON. FIFOs and devices are refused by
 ``lstat`` before any ``open`` (and ``O_NONBLOCK`` keeps even a swapped-in FIFO from hanging us).
+Library files (``.py``) must parse as Python.
 Anything else in the submission is listed as ignored. Grading then reads only the staged copies.
 """
 
 from __future__ import annotations
 
+import ast
 import errno
 import itertools
 import json
@@ -137,6 +139,20 @@ def _walk(base: int, prefix: str, out: list[tuple[str, int]], budget: list[int])
             os.close(fd)
 
 
+def not_python(data: bytes) -> str:
+    """Why ``data`` is not a Python source file (empty when it is one): a library file that does
+    not parse is no answer, only a place to hide bytes (the red team of session 24 staged a pickle
+    there for a graded answer to load)."""
+    try:
+        ast.parse(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not a UTF-8 text file (a library file must be Python source)"
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return f"not Python source (it does not parse{f' at line {line}' if line else ''})"
+    return ""
+
+
 def stage(student: Path, allowed: list[str], notebooks: set[str], dest: Path,
           list_ignored: bool = True) -> Intake:
     """Copy the allowed files of ``student`` into ``dest`` (see the module docstring)."""
@@ -166,6 +182,9 @@ def stage(student: Path, allowed: list[str], notebooks: set[str], dest: Path,
                 except ValueError as exc:
                     intake.problems.append(f"{rel}: refused, not a JSON notebook ({exc})"[:300])
                     continue
+            elif rel.endswith(".py") and (why := not_python(data)):
+                intake.problems.append(f"{rel}: refused, {why}"[:300])
+                continue
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)

@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 MODULES = frozenset({
-    "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint", "torch.library",
+    "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint",
     "torch.autograd", "torch.func", "functorch.compile", "torch._dynamo",
     "numpy", "math", "cmath", "itertools", "collections", "re", "random", "statistics", "numbers",
     "fractions", "decimal", "heapq", "bisect", "json", "warnings", "__future__"})
@@ -34,6 +34,24 @@ MODULES = frozenset({
 # process) or torch.fx (a get_attr node is a getattr by string, a call_method node calls any method
 # by name: "__setattr__" included). numpy stays (9.1 and 9.3's operators are NumPy code) without
 # what reaches memory, files or a compiler (as_strided, memmap, f2py, lib: below).
+# torch.library is not in MODULES: a custom op is opaque to Dynamo, AOTAutograd, export and the
+# dispatch modes that measure (the unfixed code inside one passed eight tasks, and an aten kernel
+# override made allclose say True: the red team of session 24). A task that teaches custom ops
+# names it in its modules (9.1, 9.3); there :meth:`_Policy.library_call` still refuses kernels
+# for torch's own namespaces and overrides of existing operators.
+LIBRARY = "torch.library"
+# what torch.library (and a CustomOpDef) offers that registers or replaces a kernel of an operator
+# that may already exist, or defines operators in a namespace of the answer's choosing; an answer
+# of 9.1/9.3 uses custom_op, register_fake, register_autograd and opcheck only
+LIBRARY_DENIED = frozenset({
+    "Library", "define", "impl", "impl_abstract", "register_kernel", "fallthrough_kernel",
+    "triton_op", "wrap_triton", "register_torch_dispatch", "register_vmap", "register_autocast",
+    "set_kernel_enabled", "get_kernel"})
+# names only torch.library leads to (refused where the task does not allow it)
+LIBRARY_NAMES = LIBRARY_DENIED | {"library", "custom_op", "register_fake", "register_autograd",
+                                  "CustomOpDef", "opcheck", "infer_schema"}
+# an operator's qualified name in a string: its namespace must not be torch's
+QUALNAME = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*::")
 # torch._dynamo is allowed for these names only (notebook 12 marks lengths dynamic with them)
 DYNAMO_NAMES = frozenset({"mark_dynamic", "maybe_mark_dynamic", "mark_static", "graph_break"})
 BUILTINS_DENIED = frozenset({
@@ -64,7 +82,10 @@ ATTRS_DENIED = frozenset({
     # Dynamo's state and its switches; hooks that outlive the answer's call
     "reset", "set_stance", "disable", "allow_in_graph", "substitute_in_graph", "config",
     "counters", "disable_saved_tensors_hooks", "saved_tensors_hooks", "save_on_cpu",
-    "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy"})
+    "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
+    # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
+    # torch.ops' importer of any module by name
+    "nonstrict_trace", "import_module"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # (the methods an answer's own objects define are exempt: a hook name of its own is its business)
@@ -111,6 +132,17 @@ def _plain_format(receiver: ast.AST) -> bool:
     return not any("." in f or "[" in f for f in fields)
 
 
+@cache
+def torch_namespaces() -> frozenset[str]:
+    """The operator namespaces torch itself defines (aten, prims, quantized, ...): the namespaces
+    known when this is first called (before any answer runs), less the course's own (labkit*)."""
+    from labkit import _torch
+
+    names = {n.partition("::")[0] for n in _torch.operator_names()}
+    return frozenset(n for n in names | {"aten", "prim", "prims", "higher_order", "inductor"}
+                     if not n.startswith("labkit"))
+
+
 class _Policy(ast.NodeVisitor):
     def __init__(self, modules: frozenset[str] = MODULES) -> None:
         self.parents: dict[int, ast.AST] = {}
@@ -121,6 +153,7 @@ class _Policy(ast.NodeVisitor):
         # a task about torch.export (14.1) names it: torch.export.Dim, as long as torch is never rebound
         if "torch.export" in modules:
             self.kept.add(("torch", "export"))
+        self.library = LIBRARY in modules       # custom ops: only where the task teaches them
 
     def refuse(self, node: ast.AST, why: str) -> None:
         raise Refused(f"line {getattr(node, 'lineno', '?')}: {why}")
@@ -153,6 +186,7 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_alias(self, node: ast.alias) -> None:
+        self._library_name(node, node.name.rpartition(".")[2])
         self._bound(node, node.asname)
         if any((node.asname or node.name) == n for n, _ in self.kept):
             self.refuse(node, f"'{node.asname or node.name}' may not be rebound in a graded answer")
@@ -227,6 +261,11 @@ class _Policy(ast.NodeVisitor):
     visit_AsyncWith = visit_AsyncFor = _paused
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._library_name(node, node.attr)
+        if self.library and isinstance(node.value, ast.Attribute) and node.value.attr == "ops" and \
+                node.attr in torch_namespaces():
+            self.refuse(node, f"torch.ops.{node.attr}: torch's own operators may not be "
+                              "registered on or overridden in a graded answer")
         if node.attr.startswith("_") and not _allowed_private(node):
             self.refuse(node, f"the private attribute '.{node.attr}' is not allowed")
         if node.attr == "_dynamo":
@@ -264,6 +303,38 @@ class _Policy(ast.NodeVisitor):
         if node.is_async:
             self._paused(node.iter)
         self.generic_visit(node)
+
+    # -- torch.library, match statements and type parameters (the red team of session 24) --------
+    def _library_name(self, node: ast.AST, name: str) -> None:
+        """torch.library's names: refused where the task does not teach custom ops; where it
+        does, those that register kernels or define operators beyond custom_op are refused."""
+        if not self.library and name in LIBRARY_NAMES:
+            self.refuse(node, f"'{name}' (torch.library) is not allowed in this task's answer: a "
+                              "custom operator hides its code from what the check measures")
+        if self.library and name in LIBRARY_DENIED:
+            self.refuse(node, f"'{name}' is not allowed in a graded answer: define operators with "
+                              "torch.library.custom_op, and add register_fake/register_autograd")
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        # (where torch.library is refused a string naming an operator registers nothing)
+        found = QUALNAME.match(node.value) if self.library and isinstance(node.value, str) else None
+        if found and found.group(1) in torch_namespaces():
+            self.refuse(node, f"the operator namespace '{found.group(1)}' is torch's own: a graded "
+                              "answer may not register on or override its operators")
+
+    def visit_Match(self, node: ast.AST) -> None:
+        # a capture pattern binds a name without an ast.Name (`match torch: case tl:` made tl.load
+        # torch.load); no task needs match, so it is refused rather than checked pattern by pattern
+        self.refuse(node, "the match statement is not allowed in a graded answer (use if/elif)")
+
+    def visit_TypeVar(self, node: ast.AST) -> None:
+        name = getattr(node, "name", None)
+        self._bound(node, name)
+        if any(name == n for n, _ in self.kept):
+            self.refuse(node, f"'{name}' may not be rebound in a graded answer")
+        self.generic_visit(node)
+
+    visit_ParamSpec = visit_TypeVarTuple = visit_TypeVar
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._bound(node, node.name)
@@ -535,8 +606,20 @@ def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[st
             continue
         if type(value).__module__.startswith(("IPython", "ipykernel", "labkit.grading")):
             continue                       # the shell (run_cell!), the harness's own objects
+        if _opaque(value, LIBRARY in extra):
+            continue
         out[name] = value
     return out
+
+
+def _opaque(value: Any, library: bool) -> bool:
+    """A notebook name bound to what the policy refuses by name: torch.library's functions and
+    custom ops (where the task does not allow them), Dynamo's opaque-function switches."""
+    module = str(getattr(value, "__module__", None) or type(value).__module__)
+    if not library and (module.startswith(("torch.library", "torch._library")) or
+                        type(value).__module__.startswith("torch._library")):
+        return True
+    return module.startswith("torch") and callable(value) and denied(str(getattr(value, "__name__", "")))
 
 
 def definitions(text: str, names: tuple[str, ...]) -> str:
@@ -596,3 +679,28 @@ def torch_state() -> dict[str, Any]:
             "anomaly mode": torch.is_anomaly_enabled(),
             "deterministic mode": torch.are_deterministic_algorithms_enabled(),
             "default dtype": torch.get_default_dtype()}
+
+class OpWatch:
+    """The dispatcher's operators and Python's registrations on them, taken before an answer
+    runs: :meth:`broken` names any registration since on torch's own operators, or any kernel
+    put on an operator that existed before (a backstop behind the policy's torch.library rules:
+    an aten kernel that made allclose say True forged 2.2 for the red team of session 24)."""
+
+    def __init__(self) -> None:
+        from labkit import _torch
+
+        torch_namespaces()                 # fixed now, before the answer defines any namespace
+        self.ops, self.registered = _torch.operator_names(), _torch.library_registrations()
+
+    def broken(self) -> list[str]:
+        """One line per registration since: torch's operators, kernels of existing ones."""
+        from labkit import _torch
+
+        out = []
+        for entry in sorted(_torch.library_registrations() - self.registered):
+            name, _, what = entry.rpartition("/")
+            if name.partition("::")[0] in torch_namespaces():
+                out.append(f"torch's operator {name} ({what})")
+            elif what != "fake" and name.partition(".")[0] in self.ops:
+                out.append(f"the {what} kernel of the existing operator {name}")
+        return out
