@@ -50,7 +50,8 @@ def test_closed_forgery_fails(task: str, name: str, seed: int) -> None:
     assert problems, f"{task} {name}: the forgery passed at seed {seed}"
 
 
-@pytest.mark.parametrize("task,name", LIBRARY_FORGED)
+@pytest.mark.parametrize("task,name", [   # one fast case (each loads a lesson: ~6 s), the rest slow
+    k if i == 0 else pytest.param(*k, marks=pytest.mark.slow) for i, k in enumerate(LIBRARY_FORGED)])
 def test_forged_custom_op_answer_is_refused(task: str, name: str) -> None:
     problems = _grade(task, ATTACKS[task, name], seed=5)
     assert problems, f"{task} {name}: the forgery passed"
@@ -60,11 +61,6 @@ def test_forged_custom_op_answer_is_refused(task: str, name: str) -> None:
 def test_every_forgery_is_closed_one_way_or_the_other() -> None:
     assert set(FORGED) == set(LIBRARY_FORGED), sorted(set(FORGED) - set(LIBRARY_FORGED))
 
-
-@pytest.mark.parametrize("task,name", [k for k in FORGED if k not in LIBRARY_FORGED])
-def test_forged_fix_answer_fails(task: str, name: str) -> None:
-    problems = _grade(task, ATTACKS[task, name], seed=5)
-    assert problems, f"{task} {name}: the forgery passed"
 
 
 def _naive_softplus_passes(seeds: list[int]) -> list[int]:

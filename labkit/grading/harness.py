@@ -287,6 +287,7 @@ from labkit.grading.harness_ops import (  # noqa: E402
     _r71,
     _r91,
     _r93,
+    _triton_names_kept,  # noqa: F401
     launch,  # noqa: F401
 )
 from labkit.grading.harness_training import (  # noqa: E402

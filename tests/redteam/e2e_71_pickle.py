@@ -2,9 +2,13 @@
 softmax at all: `case tl:` makes tl torch, tl.load = torch.load(weights_only=False) of a pickle the
 student submitted as a library file they own (labkit/compiler/decompose.py, 5.1's). The pickle's
 code walks up to the instructor's launcher and fills its output with torch.softmax."""
-import dataclasses, sys, tempfile
+import dataclasses
+import sys
+import tempfile
 from pathlib import Path
-from labkit.grading import grade as G, rubric as R
+
+from labkit.grading import grade as G
+from labkit.grading import rubric as R
 
 ROOT = Path.cwd()
 CODE = ("def rt_forge():\n    import sys, torch\n    fr = sys._getframe()\n"
@@ -41,7 +45,8 @@ if "--own-launcher" in sys.argv:   # the marked tests call the student's own lau
     assert "return torch.softmax(x, dim=-1)" in own
     (sub / "labkit/exercises/triton_softmax.py").write_text(own)
 if "--local" in sys.argv:          # through the harness in this process (no sandbox)
-    sys.path.insert(0, "tests"); sys.path.insert(0, "tests/redteam")
+    sys.path.insert(0, "tests")
+    sys.path.insert(0, "tests/redteam")
     Path("/tmp/rt_payload_exec.pkl").write_text(PICKLE)
     from run_fix import grade
     print("7.1 pickle forgery, harness in-process:", grade("7.1", KERNEL.replace("PATH", '"/tmp/rt_payload_exec.pkl"'), 5)[0] or "PASS (forged)")

@@ -1,11 +1,18 @@
 """Red team end to end: `make grade`'s path (pass 1, judge notebooks, sandboxes, nbval) on ex12 with
 the four custom-op forgeries (12.1-12.4) in the answer cells, next to the honest master."""
-import copy, dataclasses, sys, tempfile
+import copy
+import dataclasses
+import sys
+import tempfile
 from pathlib import Path
+
 import nbformat
+
 sys.path.insert(0, "tests/redteam")
 from fix_attacks import ATTACKS
-from labkit.grading import grade as G, rubric as R
+
+from labkit.grading import grade as G
+from labkit.grading import rubric as R
 
 ROOT = Path.cwd()
 NB = "notebooks/exercises/ex12_debugging.ipynb"
@@ -16,7 +23,7 @@ rubric = dataclasses.replace(R.load().only(TASKS), cell_timeout_s=200)
 forged = copy.deepcopy(master)
 cells = {t.id: t.editable[0] for t in rubric.tasks}
 for cell in forged.cells:
-    for (task, name), src in ATTACKS.items():
+    for (task, _name), src in ATTACKS.items():
         if task in cells and cell.get("id") == cells[task]:
             cell.source = src
 for name, nb in (("forged", forged), ("honest", master)):

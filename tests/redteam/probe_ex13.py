@@ -1,5 +1,7 @@
 """Red team probe: ex13's references (13.1, 15.1) against torch 2.13's measurement on drawn cases."""
-import random, sys
+import random
+import sys
+
 sys.path.insert(0, "tests")
 import fairness
 

@@ -1,8 +1,9 @@
 """Red team probe: the claims of Task 14.1's text, against torch 2.13."""
 import sys
+
 sys.path.insert(0, "tests")
-import torch
 import fairness
+import torch
 
 ns, _ = fairness.run_cells("14.1", None, until_check=False, seed=0)
 Gate = ns["Gate"]
@@ -21,7 +22,8 @@ for label, ds in (("Dim", {"x": {0: torch.export.Dim("batch", min=2, max=64)}}),
 # the value branch alone (batch branch removed) with a Dim
 class ValueOnly(torch.nn.Module):
     def __init__(self):
-        super().__init__(); self.proj = torch.nn.Linear(4, 4)
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
     def forward(self, x):
         h = self.proj(x)
         return h.tanh() if x.mean() > 0 else h.relu() - 1
@@ -43,7 +45,8 @@ except Exception as exc:
 try:
     ep = torch.export.export(BatchOnly(), (x,))
     try:
-        ep.module()(torch.randn(20, 4)); print("batch branch alone, no Dim: exports; batch 20 runs")
+        ep.module()(torch.randn(20, 4))
+        print("batch branch alone, no Dim: exports; batch 20 runs")
     except Exception as exc:
         print("batch branch alone, no Dim: exports; batch 20 refused:", type(exc).__name__)
 except Exception as exc:

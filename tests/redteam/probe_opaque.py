@@ -1,8 +1,10 @@
 """Red team follow-up (session 24 fixer): routes other than torch.library that might hide the unfixed
 code from Dynamo. Usage: PYTHONPATH=$PWD python tests/redteam/probe_opaque.py"""
-import sys, json
+import sys
+
 sys.path[:0] = ["tests", "tests/redteam"]
-import run_fix
+import run_fix  # noqa: E402
+
 SRC33 = '''
 import torch
 CALLS = [0]

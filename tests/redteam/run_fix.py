@@ -1,11 +1,17 @@
 """Red team: grade a forging fix-type answer the way grading does (lesson cells, spec, answer loaded
 under the restricted policy and guards, measured, compared outside). Usage:
     python tests/redteam/run_fix.py TASK NAME   (answers in tests/redteam/fix_attacks.py)"""
-import json, random, sys
-sys.path.insert(0, "tests"); sys.path.insert(0, "tests/redteam")
+import json
+import random
+import sys
+
+sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/redteam")
 import fairness
 from fix_attacks import ATTACKS
-from labkit.grading import evidence as ev, harness
+
+from labkit.grading import evidence as ev
+from labkit.grading import harness
 
 
 def grade(task, source, seed=5):
