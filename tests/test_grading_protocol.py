@@ -580,3 +580,16 @@ def test_task7_1_launch_checks_that_tl_is_tritons_language():
         harness._triton_names_kept(ns["softmax_kernel"])
     assert harness.measure("7.1", ns, {"shapes": [[1, 20, 8, 1]], "x": [1]}, {}) == {
         "refused": "'tl' in softmax_kernel's module is not triton.language"}
+
+
+def test_the_guards_let_an_answer_read_an_enum_member():
+    """11.2's honest policy function returns CheckpointPolicy.MUST_SAVE, a constant (refused
+    before: an honest answer lost its points)."""
+    import torch
+
+    ok = ("from torch.utils.checkpoint import CheckpointPolicy\n"
+          "def policy(ctx, op, *args, **kwargs):\n    return CheckpointPolicy.MUST_SAVE\n"
+          "got = policy(None, None)\n")
+    ns = harness.load_answer("11.2", ok, {"torch": torch, "__name__": "lesson"})
+    assert "__refused__" not in ns and "__error__" not in ns, ns.get("__refused__") or ns.get("__error__")
+    assert ns["got"].name == "MUST_SAVE"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import enum
 import operator
 import re
 import types
@@ -587,7 +588,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
     def load(obj: Any, name: str, line: int) -> Any:
         kind = obj if isinstance(obj, type) else type(obj)
         if not (own(obj) or kind.__module__ == lesson or (
-                not isinstance(obj, type) and isinstance(obj, writable + held + readable))):
+                not isinstance(obj, type) and isinstance(obj, writable + held + readable)) or (
+                isinstance(obj, enum.EnumMeta) and name in obj.__members__)):   # a constant
             raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
                           f"{type(obj).__name__}")
         return getattr(obj, name)
