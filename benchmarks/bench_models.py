@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,8 +94,9 @@ def warm_up(names: list[str]) -> None:
 SIDES = ("plain", "explore", "render")
 
 
-def measure(names: list[str], rounds: int) -> list[dict]:
-    """Every case, ``rounds`` interleaved rounds: wall and CPU samples of each side, the page."""
+def measure(names: list[str], rounds: int) -> Iterator[list[dict]]:
+    """Every case, ``rounds`` interleaved rounds: the rows (medians of the wall and CPU samples of
+    each side, the page) after each round, so that a bench stopped early keeps what it measured."""
     samples = {n: {f"{s}_{k}": [] for s in SIDES for k in ("s", "cpu_s")} for n in names}
     pages: dict[str, dict] = {}
     for r in range(rounds):
@@ -118,15 +120,15 @@ def measure(names: list[str], rounds: int) -> list[dict]:
                 print(f"round {r + 1}: {name}: {side} {clock.wall:.1f} s wall, {clock.cpu:.1f} s CPU"
                       + (f"; page {len(page)} chars in {shown.wall:.1f} s" if side == "explore"
                          else ""), file=sys.stderr, flush=True)
-    rows = []
-    for name in names:
-        med = {k: round(statistics.median(v), 2) for k, v in samples[name].items()}
-        rows.append({"case": name, "backend": real_models.CASES[name]().backend, **med,
-                     "ratio": round(med["explore_s"] / med["plain_s"], 3),
-                     "cpu_ratio": round(med["explore_cpu_s"] / med["plain_cpu_s"], 3),
-                     **pages[name], "rounds": rounds,
-                     "samples": {k: [round(x, 2) for x in v] for k, v in samples[name].items()}})
-    return rows
+        rows = []
+        for name in names:
+            med = {k: round(statistics.median(v), 2) for k, v in samples[name].items()}
+            rows.append({"case": name, "backend": real_models.CASES[name]().backend, **med,
+                         "ratio": round(med["explore_s"] / med["plain_s"], 3),
+                         "cpu_ratio": round(med["explore_cpu_s"] / med["plain_cpu_s"], 3),
+                         **pages[name], "rounds": r + 1,
+                         "samples": {k: [round(x, 2) for x in v] for k, v in samples[name].items()}})
+        yield rows
 
 
 def table(rows: list[dict]) -> str:
@@ -173,19 +175,22 @@ def write_doc(path: Path, doc: Path = DOC) -> None:
     doc.write_text(head + block + rest.split(END, 1)[1])
 
 
-def save(path: Path, rows: list[dict], run: dict) -> None:
-    """Merge ``rows`` into ``path`` (a case measured again replaces its row)."""
+def save(path: Path, rows: list[dict], run: dict, replacing: dict | None = None) -> dict:
+    """Merge ``rows`` into ``path`` (a case measured again replaces its row), with ``run`` in its
+    list of runs in place of ``replacing`` (this run's line after its previous round)."""
     data = json.loads(path.read_text()) if path.exists() else {"runs": [], "rows": []}
     new = {r["case"] for r in rows}
     data["rows"] = [r for r in data["rows"] if r["case"] not in new] + rows
-    data["runs"].append(run)
+    data["runs"] = [r for r in data["runs"] if r != replacing] + [run]
     path.write_text(json.dumps(data, indent=1) + "\n")
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append",
-                        help="run the cases whose name contains this (repeatable)")
+                        help="run the cases whose name contains this, or the one case of this exact name "
+                        "(repeatable)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, help="merge the rows into this JSON file")
     parser.add_argument("--doc", type=Path, help="write this JSON's table into docs/real-models.md "
@@ -196,21 +201,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    names = [n for n in real_models.CASES if not args.only or any(o in n for o in args.only)]
+    names = [n for n in real_models.CASES if not args.only or any(
+        o == n or (o in n and o not in real_models.CASES) for o in args.only)]
     if not names:
         raise SystemExit(f"no case matches {args.only}; the cases: {', '.join(real_models.CASES)}")
     before = os.getloadavg()
     warm_up(names)
-    rows = measure(names, args.rounds)
-    after = os.getloadavg()
-    run = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "cases": names, "rounds": args.rounds, "torch": torch.__version__,
-           "cpus": os.cpu_count(), "load_before": [round(x, 1) for x in before],
-           "load_after": [round(x, 1) for x in after]}
+    saved = None
+    for rows in measure(names, args.rounds):
+        after = os.getloadavg()
+        run = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+               "cases": names, "rounds": rows[0]["rounds"], "torch": torch.__version__,
+               "cpus": os.cpu_count(), "load_before": [round(x, 1) for x in before],
+               "load_after": [round(x, 1) for x in after]}
+        if args.json:  # after every round: this run's rows and its line replace the last round's
+            saved = save(args.json, rows, run, saved)
     print(runs_note([run]))
     print(table(rows), flush=True)
-    if args.json:
-        save(args.json, rows, run)
     return 0
 
 
