@@ -164,7 +164,8 @@ def write_doc(path: Path, doc: Path = DOC) -> None:
                f"{min(cpu):.2f}x to {max(cpu):.2f}x over {len(rows)} case(s); "
                f"{sum(c <= 1.2 for c in cpu)} of {len(rows)} at or under 1.2x. Largest page "
                f"{max(r['page_chars'] for r in rows):,} characters (budget 250,000).")
-    block = (f"{BEGIN}\n`{path.relative_to(ROOT)}`, medians; the ratios are explore's seconds over "
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    block = (f"{BEGIN}\n`{shown}`, medians; the ratios are explore's seconds over "
              f"plain torch.compile's, wall and CPU (this process plus the compiler and `dot` "
              f"processes it waited for).\n\n{runs_note(data['runs'])}\n\n{summary}\n\n"
              f"{table(rows)}\n{END}")
