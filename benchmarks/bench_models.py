@@ -145,10 +145,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def runs_note(runs: list[dict]) -> str:
+def runs_note(runs: list[dict], backends: dict[str, str]) -> str:
     """One line per bench run: when, what, rounds, and the machine's load."""
     return "\n".join(
-        f"- {r['date']}: {len(r['cases'])} case(s), {r['rounds']} interleaved round(s), torch "
+        f"- {r['date']}: {len(r['cases'])} case(s)"
+        + (f" ({', '.join(r['cases'])})" if len(r["cases"]) <= 5 else " (the aot_eager ones)"
+           if all(backends.get(c) == "aot_eager" for c in r["cases"]) else "")
+        + f", {r['rounds']} interleaved round(s), torch "
         f"{r['torch']}, 1 thread, on {r['cpus']} CPUs; load average (1/5/15 min) "
         f"{'/'.join(f'{x:.1f}' for x in r['load_before'])} before, "
         f"{'/'.join(f'{x:.1f}' for x in r['load_after'])} after" for r in runs)
@@ -167,7 +170,7 @@ def write_doc(path: Path, doc: Path = DOC) -> None:
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     block = (f"{BEGIN}\n`{shown}`, medians; the ratios are explore's seconds over "
              f"plain torch.compile's, wall and CPU (this process plus the compiler and `dot` "
-             f"processes it waited for).\n\n{runs_note(data['runs'])}\n\n{summary}\n\n"
+             f"processes it waited for).\n\n{runs_note(data['runs'], {r['case']: r['backend'] for r in rows})}\n\n{summary}\n\n"
              f"{table(rows)}\n{END}")
     text = doc.read_text()
     if BEGIN not in text or END not in text:
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                "load_after": [round(x, 1) for x in after]}
         if args.json:  # after every round: this run's rows and its line replace the last round's
             saved = save(args.json, rows, run, saved)
-    print(runs_note([run]))
+    print(runs_note([run], {r["case"]: r["backend"] for r in rows}))
     print(table(rows), flush=True)
     return 0
 
