@@ -165,7 +165,11 @@ def write_doc(path: Path, doc: Path = DOC) -> None:
     cpu = [r["cpu_ratio"] for r in rows]
     summary = (f"explore / plain compile, CPU seconds: median {statistics.median(cpu):.2f}x, "
                f"{min(cpu):.2f}x to {max(cpu):.2f}x over {len(rows)} case(s); "
-               f"{sum(c <= 1.2 for c in cpu)} of {len(rows)} at or under 1.2x. Largest page "
+               f"{sum(c <= 1.2 for c in cpu)} of {len(rows)} at or under 1.2x"
+               + "".join(f"; the {b} rows {min(c):.2f}x to {max(c):.2f}x" for b, c in (
+                   (b, [r["cpu_ratio"] for r in rows if r["backend"] == b])
+                   for b in ("inductor", "labkit")) if c)
+               + ". Largest page "
                f"{max(r['page_chars'] for r in rows):,} characters (budget 250,000).")
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     block = (f"{BEGIN}\n`{shown}`, medians; the ratios are explore's seconds over "
