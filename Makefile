@@ -87,8 +87,9 @@ figures: setup  ## regenerate figures/ from code (pipeline map, timing plots fro
 bench-capture: setup  ## explore() wall time vs plain torch.compile, caches off for both
 	$(PY) benchmarks/bench_capture.py
 
-bench-models: setup  ## real models (timm + transformers, small configs): explore vs compile, page size
-	$(PY) benchmarks/bench_models.py
+bench-models: setup  ## real models (timm + transformers, small configs): explore vs compile (wall and CPU), page size -> docs/real-models.md
+	$(PY) benchmarks/bench_models.py --json benchmarks/results/models.json
+	$(PY) benchmarks/bench_models.py --doc benchmarks/results/models.json
 
 bench-compiler: setup  ## labkit's compiler vs eager and Inductor (CPU here, GPU where present)
 	$(PY) benchmarks/bench_compiler.py

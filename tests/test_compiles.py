@@ -82,7 +82,7 @@ def test_header_says_recompiles_and_compile_tree():
     trace = labkit.from_torch_trace(LOG)
     head = header_html(trace)
     assert "3 recompiles" in head and "guard failed" in head and "only the first guard" in head
-    assert head.count('class="lk-cid"') >= len(trace.meta["compiles"])  # every id in the trie
+    assert head.count('class="lk-cid ') >= len(trace.meta["compiles"])  # every id in the trie
     assert "failures and restarts" in head and "recompile 0/3 scaled_sin" in trace_text(trace)
 
 

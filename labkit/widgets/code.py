@@ -185,7 +185,7 @@ def _css_class(ttype: object) -> str:
 
 @functools.cache
 def _styled_classes() -> frozenset[str]:
-    return frozenset(re.findall(r"^\.lk-code \.(\w+) \{", _pygments_css(), re.M))
+    return frozenset(re.findall(r"\.lk-code \.(\w+)\{", _pygments_css()))
 
 
 def highlight_lines(text: str, language: str) -> list[str]:
@@ -262,8 +262,17 @@ def _pygments_css() -> str:
     rules = HtmlFormatter(style="default").get_style_defs(".lk-code")
     # keep only token rules (the formatter also styles the container and line numbers)
     # ...and drops the red box pygments draws around tokens it cannot lex (``<lambda>`` in FX code)
-    return "\n".join(r for r in rules.splitlines()
-                     if re.match(r"\.lk-code \.\w+ \{", r) and not r.startswith(".lk-code .err"))
+    return _compact_css("\n".join(r for r in rules.splitlines() if re.match(r"\.lk-code \.\w+ \{", r)
+                                  and not r.startswith(".lk-code .err")))
+
+
+def _compact_css(css: str) -> str:
+    """The rules without comments and spacing: every static page carries them once."""
+    css = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", "", css, flags=re.S))
+    # quoted text (a ``content:`` line) is shown as written; a space before ':' is a selector's
+    parts = re.split(r'("[^"]*")', css)
+    return "".join(p if p.startswith('"') else re.sub(r"\s*([{};,>])\s*|(:)\s+", r"\1\2", p)
+                   for p in parts).strip()
 
 
 CSS = """
@@ -315,6 +324,13 @@ CSS = """
 """
 
 
-def style_block() -> str:
-    """The ``<style>`` element every labkit HTML output carries once."""
-    return f"<style>{CSS}{_pygments_css()}</style>"
+@functools.cache
+def _base_css() -> str:
+    from labkit.widgets.compiles import status_css  # compiles imports this module
+
+    return _compact_css(CSS) + status_css()
+
+
+def style_block(colour: bool = True) -> str:
+    """The ``<style>`` element every labkit HTML output carries once (``colour``: syntax colours too)."""
+    return f"<style>{_base_css()}{_pygments_css() if colour else ''}</style>"

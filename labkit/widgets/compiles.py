@@ -42,9 +42,19 @@ def _where(trace: Trace, fr: dict[str, Any] | None) -> str:
 
 def badge(cid: str, status: str) -> str:
     """A compile id coloured by its outcome, as tlparse colours it."""
-    bg, fg, what = STATUS_STYLE.get(status, STATUS_STYLE["missing"])
-    return (f'<span class="lk-cid" title="{html.escape(what)}" style="background:{bg};color:{fg};'
-            f'border:1px solid #999;padding:0 3px;font-family:monospace">[{html.escape(cid)}]</span>')
+    # colours by class (status_css, in the page's one style block): a model's page has 50 badges
+    status = status if status in STATUS_STYLE else "missing"
+    what = STATUS_STYLE[status][2].split(" (")[0]  # the legend above says the rest
+    return (f'<span class="lk-cid lk-cid-{status}" title="{html.escape(what)}">'
+            f"[{html.escape(cid)}]</span>")
+
+
+def status_css() -> str:
+    """The badges' style rules, one per outcome."""
+    rules = "".join(f".lk-cid-{s}{{background:{bg};color:{fg}}}"
+                    for s, (bg, fg, _) in STATUS_STYLE.items())
+    return (".lk-cid{border:1px solid #999;padding:0 3px;font-family:monospace}"
+            f".lk-tree{{padding-left:1.5em;margin:0}}{rules}")
 
 
 def break_count(trace: Trace) -> tuple[int, int]:
@@ -136,7 +146,7 @@ def _trie_html(node: dict[Any, Any]) -> str:
         else:
             parts.append(f"<li><div>{text} {ids}</div>{inner}</li>")
     body = "".join(parts)
-    return f'<ul style="padding-left:1.5em;margin:0">{body}</ul>' if len(frames) > 1 else body
+    return f'<ul class="lk-tree">{body}</ul>' if len(frames) > 1 else body
 
 
 def stack_trie_html(rows: list[dict[str, Any]]) -> str:
