@@ -1,0 +1,59 @@
+"""Forging answers for fix-type tasks (second red team, session 24). Each is the student's answer cell."""
+ATTACKS = {}
+
+# 4.1: softplus is -logsigmoid(-x): one fused ATen op (log_sigmoid_forward, and
+# log_sigmoid_backward for the gradient) whose name holds no "softplus": no decomposition at all
+ATTACKS["4.1", "logsigmoid"] = '''
+import torch.nn.functional as F
+
+def softplus(x):
+    return -F.logsigmoid(-x)
+'''
+
+# 4.1: one fused binary op, logaddexp(x, 0): again no decomposition, no derived backward
+ATTACKS["4.1", "logaddexp"] = '''
+def softplus(x):
+    return torch.logaddexp(x, torch.zeros_like(x))
+'''
+
+# 3.3: Scorer's forward, unchanged (print, .item(), a Python int counter), run at run time by
+# torch.ops.higher_order.dynamo_bypassing_wrapper: Dynamo traces only `shape_only` (for the output's
+# shape) and puts one HOP node in the graph; when the graph runs, the HOP calls wrap(gm)(x) with
+# Dynamo disabled: any Python. torch.ops.* is read without the load guard (_under_ops) and
+# higher_order is refused only where torch.library is allowed (9.1/9.3).
+ATTACKS["3.3", "bypassing_wrapper"] = '''
+import torch
+LIVE = []
+
+
+def shape_only(x):
+    return x * 1.0
+
+
+def wrap(gm):
+    # (the HOP's output is flattened: the graph takes item 0 of what this returns)
+    return LIVE[-1].unfixed_out
+
+
+class ScorerFixed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        self.calls = 0
+        LIVE.append(self)
+
+    def unfixed(self, *args):
+        x = args[-1]            # (a dynamic-shape graph passes its sizes first)
+        self.calls += 1
+        h = self.proj(x).tanh()
+        print(f"batch {x.shape[0]}: mean {h.mean():.3f}")
+        peak = h.abs().max().item()
+        h = h / (peak + 1e-6)
+        return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)
+
+    def unfixed_out(self, *args):
+        return (self.unfixed(*args),)
+
+    def forward(self, x):
+        return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, x)
+'''
