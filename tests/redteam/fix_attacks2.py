@@ -57,3 +57,34 @@ class ScorerFixed(torch.nn.Module):
     def forward(self, x):
         return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, x)
 '''
+
+# 10.2: the lesson's pooled (int(length): a break, a value-dependent size) run at run time by
+# dynamo_bypassing_wrapper; Dynamo traces only a (batch, d) shape stand-in
+ATTACKS["10.2", "bypassing_wrapper"] = '''
+import torch
+
+
+def shape_only(x, length):
+    return x.sum(dim=1) + length * 0     # (uses length, so the HOP is handed it)
+
+
+def unfixed(*args):
+    # (a dynamic-shape graph passes its sizes too: the tensors are the 3-d x and the 0-d length)
+    x = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 3][0]
+    length = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 0][0]
+    n = int(length)
+    return (x[:, :n].mean(dim=1),)       # (the HOP's output is flattened: item 0 is taken)
+
+
+def wrap(gm):
+    return unfixed
+
+
+def pooled_fixed(x, length):
+    return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, x, length)
+
+
+def prepare(x):
+    torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.mark_dynamic(x, 1)
+'''
