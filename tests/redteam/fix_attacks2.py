@@ -88,3 +88,43 @@ def prepare(x):
     torch._dynamo.mark_dynamic(x, 0)
     torch._dynamo.mark_dynamic(x, 1)
 '''
+
+# 2.2: train_storm's step unchanged (lr a Python float, float(v.norm()) logged inside) run at run
+# time by dynamo_bypassing_wrapper: one graph (lr never reaches Dynamo), no break; the replay check
+# re-runs the graph with another gradient, and the HOP does the work again, on those values
+ATTACKS["2.2", "bypassing_wrapper"] = '''
+import torch
+STATE = []
+
+
+def shape_only(w, v, g):
+    return w * 1.0, v * 1.0 + g * 0       # (uses g, so the HOP is handed it)
+
+
+def unfixed(*args):
+    w, v, g = [a for a in args if isinstance(a, torch.Tensor)][-3:]
+    now = STATE[-1]
+    lr, momentum, norms = now if now is not None else (0.0, 0.9, None)
+    v = momentum * v + g
+    if norms is not None:                 # (not when the check replays the graph)
+        norms.append(float(v.norm()))
+    return w - lr * v, v
+
+
+def wrap(gm):
+    return unfixed
+
+
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    @torch.compile(backend=backend)
+    def step(w, v, g):
+        return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, w, v, g)
+
+    v = torch.zeros_like(w)
+    norms = []
+    for g, lr in zip(grads, lrs):
+        STATE.append((lr, momentum, norms))
+        w, v = step(w, v, g)
+    STATE.append(None)
+    return w, norms
+'''
