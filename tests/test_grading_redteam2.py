@@ -1,0 +1,66 @@
+"""Second red team (session 24): fix-type answers the harness passes without the planted fix.
+
+Each forging answer (tests/redteam/fix_attacks2.py) is graded as ``tests/test_grading_redteam.py``
+grades the first red team's: the lesson's cells, pass 1's spec at a grading seed, the answer loaded
+under the restricted policy and guards, its evidence compared outside by ``evidence.compare``.
+Every test asserts the forgery FAILS; the open ones are strict xfails for a fixer to turn green.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
+
+from fix_attacks2 import ATTACKS  # noqa: E402
+
+
+def _grade(task: str, source: str, seed: int) -> list[str]:
+    import fairness
+
+    from labkit.grading import evidence as ev
+    from labkit.grading import harness
+    from labkit.grading import nbcheck as nc
+
+    ns, _ = fairness.run_cells(task, None if task == "7.1" else "", until_check=False, seed=seed)
+    with fairness.grade_seed(seed):
+        params = ev.canonical(harness.TASKS[task].params(nc.rng(task)))
+    spec = json.loads(json.dumps(harness.spec(task, params, ns)))
+    loaded = harness.load_answer(task, source, ns)
+    found = json.loads(json.dumps(ev.canonical(harness.measure(task, loaded, spec["params"], ns))))
+    return ev.compare(spec, found)
+
+
+# torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, stand_in, *args): Dynamo traces only the
+# stand-in (for the output's shape) and puts one HOP node in the graph; when a graph run by a
+# plain backend (harness.recorder) calls it, the HOP runs wrap(gm)(*args) with Dynamo disabled,
+# any Python: the unfixed code, with its breaks, .item()s and Python state, in one graph.
+# torch.ops.* chains skip the load guard (restrict._under_ops); "higher_order" is refused only
+# where torch.library is allowed (9.1/9.3).
+BYPASS = [("2.2", "bypassing_wrapper"), ("3.3", "bypassing_wrapper"), ("10.2", "bypassing_wrapper")]
+# 4.1 asks for a decomposition into small elementwise ops, "no softplus"; the check refuses only
+# a target *named* softplus: -logsigmoid(-x) is softplus as one fused op (log_sigmoid_forward and
+# log_sigmoid_backward: AOTAutograd derives nothing)
+FUSED = [("4.1", "logsigmoid")]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: dynamo_bypassing_wrapper runs unfixed code opaquely")
+@pytest.mark.parametrize("task,name", BYPASS)
+@pytest.mark.parametrize("seed", [5, 6])
+def test_bypassing_wrapper_forgery_fails(task: str, name: str, seed: int) -> None:
+    problems = _grade(task, ATTACKS[task, name], seed=seed)
+    assert problems, f"{task} {name}: the forgery passed at seed {seed}"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: 4.1 refuses only an op named softplus")
+@pytest.mark.parametrize("task,name", FUSED)
+@pytest.mark.parametrize("seed", [5, 6])
+def test_fused_softplus_in_disguise_fails(task: str, name: str, seed: int) -> None:
+    problems = _grade(task, ATTACKS[task, name], seed=seed)
+    assert problems, f"{task} {name}: the forgery passed at seed {seed}"
