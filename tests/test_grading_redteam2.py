@@ -64,3 +64,14 @@ def test_bypassing_wrapper_forgery_fails(task: str, name: str, seed: int) -> Non
 def test_fused_softplus_in_disguise_fails(task: str, name: str, seed: int) -> None:
     problems = _grade(task, ATTACKS[task, name], seed=seed)
     assert problems, f"{task} {name}: the forgery passed at seed {seed}"
+
+
+# 11.2 with no checkpointing: block and its whole backward run in the forward (forward matmuls are
+# not limited), the value returned with a surrogate carrying the precomputed gradient; the backward
+# runs no matmul and keeps dx and the dWs: under the budget at grading seeds 2, 3, 4, 7, 11 of 0-11
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: 11.2 does not limit forward matmuls")
+@pytest.mark.parametrize("seed", [2, 3])
+def test_gradient_in_forward_fails(seed: int) -> None:
+    problems = _grade("11.2", ATTACKS["11.2", "gradient_in_forward"], seed=seed)
+    assert problems, f"11.2 gradient_in_forward: the forgery passed at seed {seed}"
