@@ -189,3 +189,95 @@ def block_lean(x, weights):
         tie = tie + (w * g).sum() / x.shape[0]
     return value + tie - tie.detach()
 '''
+
+# 12.1: SensorNet.normalise unchanged (a Python float peak) behind dynamo_bypassing_wrapper. 12.x
+# compiles with aot_eager: AOTAutograd traces the HOP's wrapper itself (float() of a fake tensor)
+ATTACKS["12.1", "bypassing_wrapper"] = '''
+import torch
+LIVE = []
+
+
+def shape_only(h):
+    return h * 1.0
+
+
+def wrap(gm):
+    return LIVE[-1].unfixed
+
+
+class SteadyGain(SensorNet):
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        LIVE.append(self)
+
+    def unfixed(self, *args):
+        h = args[-1]
+        self.gain = max(0.9 * self.gain, float(h.detach().abs().amax()))
+        return (h / self.gain,)
+
+    def normalise(self, h):
+        return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, h)
+'''
+
+# honest controls (should PASS): 9.1 through torch.library's function forms, with the op's name
+ATTACKS["9.1", "honest_string_forms_control"] = '''
+import torch
+
+
+@torch.library.register_fake("labkit_ex9::sqdist")
+def _(x, y):
+    return x.new_empty(x.shape[0], y.shape[0])
+
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def backward(ctx, grad):
+    x, y = ctx.saved_tensors
+    grad_x = 2 * (grad.sum(1, keepdim=True) * x - grad @ y)
+    grad_y = 2 * (grad.sum(0).unsqueeze(1) * y - grad.T @ x)
+    return grad_x, grad_y
+
+
+torch.library.register_autograd("labkit_ex9::sqdist", backward, setup_context=setup_context)
+'''
+
+# 12.1 honest: the peak as a plain tensor attribute (not a registered buffer)
+ATTACKS["12.1", "honest_tensor_attribute_control"] = '''
+import torch
+
+
+class SteadyGain(SensorNet):
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        self.peak = torch.ones(())
+
+    def normalise(self, h):
+        self.peak.copy_(torch.maximum(self.peak * 0.9, h.detach().abs().amax()))
+        return h / self.peak
+'''
+
+# 11.2 honest: a policy function (CheckpointPolicy members read from torch.utils.checkpoint)
+ATTACKS["11.2", "honest_policy_fn_control"] = '''
+import torch
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, CheckpointPolicy
+
+
+def policy(ctx, op, *args, **kwargs):
+    if op == torch.ops.aten.mm.default:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def body(x, weights):
+    for w in weights:
+        a = x @ w
+        x = torch.tanh(a) * torch.sigmoid(a) + x
+    return x.sum(dim=-1)
+
+
+def block_lean(x, weights):
+    return checkpoint(body, x, weights, use_reentrant=False,
+                      context_fn=lambda: create_selective_checkpoint_contexts(policy))
+'''
