@@ -75,3 +75,34 @@ def test_fused_softplus_in_disguise_fails(task: str, name: str, seed: int) -> No
 def test_gradient_in_forward_fails(seed: int) -> None:
     problems = _grade("11.2", ATTACKS["11.2", "gradient_in_forward"], seed=seed)
     assert problems, f"11.2 gradient_in_forward: the forgery passed at seed {seed}"
+
+
+# 5.1: the log1p evidence looks for the log1p program's op lines, result used, in each logaddexp
+# kernel; the first red team's textbook log(1 + exp(-|a - b|)) (refused by that evidence) plus a
+# dead `0 * log1p(d)` term holds them (the kernel computes log1p and multiplies it by zero): full
+# marks for the three logaddexp programs at seed 3 (outputs judged too)
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: a dead log1p term satisfies 5.1's evidence")
+def test_logaddexp_with_a_dead_log1p_term_fails(monkeypatch) -> None:
+    import math
+
+    import torch
+
+    from labkit.compiler import decompose
+    from labkit.grading import libcheck as lc
+
+    cases, values = lc.draw(3, ("5.1",))
+    logaddexps = [c for c in cases if c["program"].startswith("logaddexp")]
+
+    def textbook(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:    # right values, dead log1p
+        m = torch.maximum(a, b)
+        d = torch.exp(-torch.abs(a - b))
+        # (the dead term inside the where: 0 * log1p(nan) where a == b == inf would be nan)
+        return torch.where(a == b, a + math.log(2), m + torch.log(1 + d) + 0 * torch.log1p(d))
+
+    monkeypatch.setitem(decompose.labkit_decompositions, torch.ops.aten.logaddexp.default,
+                        lambda *a, **k: textbook(*a, **k))
+    forged = lc.produce(cases)
+    whys = [lc._through_log1p(c, forged[c["id"]], cases, forged) for c in logaddexps]
+    assert any(whys) or lc.judge(cases, forged, lc.execute(cases, forged, values), {},
+                                 lc.expect(cases, values))["5.1"], "5.1 passed (full marks)"
