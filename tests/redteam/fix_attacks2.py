@@ -281,3 +281,35 @@ def block_lean(x, weights):
     return checkpoint(body, x, weights, use_reentrant=False,
                       context_fn=lambda: create_selective_checkpoint_contexts(policy))
 '''
+
+# 11.2: no checkpointing; the activations live in a Tensor subclass of the answer's own (made with
+# the public Tensor.as_subclass, with a __torch_dispatch__ that runs each op on plain views and
+# wraps the results): the measuring dispatch mode keeps only outputs whose type is torch.Tensor.
+# TRIED, FAILS: RecursionError (unwrapping dispatches again on the subclass; the usual way out,
+# torch._C._disabled_torch_function_impl / DisableTorchFunctionSubclass, is private)
+ATTACKS["11.2", "subclass_hides_memory"] = '''
+import torch
+
+
+def plain(t):
+    return torch.Tensor.as_subclass(t.data, torch.Tensor) if isinstance(t, torch.Tensor) else t
+
+
+class Hidden(torch.Tensor):
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        args = [plain(a) for a in args]
+        args = [[plain(b) for b in a] if isinstance(a, (list, tuple)) else a for a in args]
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, (list, tuple)):
+            return type(out)(o.as_subclass(Hidden) if isinstance(o, torch.Tensor) else o for o in out)
+        return out.as_subclass(Hidden) if isinstance(out, torch.Tensor) else out
+
+
+def block_lean(x, weights):
+    h = x.as_subclass(Hidden)
+    for w in weights:
+        a = h @ w.as_subclass(Hidden)
+        h = torch.tanh(a) * torch.sigmoid(a) + h
+    return h.sum(dim=-1).as_subclass(torch.Tensor)
+'''
