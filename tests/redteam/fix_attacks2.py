@@ -313,3 +313,39 @@ def block_lean(x, weights):
         h = torch.tanh(a) * torch.sigmoid(a) + h
     return h.sum(dim=-1).as_subclass(torch.Tensor)
 '''
+
+# 14.1: Gate's forward unchanged behind dynamo_bypassing_wrapper (TRIED: export traces the HOP's
+# wrapper itself, so the value branch is data-dependent again)
+ATTACKS["14.1", "bypassing_wrapper"] = '''
+LIVE = []
+DYNAMIC_SHAPES = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}
+
+
+def shape_only(x):
+    return x * 1.0
+
+
+def wrap(gm):
+    return LIVE[-1].unfixed
+
+
+class GateFixed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        LIVE.append(self)
+
+    def unfixed(self, *args):
+        x = args[-1]
+        h = self.proj(x)
+        if x.mean() > 0:
+            h = h.tanh()
+        else:
+            h = h.relu() - 1
+        if x.shape[0] > 16:
+            h = h * 2
+        return (h / (h.abs().max() + 1),)
+
+    def forward(self, x):
+        return torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, shape_only, x)
+'''
