@@ -48,8 +48,7 @@ BYPASS = [("2.2", "bypassing_wrapper"), ("3.3", "bypassing_wrapper"), ("10.2", "
 FUSED = [("4.1", "logsigmoid")]
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: dynamo_bypassing_wrapper runs unfixed code opaquely")
+@pytest.mark.slow          # closed: torch.ops.higher_order is refused in every task (restrict.py)
 @pytest.mark.parametrize("task,name", BYPASS)
 @pytest.mark.parametrize("seed", [5, 6])
 def test_bypassing_wrapper_forgery_fails(task: str, name: str, seed: int) -> None:
@@ -57,8 +56,7 @@ def test_bypassing_wrapper_forgery_fails(task: str, name: str, seed: int) -> Non
     assert problems, f"{task} {name}: the forgery passed at seed {seed}"
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: 4.1 refuses only an op named softplus")
+@pytest.mark.slow          # closed: 4.1 refuses a log_sigmoid node too (harness._r41)
 @pytest.mark.parametrize("task,name", FUSED)
 @pytest.mark.parametrize("seed", [5, 6])
 def test_fused_softplus_in_disguise_fails(task: str, name: str, seed: int) -> None:

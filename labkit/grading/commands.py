@@ -45,7 +45,8 @@ INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_g
                    # ex12's wrong answers are a line away from right ones; its tests run solutions
                    "tests/test_grading_ex12.py", "tests/test_grading_ex10_11.py",
                    # the red team's forgeries and the library checks' tests hold solution lines
-                   "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_library.py",
+                   "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
+                   "tests/test_grading_library.py",
                    # the instructor's docs (the release has its own README and checks page)
                    "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
                    # hosting a class: the hub, its tests, benchmarks and setup

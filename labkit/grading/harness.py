@@ -252,6 +252,9 @@ def _r41(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"field": "ops", "rule": "at_least", "value": 1, "say": "nothing was traced"},
             {"field": "targets", "rule": "none_contains", "text": "softplus",
              "say": "a softplus op is in the traced graphs"},
+            # -logsigmoid(-x) is softplus as one fused op (the second red team of session 24)
+            {"field": "targets", "rule": "none_contains", "text": "log_sigmoid",
+             "say": "a log_sigmoid op (softplus in one op) is in the traced graphs"},
             close_rule("out", out, 1e-4, "values differ from F.softplus", "some values are not finite"),
             close_rule("grad", grad, 1e-4, "gradients differ from F.softplus's",
                        "some gradients are not finite")]

@@ -24,6 +24,7 @@ from labkit.notebook import setup_notebook
 
 SEED_ENV = "LABKIT_GRADE_SEED"
 KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.(cpp_pybinding|cpp|triton)\(", re.M)
+KERNEL_CALL = re.compile(r"^\s+(\w+)(?:\.run)?\(", re.M)      # an indented call in the wrapper
 
 
 def seed() -> int:
@@ -101,6 +102,16 @@ def inductor_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
 def kernel_names(codes: list[str]) -> list[str]:
     """Names of the kernels Inductor generated (not extern ATen calls), over all graphs."""
     return [m.group(1) for code in codes for m in KERNEL_DEF.finditer(code)]
+
+
+def kernel_calls(codes: list[str]) -> list[str]:
+    """The generated kernels each graph's code calls, one entry per call, over all graphs (a
+    graph defines two identical kernels once and calls that one twice: both calls count)."""
+    calls = []
+    for code in codes:
+        names = {m.group(1) for m in KERNEL_DEF.finditer(code)}
+        calls += [m.group(1) for m in KERNEL_CALL.finditer(code) if m.group(1) in names]
+    return calls
 
 
 def close(a: Any, b: Any, tol: float = 1e-5) -> bool:

@@ -267,6 +267,11 @@ class _Policy(ast.NodeVisitor):
                 node.attr in torch_namespaces():
             self.refuse(node, f"torch.ops.{node.attr}: torch's own operators may not be "
                               "registered on or overridden in a graded answer")
+        if node.attr == "higher_order" and isinstance(node.value, ast.Attribute) and \
+                node.value.attr == "ops":
+            # torch.ops.higher_order.* run Python Dynamo never traced (dynamo_bypassing_wrapper
+            # forged 2.2, 3.3 and 10.2 for the second red team of session 24); no task needs one
+            self.refuse(node, "torch.ops.higher_order is not allowed in a graded answer")
         if node.attr.startswith("_") and not _allowed_private(node):
             self.refuse(node, f"the private attribute '.{node.attr}' is not allowed")
         if node.attr == "_dynamo":

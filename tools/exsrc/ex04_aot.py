@@ -14,12 +14,14 @@ nc.setup()
 # %% [markdown] id=t4-1-md
 # ## Task 4.1 — a stable decomposition in plain Python (difficulty 2/3, about 25 min)
 #
-# Write `softplus(x)` $= \log(1 + e^x)$ with elementwise tensor ops only (no `softplus`), so that
-# AOTAutograd traces it into small ops and derives its backward. The obvious
+# Write `softplus(x)` $= \log(1 + e^x)$ with elementwise tensor ops only (no `softplus`, and no
+# `logsigmoid`: $-\mathrm{logsigmoid}(-x)$ is softplus in one op), so that AOTAutograd traces it
+# into small ops and derives its backward. The obvious
 # `torch.log(1 + torch.exp(x))` overflows to `inf` for large `x` and loses everything for very
 # negative `x`: find a form that is finite and accurate for any magnitude (and whose *gradient* is
-# too). The check traces it with AOTAutograd, makes sure no `softplus` node is in the graphs, and
-# compares values and gradients with `F.softplus` on hidden inputs of magnitudes up to a few hundred.
+# too). The check traces it with AOTAutograd, makes sure no `softplus` or `log_sigmoid` node is in
+# the graphs, and compares values and gradients with `F.softplus` on hidden inputs of magnitudes up
+# to a few hundred.
 # %% id=t4-1
 # your answer (Task 4.1)
 def softplus(x: torch.Tensor) -> torch.Tensor:

@@ -54,13 +54,15 @@ for target in ("cpp", "triton"):
 # steps are `"sin"`, `"relu"`, `"scale"` (times 2), `"center"` (subtract the row mean),
 # `"matmul"` (times a fixed 32×32 matrix) and `"break"` (`torch._dynamo.graph_break()`).
 #
-# Write `predict_kernels(steps)`: how many kernels Inductor *generates* on the CPU for one call of
-# `torch.compile(chain(steps))`, summed over every graph: each graph's output code defines its own
-# kernels, and two graphs whose kernels happen to be the same code (`[sin, break, sin]`) count one
-# each. A matrix multiply is an extern call into ATen, not a generated kernel. Work it out from what
-# the lesson says about fusion, reductions and extern kernels; try a few chains (`nc.inductor_code`
-# and `nc.kernel_names` count them for you) until your rule explains them. The check calls your
-# function with compilation switched off, then compiles and counts; grading uses other chains.
+# Write `predict_kernels(steps)`: how many generated kernels Inductor *runs* on the CPU for one call
+# of `torch.compile(chain(steps))`, summed over every graph: each call of a generated kernel in the
+# graphs' output code counts, also when two calls run the same code (a graph that needs the same
+# kernel twice defines it once and calls it twice; two graphs, as in `[sin, break, sin]`, each define
+# and call their own). A matrix multiply is an extern call into ATen, not a generated kernel. Work it
+# out from what the lesson says about fusion, reductions and extern kernels; try a few chains
+# (`nc.inductor_code` and `nc.kernel_calls` count them for you) until your rule explains them. The
+# check calls your function with compilation switched off, then compiles and counts; grading uses
+# other chains.
 # %% id=chain-5-3
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(5))
 STEPS = {
@@ -99,6 +101,6 @@ x = nc.randn("5.3x", 64, 32)
 
 def measure(steps):
     out, codes = nc.inductor_code(chain(steps), x)
-    return len(nc.kernel_names(codes))
+    return len(nc.kernel_calls(codes))
 
 nc.check_predictions("5.3", predict_kernels, chains, measure, "chains", "kernels")

@@ -82,7 +82,8 @@ print(trace.summary())
 #   notebook 02).
 # - **`f32[8, 16][16, 1]`** beside a graph value: its dtype (`f32` is float32), its sizes `[8, 16]` and
 #   its *strides* `[16, 1]`: how many elements memory steps over to move one place along each
-#   dimension (16 to the next row, 1 to the next column: an ordinary row-major `8×16` tensor).
+#   dimension (16 to the next row, 1 to the next column: an ordinary row-major `8×16` tensor). Some
+#   views add the device after the strides: `f32[8, 16][16, 1]cpu`.
 # - **`primals_1`, `primals_2`, `primals_3`**: AOTAutograd's names for the graph's inputs, in order
 #   (here `x`, `w`, `b`: the cell below checks it); `tangents_1` is the gradient that flows into the
 #   backward graph (notebook 04).

@@ -480,8 +480,9 @@ print("captured .item() matches eager:", torch.equal(
 # (`capture_scalar_outputs`); `nonzero`, indexing with a boolean mask (`x[x > 0]`) and
 # `torch.unique` return a tensor whose *size* depends on the data (`capture_dynamic_output_shape_ops`).
 # Without its flag, Dynamo breaks the graph before the op and runs it eagerly; the code after the
-# break is compiled with `k` as a plain Python `int`, a constant (the default rows above have no
-# symbol at all). A captured `k` keeps what the compiler knows about its range: a size is never
+# break is first compiled with `k` as a plain Python `int`, a constant (the default rows above have no
+# symbol at all; a later call with another `k` recompiles it, and automatic dynamic then makes `k` a
+# backed `s` symbol, as it does a size). A captured `k` keeps what the compiler knows about its range: a size is never
 # negative, so `k >= 0` is known for `nonzero`'s length but not for a value from `.item()`. A branch
 # the known facts decide compiles into the same graph; any other branch on `k` breaks it. Count the
 # graphs (a `CompileCounter` backend) for one call of each:

@@ -109,7 +109,9 @@ print("result and mutated input match eager:", same)
 # (a forward and a backward) one more question decides where a write into an input goes: must
 # autograd see it? AOTAutograd keeps an input's mutation inside the forward graph, as a `copy_` at
 # its end, only if the input does not require grad or every write into it happened under
-# `torch.no_grad()`. A write into an input that requires grad (here `x`, an earlier layer's output)
+# `torch.no_grad()` (or is hidden from autograd), and never when the input's metadata (its sizes or
+# strides) changed too: `_check_if_mutation_can_be_in_graph` in
+# torch/\_functorch/\_aot\_autograd/functional\_utils.py, torch 2.13. A write into an input that requires grad (here `x`, an earlier layer's output)
 # leaves the graph: the forward returns the new value as one more output, and AOTAutograd's
 # runtime wrapper writes it into the input after the graph has run, where autograd records it
 # (`_check_if_mutation_can_be_in_graph` in `torch/_functorch/_aot_autograd/functional_utils.py`,

@@ -627,7 +627,8 @@ for step in ("save", "load"):
            "TORCH_TRACE": str(work / f"trace_{step}"),  # each job's structured log, for the timeline
            # Inductor probes the CPU's vector instruction sets by building ATen's vector headers once
            # per cache directory (torch/_inductor/cpu_vec_isa.py): a one-time cost of each empty cache,
-           # not part of the lesson (tens of seconds with g++ 13). Trust the CPU's flags instead.
+           # not part of the lesson (seconds to tens of seconds, by machine and compiler). Trust the
+           # CPU's flags instead.
            "TORCHINDUCTOR_VEC_ISA_OK": "1"}
     out = subprocess.run([sys.executable, str(work / "job.py"), str(work / "artifacts.bin"), step],
                          env=env, capture_output=True, text=True, check=True).stdout.split()

@@ -193,11 +193,12 @@ for key, value in json.loads(out).items():
 # %% [markdown]
 # The loaded package runs the exported graph for any batch in the declared range, matches eager and
 # `torch.compile`, and never needed the Python class or Inductor's compiler (`compile_fx` was not even
-# imported). Python's `aoti_load_package` does one thing more first: it compares the instruction set
-# the package was built for (`AOTI_CPU_ISA` in its metadata) with this machine's, which Inductor finds
-# by test-building a small program per instruction set (`_load_aoti` in
-# torch/export/pt2\_archive/\_package.py, `pick_vec_isa` in torch/\_inductor/cpu\_vec\_isa.py; torch
-# 2.11 to 2.15). The fresh process shares this one's Inductor cache, where the compile above left those
+# imported). Python's `aoti_load_package` does one thing more first: it compares the machine the
+# package was built for (platform, architecture, CPU instruction set, GPU compute capability, from
+# its metadata) with this one and warns on a mismatch; the instruction set is what Inductor finds by
+# test-building a small program per instruction set (`_load_aoti` in
+# torch/export/pt2\_archive/\_package.py, `pick_vec_isa` in torch/\_inductor/cpu\_vec\_isa.py; read
+# in torch 2.13). The fresh process shares this one's Inductor cache, where the compile above left those
 # builds, so it only checks that they load; with an empty cache, loading runs the C++ compiler. The
 # two routes side by side:
 #
@@ -287,9 +288,10 @@ for stage, ops in graphs_until_aot(uses_kernel, a, b).items():
 # (`empty_like`) and `triton_kernel_wrapper_functional`, the functional form of "launch this kernel on
 # these tensors" (torch/\_higher\_order\_ops/triton\_kernel\_wrap.py). The cell leaves out the
 # `getitem`s that pick the launch's outputs: their number differs between a CPU-only machine and a
-# GPU one (measured on torch 2.11 with an H100), because which tensors the kernel writes is worked
-# out only for a GPU target. Inductor lowers that into a
-# launch of your kernel in its output code, beside its own kernels, and can reuse buffers around it.
+# GPU one (measured on torch 2.11 with an H100): which tensors the kernel writes is found by compiling
+# it for the current GPU, and on a CPU-only machine that fails ("0 active drivers") and torch assumes
+# every input is written. Inductor lowers that into a launch of your kernel in its output code,
+# beside its own kernels, and can reuse buffers around it.
 #
 # Running it needs a GPU: Triton's CPU interpreter (`TRITON_INTERPRET=1`, notebook 07) runs kernels
 # eagerly, but under torch.compile the kernel is analysed by compiling it to TTIR for the *current*
@@ -387,7 +389,9 @@ for line in run_python(DDP_JOB, port).splitlines():
 #   ranges; by default it traces non-strictly (your Python runs at trace time; `strict=True` uses
 #   Dynamo), and a data-dependent branch is an error (fix it with `torch.cond` and friends).
 # - AOTInductor compiles an exported program into a `.pt2` package (C++ wrapper + kernels + weights)
-#   that `aoti_load_package` (or libtorch in C++) runs in any process, with no compiler there.
+#   that `aoti_load_package` (or libtorch in C++) runs in any process. Python's loader first probes
+#   the CPU with the C++ compiler (above); without one it falls back to an older load path, which
+#   logs "Loading outdated pt2 file" (torch/\_inductor/package/package.py, torch 2.13).
 # - `triton_op` + `wrap_triton` turn a Triton kernel into an operator torch.compile can see through:
 #   Dynamo keeps the op, AOTAutograd sees the functional kernel call, Inductor launches it.
 # - DDP + compile: the DDPOptimizer splits the graph at bucket boundaries to keep communication
