@@ -521,16 +521,16 @@ def test_show_widget_renders_in_jupyterlab(lab, browser, tmp_path):
         assert [t.strip() for t in tabs.all_inner_texts()] == STEPS
 
         # the Dynamo tab is open: its FX graph tab shows code and the SVG diagram
-        # the step frame holds no graph (the loss breaks it): pick the model's forward frame
+        # toy_example's own frame holds its first graph (before the break)
         pick, seen = None, []
         for sel in widget.locator("select").all():
             labels = sel.evaluate("s => [...s.options].map(o => o.label || o.textContent)")
             seen += labels
-            pick = next((label for label in labels if re.search(r"\bforward\b", label)), None)
+            pick = next((label for label in labels if re.search(r"\btoy_example\b", label)), None)
             if pick:
                 sel.select_option(label=pick)
                 break
-        assert pick, f"no frame picker offers the model's forward frame: {seen}"
+        assert pick, f"no frame picker offers toy_example's frame: {seen}"
         widget.locator(".lm-TabBar-tab:has-text('FX graph')").first.click()
         expect(widget.locator(".lk-code:visible").first).to_contain_text("class GraphModule")
         assert widget.locator(".lk-svg svg:visible").count() >= 1
