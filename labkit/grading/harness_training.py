@@ -111,7 +111,8 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
     with Ops() as backward:
         grads = torch.autograd.grad(out.sum(), [x, *weights])
     return {"out": out, "grads": grads, "kept": sum(alive.values()),
-            "recomputed_mm": backward.mm - 2 * forward.mm, "backward_mm": backward.mm}
+            "recomputed_mm": backward.mm - 2 * forward.mm, "backward_mm": backward.mm,
+            "forward_mm": forward.mm}
 
 
 def _r112(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
@@ -129,14 +130,18 @@ def _r112(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
             # two matmuls per layer give the gradients of x and w; a third is a recomputed one
             # (extra forward matmuls would hide it from recomputed_mm alone)
             {"field": "backward_mm", "rule": "at_most", "value": 2 * len(weights),
-             "say": "the backward runs {got} matmuls, more than the {limit} the gradients need"}]
+             "say": "the backward runs {got} matmuls, more than the {limit} the gradients need"},
+            # one per layer: a forward that also works out the gradients (the second red team of
+            # session 24: the backward then needs no matmul and keeps almost nothing) runs more
+            {"field": "forward_mm", "rule": "at_most", "value": len(weights),
+             "say": "the forward runs {got} matmuls, more than the block's {limit}"}]
 
 
 def _m112(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     found = _kept(ns["block_lean"], *_in112(p))
     return {"out": tensor(found["out"]), "grads": [tensor(g) for g in found["grads"]],
             "kept": found["kept"], "recomputed_mm": found["recomputed_mm"],
-            "backward_mm": found["backward_mm"]}
+            "backward_mm": found["backward_mm"], "forward_mm": found["forward_mm"]}
 
 
 # -- Tasks 12.1-12.4: SensorNet, the exercise notebook's own model -------------------------------

@@ -111,8 +111,9 @@ nc.check_predictions("11.1", predict_saved_bytes, networks, measure, "networks",
 # same values and gradients (for `x` and every weight) as `block`, keeping alive between the forward
 # and the backward **at most as many bytes as one `rows × width` activation per layer** (a total
 # over the block: `depth × rows × width × itemsize`), and making the backward recompute **no
-# matmul** (it runs the two matmuls per layer that the gradients need, no more). Cheap elementwise ops may be recomputed. `torch.utils.checkpoint` takes a
-# `context_fn`; look for what `create_selective_checkpoint_contexts` accepts.
+# matmul** (the forward runs one matmul per layer, the backward the two per layer that the
+# gradients need, no more). Cheap elementwise ops may be recomputed. `torch.utils.checkpoint`
+# takes a `context_fn`; look for what `create_selective_checkpoint_contexts` accepts.
 #
 # The check runs the forward and the backward on hidden sizes and depths. It counts the memory the
 # forward leaves alive (every buffer an op wrote that is still held when the forward returns; the
