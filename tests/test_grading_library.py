@@ -166,7 +166,7 @@ def test_logaddexp_must_go_through_the_students_log1p_lowering(monkeypatch) -> N
     cases, _ = lc.draw(3, ("5.1",))
     logaddexps = [c for c in cases if c["program"].startswith("logaddexp")]
     evidence = lc.produce(cases)                        # the solution: log1p(exp(-|a - b|))
-    assert [lc._through_log1p(c, evidence[c["id"]], cases, evidence) for c in logaddexps] == [""] * 3
+    assert [lc._through_log1p(c, evidence[c["id"]], cases, evidence) for c in logaddexps] == [""] * len(logaddexps)
 
     def textbook(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:    # right values, no log1p
         m = torch.maximum(a, b)

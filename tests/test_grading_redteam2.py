@@ -78,8 +78,7 @@ def test_gradient_in_forward_fails(seed: int) -> None:
 # kernel; the first red team's textbook log(1 + exp(-|a - b|)) (refused by that evidence) plus a
 # dead `0 * log1p(d)` term holds them (the kernel computes log1p and multiplies it by zero): full
 # marks for the three logaddexp programs at seed 3 (outputs judged too)
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: a dead log1p term satisfies 5.1's evidence")
+@pytest.mark.slow          # closed: a logaddexp program of tiny results is judged with no absolute slack
 def test_logaddexp_with_a_dead_log1p_term_fails(monkeypatch) -> None:
     import math
 

@@ -90,6 +90,15 @@ def draw(seed: int, tasks: tuple[str, ...] = TASKS) -> tuple[list[dict[str, Any]
         program("5.1", "log1p", target, [([n], "int64")],
                 [[r.choice([-1, 0, 1]) if r.random() < 0.2 else r.randrange(0, 10 ** 6)
                   for _ in range(n)]], 1e-5, 0.0)
+        # one side 0, the other far below: the result is log1p of a tiny exp, and only log1p
+        # keeps it (log(1 + d) gives 0), so these are judged with no absolute slack at all
+        n = r.randrange(4, 20)
+        far = [-round(r.uniform(17.0, 80.0), 3) for _ in range(n)]
+        flip = [r.random() < 0.5 for _ in range(n)]
+        program("5.1", "logaddexp", r.choice(["cpp", "triton"]), [([n], "float32"), ([n], "float32")],
+                [[f if left else 0.0 for f, left in zip(far, flip)],
+                 [0.0 if left else f for f, left in zip(far, flip)]],
+                1e-5, 0.0)
         m, n = r.randrange(2, 7), r.randrange(2, 7)
         a, b = _logaddexp_pairs(r, m * n)
         program("5.1", "logaddexp_t", r.choice(["cpp", "triton"]), [([m, n], "float32"),
