@@ -160,7 +160,7 @@ def test_the_op_watch_sees_a_kernel_on_torchs_operators():
     """The backstop behind the policy: a kernel registered on aten after the watch is named."""
     import torch
 
-    from labkit.grading.restrict import OpWatch
+    from labkit.grading.guards import OpWatch
 
     watch = OpWatch()
     assert watch.broken() == []
@@ -175,7 +175,7 @@ def test_the_op_watch_sees_a_kernel_on_torchs_operators():
     assert watch.broken() == []
 
 
-# Routes the syntax allows, stopped at run time by the guards (restrict.guards): a method whose
+# Routes the syntax allows, stopped at run time by the guards (guards.guards): a method whose
 # `self` is a module, a library class, or a function; reading a name torch does not publish.
 GUARDED = {
     "unbound method on torch": ("class P:\n    def put(self, v):\n        self.compile = v\n"

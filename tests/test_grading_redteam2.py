@@ -8,7 +8,6 @@ Every test asserts the forgery FAILS; the open ones are strict xfails for a fixe
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,23 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
 
 from fix_attacks2 import ATTACKS  # noqa: E402
-
-
-def _grade(task: str, source: str, seed: int) -> list[str]:
-    import fairness
-
-    from labkit.grading import evidence as ev
-    from labkit.grading import harness
-    from labkit.grading import nbcheck as nc
-
-    ns, _ = fairness.run_cells(task, None if task == "7.1" else "", until_check=False, seed=seed)
-    with fairness.grade_seed(seed):
-        params = ev.canonical(harness.TASKS[task].params(nc.rng(task)))
-    spec = json.loads(json.dumps(harness.spec(task, params, ns)))
-    loaded = harness.load_answer(task, source, ns)
-    found = json.loads(json.dumps(ev.canonical(harness.measure(task, loaded, spec["params"], ns))))
-    return ev.compare(spec, found)
-
+from test_grading_redteam import _grade  # noqa: E402  (the first red team's: graded the same way)
 
 # torch.ops.higher_order.dynamo_bypassing_wrapper(wrap, stand_in, *args): Dynamo traces only the
 # stand-in (for the output's shape) and puts one HOP node in the graph; when a graph run by a

@@ -28,15 +28,8 @@ from torch.autograd.function import FunctionCtx
 from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
-from labkit.grading.restrict import (
-    OpWatch,
-    Refused,
-    Seal,
-    allowed_context,
-    check_source,
-    definitions,
-    guards,
-)
+from labkit.grading.guards import OpWatch, Seal, guards
+from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
 
 
 # -- what the harness measures with ---------------------------------------------------------------

@@ -15,9 +15,6 @@ come from :data:`MODULES` only. A refused answer scores 0 with the reason (line 
 from __future__ import annotations
 
 import ast
-import collections
-import enum
-import operator
 import re
 import types
 from functools import cache
@@ -97,7 +94,7 @@ DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 # keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
 # it runs: a command of the answer's choosing)
 KEYWORDS_DENIED = frozenset({"options"})
-# What the store guard and the load guard (:func:`guards`) are called in an answer's module: names
+# What the store guard and the load guard (:func:`labkit.grading.guards.guards`) are called in an answer's module: names
 # the policy refuses in a student's source, so only the rewritten code can reach them.
 STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
 
@@ -405,7 +402,7 @@ def _under_ops(node: ast.Attribute) -> bool:
 
 class _Guarded(ast.NodeTransformer):
     """Every attribute store becomes a call of the store guard, every read of a name outside
-    :func:`public_names` a call of the load guard (both from :func:`guards`, checked at run time)."""
+    :func:`public_names` a call of the load guard (both from :func:`labkit.grading.guards.guards`, checked at run time)."""
 
     OPS = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv",
            ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul",
@@ -484,7 +481,7 @@ class _Guarded(ast.NodeTransformer):
 
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
     """``source`` compiled, once the policy has found nothing to refuse (else :class:`Refused`),
-    with attribute stores and unlisted reads going through the guards (:func:`guards` supplies
+    with attribute stores and unlisted reads going through the guards (:func:`labkit.grading.guards.guards` supplies
     them); ``extra``: modules this task's answer may use beyond :data:`MODULES` (Triton for 7.1)."""
     try:
         tree = ast.parse(source, filename)
@@ -495,111 +492,6 @@ def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> typ
     guarded = _Guarded(public_names(tuple(sorted(extra))), policy.kept)
     tree = ast.fix_missing_locations(guarded.visit(tree))
     return compile(tree, filename, "exec", dont_inherit=True)
-
-
-# containers an item store may write into when no module or class holds them (see _foreign)
-PLAIN = (dict, list, bytearray, collections.deque, collections.defaultdict, collections.OrderedDict,
-         collections.Counter)
-
-
-def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
-    """The ids of what a loaded module (other than ``skip``: the answer's own) holds that an
-    answer could write into: its containers and theirs (a registry's lists), its classes'
-    containers, and its ``held`` instances (the lesson's nn.Modules) with their submodules; a
-    store there would change what the harness, the lesson or torch reads."""
-    import sys
-
-    found: dict[int, Any] = {}          # (the objects themselves: an id stays theirs)
-    # (by type(): isinstance would ask a deprecated object's __class__, which warns; and no
-    # warnings.catch_warnings here, it would put another list in warnings.filters meanwhile)
-
-    def add(value: Any, depth: int) -> None:
-        if id(value) in found:
-            return
-        if held and issubclass(type(value), held):
-            if type(value).__module__ == skip:
-                return                  # the answer's own model, wherever a notebook keeps it
-            found[id(value)] = value
-            for sub in getattr(value, "modules", lambda: ())():
-                found[id(sub)] = sub
-        elif type(value) in PLAIN:
-            found[id(value)] = value
-            inner = list(value.values() if isinstance(value, dict) else value) if depth else ()
-            for v in [v for v in inner if type(v) in PLAIN or issubclass(type(v), held)]:
-                add(v, depth - 1)
-
-    for name, module in list(sys.modules.items()):
-        space = getattr(module, "__dict__", None)
-        if name == skip or not isinstance(space, dict):
-            continue
-        found[id(space)] = space
-        for value in list(space.values()):
-            kind = type(value)
-            if kind in PLAIN or issubclass(kind, held):
-                add(value, 2)
-            elif issubclass(kind, type):
-                for attr in [a for a in vars(value).values() if type(a) in PLAIN]:
-                    add(attr, 1)
-    return frozenset(found)
-
-
-def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = (),
-           held: tuple[type, ...] = ()) -> dict[str, Any]:
-    """The guards an answer module named ``answer`` runs with (put them in its namespace).
-
-    A store (``x.name = v`` or ``x[k] = v``) goes through only on the answer's own classes and
-    their instances, on instances of ``writable`` (autograd's ctx), and on instances of ``held``
-    (nn.Module) reached from one of the answer's own objects (``self.proj.weight = ...`` in its
-    class) that no loaded module holds (:func:`_foreign`): never on a module, a function or a
-    library's class, whatever a method's ``self`` was called with (the red team's A1 route), nor
-    on a module instance of the harness's, the lesson's or torch's. An item store also goes through on tensors and arrays (data the task
-    hands over or the answer made) and on plain containers no loaded module holds. A read of a
-    name outside :func:`public_names` comes only from the answer's objects, the lesson's (module
-    ``lesson``) and instances of ``writable``, ``held`` and ``readable``.
-    """
-    import numpy
-    import torch
-
-    data = (torch.Tensor, numpy.ndarray)
-    # taken now, before the answer runs (the code Dynamo compiles would trace a walk taken later)
-    foreign = _foreign(answer, held)
-
-    def own(obj: Any) -> bool:
-        kind = obj if isinstance(obj, type) else type(obj)
-        return kind.__module__ == answer
-
-    def allowed(root: Any, obj: Any) -> bool:
-        if isinstance(obj, type):
-            return own(obj)
-        return own(obj) or isinstance(obj, writable) or (
-            isinstance(obj, held) and own(root) and id(obj) not in foreign)
-
-    def store(root: Any, obj: Any, name: str, value: Any, line: int) -> None:
-        if not allowed(root, obj):
-            raise Refused(f"line {line}: a graded answer may not assign '{name}' on a "
-                          f"{type(obj).__name__}")
-        setattr(obj, name, value)
-
-    def item(root: Any, obj: Any, key: Any, value: Any, op: str | None, line: int) -> None:
-        if not (isinstance(obj, data) or allowed(root, obj)):
-            if type(obj) not in PLAIN:
-                raise Refused(f"line {line}: a graded answer may not assign an item of a "
-                              f"{type(obj).__name__}")
-            if id(obj) in foreign:
-                raise Refused(f"line {line}: a graded answer may not assign an item of a "
-                              f"{type(obj).__name__} that a module holds")
-        obj[key] = getattr(operator, op)(obj[key], value) if op else value
-
-    def load(obj: Any, name: str, line: int) -> Any:
-        kind = obj if isinstance(obj, type) else type(obj)
-        if not (own(obj) or kind.__module__ == lesson or (
-                not isinstance(obj, type) and isinstance(obj, writable + held + readable)) or (
-                isinstance(obj, enum.EnumMeta) and name in obj.__members__)):   # a constant
-            raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
-                          f"{type(obj).__name__}")
-        return getattr(obj, name)
-
-    return {STORE: store, LOAD: load, IOP: operator, ITEM: item}
 
 
 def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -640,74 +532,3 @@ def definitions(text: str, names: tuple[str, ...]) -> str:
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
     return "".join("".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:
                                  n.end_lineno]) + "\n" for n in keep)
-
-
-class Seal:
-    """The objects a harness measures with, taken before an answer runs: :meth:`broken` names any
-    that an answer replaced since (a backstop behind the policy and the guards: a route around
-    both that rebinds what the harness calls still gains nothing)."""
-
-    # the shell's last results, and what IPython and ipykernel put into builtins around every
-    # cell they run (get_ipython is a new bound method each time, input is forwarded per request)
-    VOLATILE = frozenset({"_", "__", "___", "get_ipython", "exit", "quit", "display", "input",
-                          "raw_input", "help", "copyright", "credits", "license"})
-
-    def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
-        self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
-        self.counters, self.counted = counters, counters()
-        self.state = torch_state()
-
-    def broken(self) -> list[str]:
-        """``space.name`` for every name that is gone or bound to another object."""
-        out = []
-        for label, space, before in self.taken:
-            now = vars(space)
-            # Dynamo keeps what it compiles in the globals of the compiled frame's module, under
-            # dunder names (__compiled_fn_1_<uuid>, __builtins_dict___0), and rebinds them; an
-            # answer cannot name a dunder, so a module's dunders are not the seal's business
-            skip = self.VOLATILE | ({k for k in before if k.startswith("__")}
-                                    if isinstance(space, types.ModuleType) else set())
-            out += [f"{label}.{k}" for k, v in before.items()
-                    if k not in skip and (k not in now or now[k] is not v)]
-        now = torch_state()
-        out += [f"torch's {k} (left as {now[k]!r})" for k in self.state if now[k] != self.state[k]]
-        return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])
-
-
-def torch_state() -> dict[str, Any]:
-    """torch's process-wide switches an answer could leave set (by a call, or a context it never
-    left) while the harness measures: grad and inference mode, autocast, anomaly detection,
-    deterministic algorithms, the default dtype."""
-    import torch
-
-    return {"grad mode": torch.is_grad_enabled(),
-            "inference mode": torch.is_inference_mode_enabled(),
-            "autocast": torch.is_autocast_enabled("cpu"),
-            "anomaly mode": torch.is_anomaly_enabled(),
-            "deterministic mode": torch.are_deterministic_algorithms_enabled(),
-            "default dtype": torch.get_default_dtype()}
-
-class OpWatch:
-    """The dispatcher's operators and Python's registrations on them, taken before an answer
-    runs: :meth:`broken` names any registration since on torch's own operators, or any kernel
-    put on an operator that existed before (a backstop behind the policy's torch.library rules:
-    an aten kernel that made allclose say True forged 2.2 for the red team of session 24)."""
-
-    def __init__(self) -> None:
-        from labkit import _torch
-
-        torch_namespaces()                 # fixed now, before the answer defines any namespace
-        self.ops, self.registered = _torch.operator_names(), _torch.library_registrations()
-
-    def broken(self) -> list[str]:
-        """One line per registration since: torch's operators, kernels of existing ones."""
-        from labkit import _torch
-
-        out = []
-        for entry in sorted(_torch.library_registrations() - self.registered):
-            name, _, what = entry.rpartition("/")
-            if name.partition("::")[0] in torch_namespaces():
-                out.append(f"torch's operator {name} ({what})")
-            elif what != "fake" and name.partition(".")[0] in self.ops:
-                out.append(f"the {what} kernel of the existing operator {name}")
-        return out
