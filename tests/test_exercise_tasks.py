@@ -280,6 +280,29 @@ def test_rubric_states_difficulty_and_time_and_every_marker_is_registered(pytest
     assert set(WRONG) == {t.id for t in notebook_tasks}, "every notebook task needs a wrong answer"
 
 
+def test_task_headings_state_the_rubrics_difficulty_and_minutes() -> None:
+    """Every task heading's "(difficulty d/3, about m min)" is the rubric's: the dashboard, `make
+    status` and docs/grading.md read the rubric, so a heading edited alone would contradict them."""
+    import re
+
+    tasks = {t.id: t for t in rubric_mod.load().tasks}
+    seen = []
+    for path in sorted((ROOT / "notebooks" / "exercises").glob("ex*.ipynb")):
+        for cell in nbs_read(path).cells:
+            head = cell.source.splitlines()[0] if cell.cell_type == "markdown" and cell.source else ""
+            m = re.match(r"## Tasks? ([\d.]+)(?: and ([\d.]+))? .*\(([^()]*difficulty[^()]*)\)\s*$", head)
+            if not m:
+                continue
+            ids = [i for i in m.groups()[:2] if i]
+            said = m[3]
+            difficulty = [int(d) for d in re.findall(r"(\d)/3", said)]
+            minutes = [int(n) for n in re.findall(r"\d+", said.split("about", 1)[1])]
+            assert difficulty == [tasks[i].difficulty for i in ids], (path.name, head)
+            assert minutes == [tasks[i].minutes for i in ids], (path.name, head)
+            seen += ids
+    assert sorted(seen) == sorted(tasks), "every task has one heading with its difficulty and time"
+
+
 def test_every_exercise_notebook_matches_its_source() -> None:
     """The committed notebooks were built from tools/exsrc (same cells, same ids, same sources)."""
     for src in sorted((ROOT / "tools" / "exsrc").glob("ex*.py")):

@@ -14,8 +14,8 @@ from labkit.grading.commands import RELEASED_CHECKS, build_student
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTOR = ["docs/grading.md", "docs/hosting.md", "docs/student-checks.md", "docs/student-README.md",
-              "deploy", "tests/test_hub.py", "tests/hub_harness.py", "benchmarks/bench_hub.py",
-              "tools/setup_hub.sh", "tools/exsrc"]
+              "docs/time-estimates.md", "deploy", "tests/test_hub.py", "tests/hub_harness.py",
+              "benchmarks/bench_hub.py", "tools/setup_hub.sh", "tools/exsrc"]
 
 
 @pytest.fixture(scope="module")

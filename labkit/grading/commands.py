@@ -49,6 +49,7 @@ INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_g
                    "tests/test_grading_library.py",
                    # the instructor's docs (the release has its own README and checks page)
                    "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
+                   "docs/time-estimates.md",  # names the traps and causes the tasks ask for
                    # hosting a class: the hub, its tests, benchmarks and setup
                    "deploy/", "tests/test_hub.py", "tests/hub_harness.py", "tests/fake_lti_platform.py",
                    "benchmarks/bench_hub.py", "benchmarks/bench_grading.py", "tools/setup_hub.sh")

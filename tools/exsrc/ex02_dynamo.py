@@ -134,7 +134,7 @@ from labkit.grading import harness
 # (the rules and reference values: labkit/grading/harness.py)
 harness.check("2.2", globals())
 # %% [markdown] id=t2-3-md
-# ## Task 2.3 — predict the compiles with `dynamic=True` (difficulty 2/3, about 20 min)
+# ## Task 2.3 — predict the compiles with `dynamic=True` (difficulty 2/3, about 10 min)
 #
 # The same `scale_rows` and the same kind of call sequences as in Task 2.1, but compiled with
 # `torch.compile(scale_rows, dynamic=True)`: every size is symbolic from the first compile. Write

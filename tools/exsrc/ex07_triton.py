@@ -19,7 +19,7 @@ from labkit.grading import nbcheck as nc
 
 nc.setup()
 # %% [markdown] id=t7-1-md
-# ## Task 7.1 — softmax for rows wider than a block (library; difficulty 3/3, about 60 min)
+# ## Task 7.1 — softmax for rows wider than a block (library; difficulty 3/3, about 30 min)
 #
 # Implement `softmax_kernel` in `labkit/exercises/triton_softmax.py`. One program handles one row,
 # but it may only hold `BLOCK` values at a time, and rows are many blocks wide: loop over the row.

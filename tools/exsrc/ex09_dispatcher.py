@@ -14,7 +14,7 @@ from labkit.grading import nbcheck as nc
 
 nc.setup()
 # %% [markdown] id=t9-1-md
-# ## Task 9.1 — a custom operator with a fake kernel and a backward (difficulty 3/3, about 50 min)
+# ## Task 9.1 — a custom operator with a fake kernel and a backward (difficulty 3/3, about 25 min)
 #
 # `sqdist(x, y)` is a custom operator computed in NumPy: for `x` of shape `(n, d)` and `y` of
 # shape `(m, d)` it returns the `(n, m)` matrix of squared distances
@@ -121,7 +121,7 @@ def measure(names):
 
 nc.check_predictions("9.2", predict_ops, seqs, measure, "sequences")
 # %% [markdown] id=t9-3-md
-# ## Task 9.3 — an operator that writes into its input (difficulty 2/3, about 30 min)
+# ## Task 9.3 — an operator that writes into its input (difficulty 2/3, about 15 min)
 #
 # `clip_` below clamps a tensor **in place** to `[-limit, limit]`, in NumPy, and the model calls it
 # on an intermediate result. As written, `torch.compile(..., fullgraph=True)` fails and

@@ -113,7 +113,7 @@ def measure(dynamic, calls):
 
 nc.check_predictions("10.1", predict_symbols, sequences, measure, "sequences")
 # %% [markdown] id=t10-2-md
-# ## Task 10.2 — one graph for every batch (difficulty 2/3, about 30 min)
+# ## Task 10.2 — one graph for every batch (difficulty 2/3, about 25 min)
 #
 # `pooled(x, length)` averages each sequence of a padded batch over its first `length` time steps:
 # `x` is `(batch, time, d)` and `length` a 0-d integer tensor. Compiled, it breaks the graph on every
