@@ -124,9 +124,7 @@ class Program:
 
 def _same_layout(t: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
     """Same shape, and the same strides wherever a dimension has more than one element."""
-    if not isinstance(t, torch.Tensor) or tuple(t.shape) != size:
-        return False
-    return all(a == b for n, a, b in zip(size, t.stride(), stride) if n > 1)
+    return tuple(t.shape) == size and all(a == b for n, a, b in zip(size, t.stride(), stride) if n > 1)
 
 
 def _alloc(buf: ComputedBuffer) -> str:
