@@ -16,8 +16,8 @@ import types
 from pathlib import Path
 
 import nbformat
-import torch
 import pytest
+import torch
 
 from labkit.grading.rubric import stub_text
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 import fairness
+import pytest
 
 
 def _template_readings() -> dict[str, dict]:
@@ -49,8 +48,9 @@ def read_kernel(source):
 
 def test_the_72_table_answer_reads_the_templates_right():
     """The table is right for every resized template (so what fails it below is the new kernels)."""
-    from labkit.exercises.inductor_triton import KERNELS, variant
     import random
+
+    from labkit.exercises.inductor_triton import KERNELS, variant
 
     ns: dict = {}
     exec(table_answer_72(), ns)

@@ -109,7 +109,7 @@ class _Body:
 def composed(rng: random.Random) -> tuple[str, str, dict[str, object]]:
     """A new Inductor-style Triton kernel: (name, source, the right reading of it).
 
-    Pointwise or a persistent reduction; 1-3 input buffers (at times an ``in_out_ptr`` that is read
+    Pointwise or a persistent reduction; 1-4 input buffers (at times an ``in_out_ptr`` that is read
     and written back, at times a per-row input), pointwise ops, 1-3 reductions (sum or max, in any
     order) on a reduction, 1-3 output buffers; every value computed is used or stored.
     """
@@ -126,8 +126,9 @@ def composed(rng: random.Random) -> tuple[str, str, dict[str, object]]:
         mask = "xmask, other=0.0"
     else:
         index, mask = "(x0)", "xmask"
-    full_in = [body.let(f"tl.load({p} + {index}, {mask})") for p in loads]
-    if reduction and (rng.random() < 0.3 or not full_in):   # a per-row input, broadcast along rows
+    for p in loads:
+        body.let(f"tl.load({p} + {index}, {mask})")
+    if reduction and rng.random() < 0.3:      # a per-row input, broadcast along the reduction
         loads.append(f"in_ptr{n_in}")
         body.let(f"tl.load(in_ptr{n_in} + (x0), xmask, eviction_policy='evict_last')", row=True)
     zero: list[str] = []
