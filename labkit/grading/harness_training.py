@@ -209,7 +209,8 @@ def _scalars64(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     named = [*torch.nn.Module.named_buffers(model), *torch.nn.Module.named_parameters(model),
              *vars(model).items()]
     for name, t in named:
-        if isinstance(t, torch.Tensor) and t.dim() == 0 and t.dtype == torch.float64:
+        # plain tensors only: a subclass's own methods (its __float__) never run here
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and t.dim() == 0 and t.dtype == torch.float64:
             found[name] = t
     return found
 
