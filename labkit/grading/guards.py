@@ -15,11 +15,22 @@ import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import IOP, ITEM, LOAD, STORE, Refused, torch_namespaces
+from labkit.grading.restrict import (
+    ARG,
+    ARG_MUTATORS,
+    IOP,
+    ITEM,
+    LOAD,
+    METHOD,
+    STORE,
+    Refused,
+    torch_namespaces,
+)
 
-# containers an item store may write into when no module or class holds them (see _foreign)
-PLAIN = (dict, list, bytearray, collections.deque, collections.defaultdict, collections.OrderedDict,
-         collections.Counter)
+# containers an item store, a method or an in-place operator may change when no module or class
+# holds them (see _foreign); their subclasses too
+PLAIN = (dict, list, set, bytearray, collections.deque, collections.defaultdict,
+         collections.OrderedDict, collections.Counter)
 
 
 def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
@@ -42,10 +53,10 @@ def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
             found[id(value)] = value
             for sub in getattr(value, "modules", lambda: ())():
                 found[id(sub)] = sub
-        elif type(value) in PLAIN:
+        elif issubclass(type(value), PLAIN):
             found[id(value)] = value
             inner = list(value.values() if isinstance(value, dict) else value) if depth else ()
-            for v in [v for v in inner if type(v) in PLAIN or issubclass(type(v), held)]:
+            for v in [v for v in inner if issubclass(type(v), PLAIN + held)]:
                 add(v, depth - 1)
 
     for name, module in list(sys.modules.items()):
@@ -55,10 +66,10 @@ def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
         found[id(space)] = space
         for value in list(space.values()):
             kind = type(value)
-            if kind in PLAIN or issubclass(kind, held):
+            if issubclass(kind, PLAIN + held):
                 add(value, 2)
             elif issubclass(kind, type):
-                for attr in [a for a in vars(value).values() if type(a) in PLAIN]:
+                for attr in [a for a in vars(value).values() if issubclass(type(a), PLAIN)]:
                     add(attr, 1)
     return frozenset(found)
 
@@ -108,7 +119,35 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
             if id(obj) in foreign:
                 raise Refused(f"line {line}: a graded answer may not assign an item of a "
                               f"{type(obj).__name__} that a module holds")
-        obj[key] = getattr(operator, op)(obj[key], value) if op else value
+        obj[key] = inplace(obj[key], value, op, line) if op else value
+
+    def changeable(root: Any, obj: Any, name: str, line: int) -> None:
+        """Refuse a call that changes ``obj`` (a container, an nn.Module) a loaded module holds."""
+        target = obj.__self__ if type(obj) is super else obj
+        if issubclass(type(target), PLAIN + held) and id(target) in foreign:
+            raise Refused(f"line {line}: a graded answer may not change a "
+                          f"{type(target).__name__} that a module holds (through '{name}')")
+
+    def checked(fn: Any, name: str, line: int, first: int) -> Any:
+        """``fn`` with its first ``first`` positional arguments checked as :func:`changeable`."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for arg in args[:first]:
+                changeable(None, arg, name, line)
+            return fn(*args, **kwargs)
+        return call
+
+    def method(root: Any, obj: Any, name: str, line: int) -> Any:
+        found = getattr(obj, name)
+        if name in ARG_MUTATORS:              # heapq.heappush(lst, v), rng.shuffle(lst)
+            return checked(found, name, line, 2 if isinstance(obj, type) else 1)
+        if isinstance(obj, type):             # dict.update(d, ...): the instance comes first
+            return checked(found, name, line, 1)
+        changeable(root, obj, name, line)
+        return found
+
+    def inplace(value: Any, other: Any, op: str, line: int) -> Any:
+        changeable(None, value, op.replace("i", "", 1) + "=", line)
+        return getattr(operator, op)(value, other)
 
     def load(obj: Any, name: str, line: int) -> Any:
         kind = obj if isinstance(obj, type) else type(obj)
@@ -119,7 +158,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
                           f"{type(obj).__name__}")
         return getattr(obj, name)
 
-    return {STORE: store, LOAD: load, IOP: operator, ITEM: item}
+    return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
+            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1)}
 
 
 class Seal:

@@ -97,6 +97,24 @@ KEYWORDS_DENIED = frozenset({"options"})
 # What the store guard and the load guard (:func:`labkit.grading.guards.guards`) are called in an answer's module: names
 # the policy refuses in a student's source, so only the rewritten code can reach them.
 STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
+METHOD, ARG = "__labkit_method__", "__labkit_arg__"
+# Mutation without a store: methods that change their container (list, dict, set, deque, bytearray,
+# OrderedDict, Counter) or an nn.Module in place. Every read of one of these attributes goes through
+# the method guard, which refuses it on what a loaded module holds (the same rule as an item store).
+MUTATORS = frozenset({
+    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "update",
+    "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
+    "symmetric_difference_update", "appendleft", "extendleft", "popleft", "rotate", "move_to_end",
+    "subtract",
+    # nn.Module's: its submodules, parameters, buffers, weights, mode, dtype and device
+    "add_module", "register_module", "register_buffer", "register_parameter", "set_submodule",
+    "load_state_dict", "set_extra_state", "apply", "train", "eval", "requires_grad_", "zero_grad",
+    "to", "to_empty", "float", "double", "half", "bfloat16", "cpu", "type", "share_memory"})
+# functions that change their first argument (a list): checked like a method of that argument
+ARG_MUTATORS = frozenset({
+    "heappush", "heappop", "heapify", "heapreplace", "heappushpop", "heappush_max",
+    "heappop_max", "heapify_max", "heapreplace_max", "heappushpop_max", "insort", "insort_left",
+    "insort_right", "shuffle"})
 
 
 class Refused(ValueError):
@@ -418,6 +436,11 @@ class _Guarded(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
         kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
+        if isinstance(node.ctx, ast.Load) and node.attr in self.public and (
+                node.attr in MUTATORS or node.attr in ARG_MUTATORS):
+            # (a bound method kept for later is checked too: the guard runs at the read)
+            return self._call(METHOD, self._root_arg(node), node.value, ast.Constant(node.attr),
+                              ast.Constant(getattr(node, "lineno", 0)))
         if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
                 not node.attr.startswith("_") and not _under_ops(node):
             return self._call(LOAD, node.value, ast.Constant(node.attr),
@@ -470,13 +493,25 @@ class _Guarded(ast.NodeTransformer):
         if isinstance(node.target, ast.Attribute):
             read = self.visit(ast.Attribute(value=node.target.value, attr=node.target.attr,
                                             ctx=ast.Load()))
-            op = ast.Attribute(value=ast.Name(id=IOP, ctx=ast.Load()),
-                               attr=self.OPS[type(node.op)], ctx=ast.Load())
-            value = ast.Call(func=op, args=[read, self.visit(node.value)], keywords=[])
-            return self._store(node.target, value)
+            return self._store(node.target, self._inplace(read, node))
         if isinstance(node.target, ast.Subscript):
             return self._item(node.target, self.visit(node.value), self.OPS[type(node.op)])
+        if isinstance(node.target, ast.Name):     # x += v: `x = iop(x, v)`, x checked first
+            read = ast.Name(id=node.target.id, ctx=ast.Load())
+            return ast.Assign(targets=[node.target], value=self._inplace(read, node))
         return self.generic_visit(node)
+
+    def _inplace(self, read: ast.expr, node: ast.AugAssign) -> ast.Call:
+        """The in-place operator guard's call: ``read op= value`` as a value (a list's ``+=``
+        extends it: refused on what a module holds)."""
+        return self._call(IOP, read, self.visit(node.value), ast.Constant(self.OPS[type(node.op)]),
+                          ast.Constant(getattr(node, "lineno", 0)))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | list[ast.AST]:
+        """``from heapq import heappush``: the name bound to the checked function (see ARG_MUTATORS)."""
+        checked = [a.asname or a.name for a in node.names if a.name in ARG_MUTATORS]
+        return [node] + [ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=self._call(
+            ARG, ast.Name(id=n, ctx=ast.Load()), ast.Constant(node.lineno))) for n in checked]
 
 
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
