@@ -1,7 +1,8 @@
 """The run-time side of the restricted policy: the guards a rewritten answer calls, and the backstops.
 
 :func:`labkit.grading.restrict.check_source` rewrites every attribute store, item store and read
-of an unpublished name into a call of one of :func:`guards`' functions, which decide at run time
+of an unpublished name, every read of a mutating method (:data:`restrict.MUTATORS`) and every
+in-place operator into a call of one of :func:`guards`' functions, which decide at run time
 on the object actually reached. :class:`Seal` and :class:`OpWatch` are taken before the answer
 runs and compared after it and after measuring: whatever got past the policy and the guards and
 rebound what the harness measures with, or registered kernels on operators, gains nothing.

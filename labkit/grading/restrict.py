@@ -5,7 +5,8 @@ cannot run where torch is absent. What the red team used to forge a verdict from
 is ruled out before the answer runs: reaching frames or the harness (``sys``, ``inspect``, ``gc``,
 generator and traceback frames, any ``_private`` or ``__dunder__`` attribute), rebinding what the
 harness uses (assigning attributes of anything but ``self``/``ctx``, ``setattr``, module
-dictionaries; at run time, attribute and item stores outside the answer's own objects), keeping a
+dictionaries; at run time, attribute and item stores outside the answer's own objects, and
+mutating methods and in-place operators on what a loaded module holds), keeping a
 context entered after the answer returned (generators, coroutines), running other code
 (``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``ctypes``, ``open``, pickled
 files through ``torch.load``/``numpy.load``, ``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
@@ -110,11 +111,13 @@ MUTATORS = frozenset({
     "add_module", "register_module", "register_buffer", "register_parameter", "set_submodule",
     "load_state_dict", "set_extra_state", "apply", "train", "eval", "requires_grad_", "zero_grad",
     "to", "to_empty", "float", "double", "half", "bfloat16", "cpu", "type", "share_memory"})
-# functions that change their first argument (a list): checked like a method of that argument
+# functions that change their first argument (a list, a module): checked as its method would be
 ARG_MUTATORS = frozenset({
     "heappush", "heappop", "heapify", "heapreplace", "heappushpop", "heappush_max",
     "heappop_max", "heapify_max", "heapreplace_max", "heappushpop_max", "insort", "insort_left",
-    "insort_right", "shuffle"})
+    "insort_right", "shuffle", "weight_norm", "spectral_norm", "remove_weight_norm",
+    "remove_spectral_norm", "replace_all_batch_norm_modules_", "convert_conv2d_weight_memory_format",
+    "convert_conv3d_weight_memory_format"})
 
 
 class Refused(ValueError):
