@@ -1,7 +1,7 @@
 """The run-time side of the restricted policy: the guards a rewritten answer calls, and the backstops.
 
-:func:`labkit.grading.restrict.check_source` rewrites every attribute store, item store and read
-of an unpublished name, every read of a mutating method (:data:`restrict.MUTATORS`) and every
+:func:`labkit.grading.restrict.check_source` (through :mod:`labkit.grading.rewrite`) rewrites every attribute store, item store and read
+of an unpublished name, every read of a mutating method (:data:`rewrite.MUTATORS`) and every
 in-place operator into a call of one of :func:`guards`' functions, which decide at run time
 on the object actually reached. :class:`Seal` and :class:`OpWatch` are taken before the answer
 runs and compared after it and after measuring: whatever got past the policy and the guards and
@@ -16,17 +16,8 @@ import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import (
-    ARG,
-    ARG_MUTATORS,
-    IOP,
-    ITEM,
-    LOAD,
-    METHOD,
-    STORE,
-    Refused,
-    torch_namespaces,
-)
+from labkit.grading.restrict import Refused, torch_namespaces
+from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE
 
 # containers an item store, a method or an in-place operator may change when no module or class
 # holds them (see _foreign); their subclasses too
@@ -137,8 +128,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
             return fn(*args, **kwargs)
         return call
 
-    def method(root: Any, obj: Any, name: str, line: int) -> Any:
-        found = getattr(obj, name)
+    def method(root: Any, obj: Any, name: str, line: int, public: bool) -> Any:
+        found = getattr(obj, name) if public else load(obj, name, line)
         if name in ARG_MUTATORS:              # heapq.heappush(lst, v), rng.shuffle(lst)
             return checked(found, name, line, 2 if isinstance(obj, type) else 1)
         if isinstance(obj, type):             # dict.update(d, ...): the instance comes first

@@ -21,6 +21,8 @@ import types
 from functools import cache
 from typing import Any
 
+from labkit.grading.rewrite import Rewriter, _root
+
 MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint",
     "torch.autograd", "torch.func", "functorch.compile", "torch._dynamo",
@@ -95,39 +97,8 @@ DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 # keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
 # it runs: a command of the answer's choosing)
 KEYWORDS_DENIED = frozenset({"options"})
-# What the store guard and the load guard (:func:`labkit.grading.guards.guards`) are called in an answer's module: names
-# the policy refuses in a student's source, so only the rewritten code can reach them.
-STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
-METHOD, ARG = "__labkit_method__", "__labkit_arg__"
-# Mutation without a store: methods that change their container (list, dict, set, deque, bytearray,
-# OrderedDict, Counter) or an nn.Module in place. Every read of one of these attributes goes through
-# the method guard, which refuses it on what a loaded module holds (the same rule as an item store).
-MUTATORS = frozenset({
-    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "update",
-    "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
-    "symmetric_difference_update", "appendleft", "extendleft", "popleft", "rotate", "move_to_end",
-    "subtract",
-    # nn.Module's: its submodules, parameters, buffers, weights, mode, dtype and device
-    "add_module", "register_module", "register_buffer", "register_parameter", "set_submodule",
-    "load_state_dict", "set_extra_state", "apply", "train", "eval", "requires_grad_", "zero_grad",
-    "to", "to_empty", "float", "double", "half", "bfloat16", "cpu", "type", "share_memory"})
-# functions that change their first argument (a list, a module): checked as its method would be
-ARG_MUTATORS = frozenset({
-    "heappush", "heappop", "heapify", "heapreplace", "heappushpop", "heappush_max",
-    "heappop_max", "heapify_max", "heapreplace_max", "heappushpop_max", "insort", "insort_left",
-    "insort_right", "shuffle", "weight_norm", "spectral_norm", "remove_weight_norm",
-    "remove_spectral_norm", "replace_all_batch_norm_modules_", "convert_conv2d_weight_memory_format",
-    "convert_conv3d_weight_memory_format"})
-
-
 class Refused(ValueError):
     """An answer the restricted policy does not run, with the line and the reason."""
-
-
-def _root(node: ast.AST) -> ast.AST:
-    while isinstance(node, ast.Attribute | ast.Subscript):
-        node = node.value
-    return node
 
 
 def _allowed_private(node: ast.Attribute) -> bool:
@@ -411,112 +382,6 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
     return frozenset(n for n in names if not denied(n))
 
 
-def _under_ops(node: ast.Attribute) -> bool:
-    """``torch.ops.<namespace>.<op>...``: operator names are the answer's own (custom ops)."""
-    chain = []
-    value: ast.AST = node.value
-    while isinstance(value, ast.Attribute):
-        chain.append(value.attr)
-        value = value.value
-    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"]
-
-
-class _Guarded(ast.NodeTransformer):
-    """Every attribute store becomes a call of the store guard, every read of a name outside
-    :func:`public_names` a call of the load guard (both from :func:`labkit.grading.guards.guards`, checked at run time)."""
-
-    OPS = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv",
-           ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul",
-           ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor", ast.LShift: "ilshift",
-           ast.RShift: "irshift"}
-
-    def __init__(self, public: frozenset[str], kept: set[tuple[str, str]]) -> None:
-        self.public, self.kept = public, kept
-
-    def _call(self, name: str, *args: ast.expr) -> ast.Call:
-        return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
-        if isinstance(node.ctx, ast.Load) and node.attr in self.public and (
-                node.attr in MUTATORS or node.attr in ARG_MUTATORS):
-            # (a bound method kept for later is checked too: the guard runs at the read)
-            return self._call(METHOD, self._root_arg(node), node.value, ast.Constant(node.attr),
-                              ast.Constant(getattr(node, "lineno", 0)))
-        if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
-                not node.attr.startswith("_") and not _under_ops(node):
-            return self._call(LOAD, node.value, ast.Constant(node.attr),
-                              ast.Constant(getattr(node, "lineno", 0)))
-        return node
-
-    def _root_arg(self, target: ast.Attribute | ast.Subscript) -> ast.expr:
-        """The name a store's target starts from (``self`` of ``self.a.b = v``), read again for
-        the guard (a name: no side effect), or None when the target starts elsewhere."""
-        root = _root(target)
-        return ast.Name(id=root.id, ctx=ast.Load()) if isinstance(root, ast.Name) else \
-            ast.Constant(None)
-
-    def _store(self, target: ast.Attribute, value: ast.expr) -> ast.Expr:
-        return ast.Expr(self._call(STORE, self._root_arg(target), self.visit(target.value),
-                                   ast.Constant(target.attr), value,
-                                   ast.Constant(getattr(target, "lineno", 0))))
-
-    def _key(self, node: ast.expr) -> ast.expr:
-        """A subscript's key as an expression (``a:b`` is only valid inside brackets)."""
-        if isinstance(node, ast.Slice):
-            parts = [self.visit(p) if p is not None else ast.Constant(None)
-                     for p in (node.lower, node.upper, node.step)]
-            return ast.Call(func=ast.Name(id="slice", ctx=ast.Load()), args=parts, keywords=[])
-        if isinstance(node, ast.Tuple):
-            return ast.Tuple(elts=[self._key(e) for e in node.elts], ctx=ast.Load())
-        return self.visit(node)
-
-    def _item(self, target: ast.Subscript, value: ast.expr, op: str | None) -> ast.Expr:
-        return ast.Expr(self._call(ITEM, self._root_arg(target), self.visit(target.value),
-                                   self._key(target.slice), value, ast.Constant(op),
-                                   ast.Constant(getattr(target, "lineno", 0))))
-
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
-            return self._store(node.targets[0], self.visit(node.value))
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-            return self._item(node.targets[0], self.visit(node.value), None)
-        return self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        if isinstance(node.target, ast.Attribute):
-            return self._store(node.target, self.visit(node.value)) if node.value else \
-                ast.Pass()
-        if isinstance(node.target, ast.Subscript) and node.value is not None:
-            return self._item(node.target, self.visit(node.value), None)
-        return self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        if isinstance(node.target, ast.Attribute):
-            read = self.visit(ast.Attribute(value=node.target.value, attr=node.target.attr,
-                                            ctx=ast.Load()))
-            return self._store(node.target, self._inplace(read, node))
-        if isinstance(node.target, ast.Subscript):
-            return self._item(node.target, self.visit(node.value), self.OPS[type(node.op)])
-        if isinstance(node.target, ast.Name):     # x += v: `x = iop(x, v)`, x checked first
-            read = ast.Name(id=node.target.id, ctx=ast.Load())
-            return ast.Assign(targets=[node.target], value=self._inplace(read, node))
-        return self.generic_visit(node)
-
-    def _inplace(self, read: ast.expr, node: ast.AugAssign) -> ast.Call:
-        """The in-place operator guard's call: ``read op= value`` as a value (a list's ``+=``
-        extends it: refused on what a module holds)."""
-        return self._call(IOP, read, self.visit(node.value), ast.Constant(self.OPS[type(node.op)]),
-                          ast.Constant(getattr(node, "lineno", 0)))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | list[ast.AST]:
-        """``from heapq import heappush``: the name bound to the checked function (see ARG_MUTATORS)."""
-        checked = [a.asname or a.name for a in node.names if a.name in ARG_MUTATORS]
-        return [node] + [ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=self._call(
-            ARG, ast.Name(id=n, ctx=ast.Load()), ast.Constant(node.lineno))) for n in checked]
-
-
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
     """``source`` compiled, once the policy has found nothing to refuse (else :class:`Refused`),
     with attribute stores and unlisted reads going through the guards (:func:`labkit.grading.guards.guards` supplies
@@ -527,7 +392,7 @@ def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> typ
         raise Refused(f"line {exc.lineno}: syntax error") from None
     policy = _Policy(MODULES | frozenset(extra))
     policy.visit(tree)
-    guarded = _Guarded(public_names(tuple(sorted(extra))), policy.kept)
+    guarded = Rewriter(public_names(tuple(sorted(extra))), policy.kept)
     tree = ast.fix_missing_locations(guarded.visit(tree))
     return compile(tree, filename, "exec", dont_inherit=True)
 
