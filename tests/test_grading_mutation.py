@@ -46,6 +46,8 @@ METHOD_HOLES = {
     "the lesson's model appended to": "model.append(torch.nn.ReLU())\n",
     "the lesson's model's submodule replaced by name": "model.add_module('0', torch.nn.ReLU())\n",
     "the lesson's model cast": "model.to(torch.float64)\n",
+    "unpacking into the lesson's dict": "a, REG['a'] = 1, 2\n",
+    "unpacking into the lesson's model": "class A:\n    def go(self, m):\n        self.m, self.m.forward = m, print\nA().go(model)\n",
     "torch.func on the lesson's model": "torch.func.replace_all_batch_norm_modules_(model)\n",
     "the lesson's model switched to eval": "model.eval()\n",
 }
@@ -86,7 +88,7 @@ def test_mutating_what_a_module_holds_through_a_call_is_refused(name, lesson):
 
     before = _state(lesson)
     ns = harness.load_answer("3.3", METHOD_HOLES[name], dict(vars(lesson)))
-    assert re.match(r"line \d+: a graded answer may not (change|call)", ns.get("__refused__", "")), \
+    assert re.match(r"line \d+: a graded answer may not (change|assign)", ns.get("__refused__", "")), \
         ns.get("__refused__") or ns.get("__error__")
     assert "refused" in harness.measure("3.3", ns, {}, {})
     after = _state(lesson)
@@ -105,10 +107,10 @@ HONEST = (
     "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
     "        self.register_buffer('calls', torch.zeros(()))\n"
     "        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4)])\n"
-    "        self.layers.append(torch.nn.Linear(4, 4))\n        self.log = []\n"
+    "        self.layers.append(torch.nn.Linear(4, 4))\n        self.log, (self.a, self.b) = [], (1, 2)\n"
     "    def forward(self, x):\n        self.calls += 1\n        outs = []\n"
     "        for layer in self.layers:\n            x = layer(x)\n            outs.append(x)\n"
-    "        x += 1\n        x = x.to(torch.float32).float().type(torch.float32)\n        parts = {}\n        parts.update(a=x)\n        outs.extend([x])\n"
+    "        self.a, x = self.a + 1, x * 1\n        x += 1\n        x = x.to(torch.float32).float().type(torch.float32)\n        parts = {}\n        parts.update(a=x)\n        outs.extend([x])\n"
     "        return torch.stack(outs).sum(0) + parts['a'] * self.calls\n"
     "class Stack(list):\n    def push(self, v):\n        super().append(v)\n        list.append(self, v)\n"
     "s = Stack()\ns.push(1)\n")

@@ -17,7 +17,7 @@ import types
 from typing import Any
 
 from labkit.grading.restrict import Refused, torch_namespaces
-from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE
+from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
 
 # containers an item store, a method or an in-place operator may change when no module or class
 # holds them (see _foreign); their subclasses too
@@ -137,6 +137,14 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         changeable(root, obj, name, line)
         return found
 
+    def kind(obj: Any, line: int) -> type:
+        """``type(obj)``, but never a class's metaclass: ``type(type(1))("X", (), {...})`` would
+        make a class with any special method (the third red team of session 25)."""
+        found = type(obj)
+        if issubclass(found, type):
+            raise Refused(f"line {line}: a graded answer may not take the type of a class")
+        return found
+
     def inplace(value: Any, other: Any, op: str, line: int) -> Any:
         changeable(None, value, op.replace("i", "", 1) + "=", line)
         return getattr(operator, op)(value, other)
@@ -151,7 +159,7 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         return getattr(obj, name)
 
     return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
-            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1)}
+            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind}
 
 
 class Seal:
@@ -165,7 +173,10 @@ class Seal:
                           "raw_input", "help", "copyright", "credits", "license"})
 
     def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
-        self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
+        # (a dict is sealed by its contents: harness.TASKS, the same object with another entry,
+        # was the third red team's forgery once it had left the policy)
+        self.taken = [(label, space, dict(space if isinstance(space, dict) else vars(space)))
+                      for label, space in spaces]
         self.counters, self.counted = counters, counters()
         self.state = torch_state()
 
@@ -173,7 +184,7 @@ class Seal:
         """``space.name`` for every name that is gone or bound to another object."""
         out = []
         for label, space, before in self.taken:
-            now = vars(space)
+            now = space if isinstance(space, dict) else vars(space)
             # Dynamo keeps what it compiles in the globals of the compiled frame's module, under
             # dunder names (__compiled_fn_1_<uuid>, __builtins_dict___0), and rebinds them; an
             # answer cannot name a dunder, so a module's dunders are not the seal's business

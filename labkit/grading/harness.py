@@ -29,7 +29,14 @@ from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
 from labkit.grading.guards import OpWatch, Seal, guards
-from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
+from labkit.grading.restrict import (
+    MODULES,
+    Refused,
+    allowed_context,
+    check_source,
+    definitions,
+    module_allowed,
+)
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -397,6 +404,11 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
         module.__dict__["__refused__"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
         module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    allowed = MODULES | frozenset(extra)
+    stray = sorted(k for k, v in module.__dict__.items() if isinstance(v, types.ModuleType)
+                   and not module_allowed(v, allowed))
+    if stray and "__refused__" not in module.__dict__:   # (a route around the import check)
+        module.__dict__["__refused__"] = f"your answer holds a module it may not use ({stray[0]})"
     module.__dict__["__seal__"] = seal
     return module.__dict__
 
@@ -415,7 +427,7 @@ def _sealed() -> list[tuple[str, Any]]:
               ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
               ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
               ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
-              ("contextlib", contextlib), ("io", io)]
+              ("contextlib", contextlib), ("io", io), ("the harness's tasks", TASKS)]
     return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
                      if m in sys.modules]
 

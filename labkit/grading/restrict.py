@@ -59,7 +59,7 @@ BUILTINS_DENIED = frozenset({
     "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
     "delattr", "breakpoint", "input", "memoryview", "help", "exit", "quit", "get_ipython",
     "display", "In", "Out", "object"})
-ATTRS_DENIED = frozenset({
+ATTRS_NEVER = frozenset({          # (refused even as the answer's own attribute names)
     # frames, code and the objects that lead to them
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "co_code",
@@ -68,7 +68,8 @@ ATTRS_DENIED = frozenset({
     "os", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "shutil",
     "pickle", "marshal", "io", "pathlib", "socket", "signal", "threading", "multiprocessing",
     "types", "weakref", "ctypeslib", "cpp_extension", "hub", "utils_hooks", "functools",
-    "contextlib", "abc", "typing", "glob", "platform", "textwrap", "torch",
+    "contextlib", "abc", "typing", "glob", "platform", "textwrap", "torch"})
+ATTRS_DENIED = ATTRS_NEVER | frozenset({
     # getattr/setattr by string and code from strings: fx nodes, TorchScript, packages, timers
     "fx", "jit", "package", "export", "overrides", "testing", "benchmark", "Timer", "graph",
     "GraphModule", "Graph", "Tracer", "symbolic_trace", "call_method", "get_attr", "create_node",
@@ -89,14 +90,17 @@ ATTRS_DENIED = frozenset({
     "nonstrict_trace", "import_module"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
-# (the methods an answer's own objects define are exempt: a hook name of its own is its business)
+# The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
+# exempt from ATTRS_DENIED, except these: the load and store guards then let such a name be read
+# or assigned only on the answer's own objects (the third red team's H5: honest code refused)
+OWN_NEVER = re.compile(r"unsafe|pickle|_hooks?$")
 ASSIGNABLE_ROOTS = frozenset({"self", "ctx", "cls"})
 # the special methods an answer may define (a __setattr__ or __getattr__ of its own would see
 # whatever a library call stores into or reads from its objects)
 DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 # keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
 # it runs: a command of the answer's choosing)
-KEYWORDS_DENIED = frozenset({"options"})
+KEYWORDS_DENIED = frozenset({"options", "allow_pickle", "weights_only"})   # (pickles: F2 below)
 class Refused(ValueError):
     """An answer the restricted policy does not run, with the line and the reason."""
 
@@ -144,6 +148,16 @@ class _Policy(ast.NodeVisitor):
         if "torch.export" in modules:
             self.kept.add(("torch", "export"))
         self.library = LIBRARY in modules       # custom ops: only where the task teaches them
+        self.own: set[str] = set()              # attribute names the answer's classes define
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.ClassDef):
+                self.own |= {b.name for b in n.body if isinstance(b, ast.FunctionDef)}
+            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and \
+                    isinstance(n.value, ast.Name) and n.value.id in ASSIGNABLE_ROOTS:
+                self.own.add(n.attr)
+        self.generic_visit(node)
 
     def refuse(self, node: ast.AST, why: str) -> None:
         raise Refused(f"line {getattr(node, 'lineno', '?')}: {why}")
@@ -196,7 +210,20 @@ class _Policy(ast.NodeVisitor):
             if alias.name == "*" or alias.name.startswith("_") or (
                     module == "torch._dynamo" and alias.name not in DYNAMO_NAMES):
                 self.refuse(node, f"'from {module} import {alias.name}' is not allowed")
+            self._imported(node, module, alias.name)
         self.generic_visit(node)
+
+    def _imported(self, node: ast.AST, module: str, name: str) -> None:
+        """A name imported from an allowed module is refused where its attribute would be (the
+        third red team of session 25: `from torch import builtins` left the policy, `from numpy
+        import load, savetxt` ran a pickle), and so is a module the answer could not import."""
+        import builtins
+        import importlib
+
+        value = getattr(importlib.import_module(module), name, None) if module != "__future__" else None
+        if denied(name) or (name in BUILTINS_DENIED and value is getattr(builtins, name, 0)) or (
+                isinstance(value, types.ModuleType) and not module_allowed(value, self.modules)):
+            self.refuse(node, f"'from {module} import {name}' is not allowed in a graded answer")
 
     def _name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store | ast.Del) and any(node.id == n for n, _ in self.kept):
@@ -204,7 +231,9 @@ class _Policy(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Store | ast.Del) and node.id in ASSIGNABLE_ROOTS:
             # self/ctx/cls are parameters only: `cls = json; cls.dumps = ...` (the red team's A1)
             self.refuse(node, f"'{node.id}' names a method's own object; it may not be assigned")
-        if node.id in BUILTINS_DENIED:
+        parent = self.parents.get(id(node))
+        base = isinstance(parent, ast.ClassDef) and node in parent.bases   # class A(object)
+        if node.id in BUILTINS_DENIED and not (base and node.id == "object"):
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
         if node.id.startswith("__") and node.id.endswith("__"):
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
@@ -229,9 +258,11 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _plain_target(self, node: ast.AST) -> bool:
-        """Whether ``node`` is the whole target of ``x = v``, ``x += v`` or ``x: T = v`` (the
-        only stores the guards see: not a for/with/unpacking target)."""
+        """Whether ``node`` is the whole target of ``x = v``, ``x += v`` or ``x: T = v``, or an
+        element of ``a, b = v``'s (the stores the guards see: not a for/with/starred target)."""
         parent = self.parents.get(id(node))
+        while isinstance(parent, ast.Tuple | ast.List) and isinstance(parent.ctx, ast.Store):
+            node, parent = parent, self.parents.get(id(parent))
         return (isinstance(parent, ast.Assign) and parent.targets == [node]) or (
             isinstance(parent, ast.AugAssign) and parent.target is node) or (
             isinstance(parent, ast.AnnAssign) and parent.target is node and parent.value is not None)
@@ -271,7 +302,8 @@ class _Policy(ast.NodeVisitor):
             self.refuse(node, "'.format' on anything but a string literal without attribute "
                               "or index fields is not allowed (use an f-string)")
         kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
-        if (node.attr in ATTRS_DENIED or ATTRS_DENIED_PATTERN.search(node.attr)) and not kept:
+        own = node.attr in self.own and node.attr not in ATTRS_NEVER and not OWN_NEVER.search(node.attr)
+        if (node.attr in ATTRS_DENIED or ATTRS_DENIED_PATTERN.search(node.attr)) and not kept and not own:
             self.refuse(node, f"'.{node.attr}' is not allowed in a graded answer")
         if isinstance(node.ctx, ast.Store | ast.Del):
             root = _root(node)
@@ -343,6 +375,14 @@ class _Policy(ast.NodeVisitor):
 # the answer's own objects, modules (nn.Module), autograd's ctx and the lesson's own classes.
 KEEP = frozenset({"nn", "functional", "autograd", "library", "utils", "checkpoint", "linalg",
                   "special", "fft", "func", "init", "compiler", "ops", "language", "random"})
+
+
+def module_allowed(value: types.ModuleType, modules: frozenset[str]) -> bool:
+    """Whether an answer may hold the module ``value``: one it may import, or a public namespace it
+    may read as an attribute (:data:`KEEP`: ``torch.linalg``, ``numpy.random``)."""
+    parts = str(getattr(value, "__name__", "_")).split(".")
+    return ".".join(parts) in modules or (parts[-1] in KEEP and not any(
+        p.startswith("_") or denied(p) for p in parts))
 
 
 def denied(name: str) -> bool:

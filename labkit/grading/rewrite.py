@@ -13,7 +13,7 @@ import ast
 # What the guards (:func:`labkit.grading.guards.guards`) are called in an answer's module: names the
 # policy refuses in a student's source, so only the rewritten code can reach them.
 STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
-METHOD, ARG = "__labkit_method__", "__labkit_arg__"
+METHOD, ARG, TYPE = "__labkit_method__", "__labkit_arg__", "__labkit_type__"
 # Mutation without a store: methods that change their container (list, dict, set, deque, bytearray,
 # OrderedDict, Counter) or an nn.Module in place. Every read of one of these attributes goes through
 # the method guard, which refuses it on what a loaded module holds (the same rule as an item store).
@@ -63,7 +63,34 @@ class Rewriter(ast.NodeTransformer):
            ast.RShift: "irshift"}
 
     def __init__(self, public: frozenset[str], kept: set[tuple[str, str]]) -> None:
-        self.public, self.kept = public, kept
+        self.public, self.kept, self.temps = public, kept, 0
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "type":    # (one argument: policy)
+            return self._call(TYPE, *node.args, ast.Constant(getattr(node, "lineno", 0)))
+        return node
+
+    def _unpack(self, node: ast.Assign) -> list[ast.stmt]:
+        """``self.a, d[k] = v``: unpacked into temporaries (dunder names no source may spell),
+        then each stored through its guard, in order."""
+        after: list[ast.stmt] = []
+
+        def swap(target: ast.expr) -> ast.expr:
+            if isinstance(target, ast.Tuple | ast.List):
+                return type(target)(elts=[swap(e) for e in target.elts], ctx=ast.Store())
+            if isinstance(target, ast.Starred):
+                return ast.Starred(value=swap(target.value), ctx=ast.Store())
+            if not isinstance(target, ast.Attribute | ast.Subscript):
+                return target
+            self.temps += 1
+            temp = f"__labkit_t{self.temps}__"
+            value = ast.Name(id=temp, ctx=ast.Load())
+            after.append(self._store(target, value) if isinstance(target, ast.Attribute)
+                         else self._item(target, value, None))
+            return ast.Name(id=temp, ctx=ast.Store())
+
+        return [ast.Assign(targets=[swap(node.targets[0])], value=self.visit(node.value)), *after]
 
     def _call(self, name: str, *args: ast.expr) -> ast.Call:
         return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
@@ -115,6 +142,8 @@ class Rewriter(ast.NodeTransformer):
             return self._store(node.targets[0], self.visit(node.value))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             return self._item(node.targets[0], self.visit(node.value), None)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple | ast.List):
+            return self._unpack(node)
         return self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:

@@ -1,0 +1,157 @@
+"""Third red team (session 25): answers that gain points without a correct answer, and honest
+answers that lose them.
+
+Forging answers live in tests/redteam/fix_attacks3.py (REPORT3.md says why each works) and are
+graded as ``tests/test_grading_redteam.py`` grades the first red team's (``_grade``: the lesson's
+cells, pass 1's spec at a grading seed, the answer loaded under the restricted policy and guards,
+its evidence compared outside by ``evidence.compare``). Every test asserts what grading does
+(a forgery fails, an honest answer passes): the red team's strict xfails, passing since the
+gradefix of session 25 (REPORT3.md says what closed each).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
+
+from fix_attacks3 import ATTACKS  # noqa: E402
+from test_grading_redteam import _grade  # noqa: E402  (the first red team's: graded the same way)
+
+NOTEBOOK_FIX = ["2.2", "3.3", "4.1", "9.1", "9.3", "10.2", "11.2", "12.1", "12.2", "12.3", "12.4",
+                "14.1"]
+OPEN_IMPORT = ("`from torch import builtins` binds a module the policy refuses as an attribute "
+               "(.builtins); builtins.eval is read unguarded (eval is public: nn.Module.eval): "
+               "unrestricted Python rewrites harness.TASKS[task].measure")
+OPEN_PICKLE = ("`from numpy import load, savetxt`: names refused as attributes are imported "
+               "under their own names; savetxt writes a protocol-0 pickle, load runs it")
+
+
+@pytest.fixture(autouse=True)
+def _harness_restored():
+    """The forgeries rewrite harness.TASKS in this process: each test starts from (and leaves) the
+    harness's own entries, so no test passes on another's forgery or spoils later tests."""
+    from labkit.grading import harness
+
+    kept = dict(harness.TASKS)
+    yield
+    harness.TASKS.clear()
+    harness.TASKS.update(kept)
+
+
+def _source(task: str, name: str) -> str:
+    from labkit.grading import harness
+
+    text = ATTACKS[task, name]
+    return harness.library_answer(task, text) if harness.TASKS[task].source else text
+
+
+# -- fast: the policy alone (no lesson, no compile) ------------------------------------------------
+@pytest.mark.parametrize("line", ["from torch import builtins", "from torch import sys",
+                                  "from torch import os", "from statistics import sys",
+                                  "from re import functools", "from fractions import operator",
+                                  "from functorch.compile import config"])
+def test_the_policy_refuses_importing_a_module_it_refuses_by_attribute(line: str) -> None:
+    from labkit.grading import restrict
+
+    with pytest.raises(restrict.Refused):
+        restrict.check_source(line + "\n", "<answer>")
+
+
+@pytest.mark.parametrize("line", ["from numpy import load", "from torch import load",
+                                  "from numpy import savetxt", "from torch import save"])
+def test_the_policy_refuses_importing_a_name_it_refuses_by_attribute(line: str) -> None:
+    from labkit.grading import restrict
+
+    with pytest.raises(restrict.Refused):
+        restrict.check_source(line + "\n", "<answer>")
+
+
+# -- slow: the forgeries graded as grading grades them ---------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [*NOTEBOOK_FIX, "7.1"])
+def test_import_builtins_eval_forgery_fails(task: str) -> None:
+    problems = _grade(task, _source(task, "import_builtins_eval"), seed=5)
+    assert problems, f"{task}: the forgery passed at seed 5"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [t for t in NOTEBOOK_FIX if t != "11.2"])   # 11.2 denies numpy
+def test_numpy_load_pickle_forgery_fails(task: str) -> None:
+    problems = _grade(task, _source(task, "numpy_load_pickle"), seed=5)
+    assert problems, f"{task}: the forgery passed at seed 5"
+
+
+# -- honest, correct answers that lose points ---------------------------------------------------------
+from honest3 import HONEST  # noqa: E402
+
+HONEST_LOSES = {
+    ("2.2", "whole_loop_compiled"): "the whole schedule in one compiled call (1 graph, no break, the "
+                                    "same results) fails runs >= steps and the replay check",
+    ("14.1", "dim_dynamic"): "torch.export.Dim.DYNAMIC: the load guard refuses reading DYNAMIC of Dim",
+    ("14.1", "dim_auto"): "torch.export.Dim.AUTO: the load guard refuses reading AUTO of Dim",
+    ("12.2", "finfo_eps"): "torch.finfo(dtype).eps: the load guard refuses reading eps of a finfo",
+    ("11.2", "policy_overloadpacket"): "a SAC policy reading op.overloadpacket: refused by the load guard",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task,name", [("14.1", "dim_control"), ("11.2", "policy_control")])
+def test_honest_controls_pass(task: str, name: str) -> None:
+    assert _grade(task, HONEST[task, name], seed=5) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task,name", sorted(HONEST_LOSES))
+def test_honest_answer_passes(task: str, name: str) -> None:
+    problems = _grade(task, HONEST[task, name], seed=5)
+    assert problems == [], f"{task} {name}: an honest answer fails: {problems}"
+
+
+# honest code the policy refuses (the student's own check cell shows the refusal, so a student who
+# runs it can rewrite; one who does not loses the task): attribute names of the answer's own
+# objects that collide with a denied name, unpacking into self's attributes, `class A(object)`
+HONEST_REFUSED = [
+    "class A:\n    def reset(self):\n        pass\n\n    def __init__(self):\n        self.reset()\n",
+    "class A:\n    def __init__(self):\n        self.config = {'decay': 0.9}\n",
+    "class A:\n    def __init__(self):\n        self.load_count = 0\n",
+    "class A:\n    def __init__(self):\n        self.steps, self.peak = 0, 1.0\n",
+    "class A(object):\n    pass\n",
+]
+
+
+@pytest.mark.parametrize("source", HONEST_REFUSED)
+def test_the_policy_accepts_honest_code(source: str) -> None:
+    from labkit.grading import restrict
+
+    restrict.check_source(source, "<answer>")
+
+
+# type(type(x)) is `type` under another name: the policy refuses only a call of the *name* type
+# with more than one argument, so T(name, bases, dict) makes a class with any special method
+# (__getattr__, __del__, __class__ as a property, __instancecheck__ on a metaclass T(..., (T,), ...)):
+# the route the red team's A3 used, closed by name only. No points shown with it (no functools
+# here); __del__ runs at garbage collection, after the answer returned, outside the seal's view.
+TYPE_ALIAS = '''
+T = type(type(1))
+
+
+def get(self, name):
+    return "any:" + name
+
+
+X = T("X", (), {"__getattr__": get})
+PROBE = X().anything
+'''
+
+
+def test_a_class_with_special_methods_cannot_be_made() -> None:
+    import torch
+
+    from labkit.grading import harness
+
+    ns = harness.load_answer("3.3", TYPE_ALIAS, {"torch": torch, "__name__": "__main__"})
+    assert "__refused__" in ns or "__error__" in ns, f"made it: PROBE = {ns.get('PROBE')!r}"
