@@ -87,7 +87,7 @@ ATTRS_DENIED = ATTRS_NEVER | frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "import_module"})
+    "nonstrict_trace", "import_module", "py_impl", "py_kernels"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
@@ -409,9 +409,14 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
         collections.OrderedDict, collections.defaultdict, random.Random, decimal.Decimal,
         fractions.Fraction, torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.Size,
         torch.dtype, torch.device, torch.Generator, torch.autograd.Function, FunctionCtx,
-        torch.library.CustomOpDef, torch.nn.init, torch.linalg, torch.special, torch.fft]
+        torch.library.CustomOpDef, torch.nn.init, torch.linalg, torch.special, torch.fft,
+        torch.finfo, torch.iinfo]
     spaces += [importlib.import_module(m) for m in sorted(MODULES | set(extra)) if m != "__future__"]
-    names = set(KEEP)
+    if "torch.export" in extra:
+        spaces.append(torch.export.Dim)          # Dim.AUTO / DYNAMIC / STATIC (REPORT3 H2)
+    # an operator's packet and a checkpoint policy's context (what torch's SAC docs read: H4),
+    # without the rest of OpOverload's names (py_impl registers Python kernels)
+    names = set(KEEP) | {"overloadpacket", "is_recompute"}
     for space in spaces:
         for name in dir(space):
             if name.startswith("_"):
