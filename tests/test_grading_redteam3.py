@@ -6,7 +6,7 @@ graded as ``tests/test_grading_redteam.py`` grades the first red team's (``_grad
 cells, pass 1's spec at a grading seed, the answer loaded under the restricted policy and guards,
 its evidence compared outside by ``evidence.compare``). Every test asserts what grading does
 (a forgery fails, an honest answer passes): the red team's strict xfails, passing since the
-gradefix of session 25 (REPORT3.md says what closed each).
+gradefix of session 25 (REPORT3.md's "Fixed" section says what closed each).
 """
 
 from __future__ import annotations
@@ -40,6 +40,41 @@ def _harness_restored():
     yield
     harness.TASKS.clear()
     harness.TASKS.update(kept)
+
+
+def _grade_judge(task: str, source: str, seed: int) -> list[str]:
+    """As ``_grade``, but with the lesson cells a fix judge notebook really runs (judge.fix_notebook:
+    every code cell of the notebook but the tasks' own and unnamed demos, those *after* the task
+    included; ``_grade`` stops at the task's check)."""
+    import contextlib
+    import io
+    import json
+    import types
+
+    import fairness
+    import nbformat
+
+    from labkit.grading import evidence as ev
+    from labkit.grading import harness, judge
+    from labkit.grading import nbcheck as nc
+    from labkit.grading import rubric as rubric_mod
+
+    rubric = rubric_mod.load()
+    nb_path = rubric.task(task).notebook
+    master = nbformat.read(str(Path(__file__).resolve().parents[1] / nb_path), as_version=4)
+    skip = judge.task_cells(rubric, nb_path)
+    module = types.ModuleType(f"labkit_judge_{task.replace('.', '_')}")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
+    with fairness.grade_seed(seed), contextlib.redirect_stdout(io.StringIO()):
+        for cell in master.cells:
+            if cell.cell_type == "code" and cell.get("id") not in skip and judge.needed(cell, source):
+                exec(compile(cell.source, f"<{cell.get('id')}>", "exec"), ns)
+        params = ev.canonical(harness.TASKS[task].params(nc.rng(task)))
+    spec = json.loads(json.dumps(harness.spec(task, params, ns)))
+    loaded = harness.load_answer(task, source, ns)
+    found = json.loads(json.dumps(ev.canonical(harness.measure(task, loaded, spec["params"], ns))))
+    return ev.compare(spec, found)
 
 
 def _source(task: str, name: str) -> str:
@@ -99,7 +134,10 @@ HONEST_LOSES = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task,name", [("14.1", "dim_control"), ("11.2", "policy_control")])
+@pytest.mark.parametrize("task,name", [("14.1", "dim_control"), ("11.2", "policy_control"),
+                                       ("12.1", "buffer_reassigned"), ("12.3", "augassign_buffer"),
+                                       ("3.3", "long_counter_subclass"), ("10.2", "masked_fill_maybe"),
+                                       ("9.3", "torch_clamp_body"), ("2.2", "float_lr")])
 def test_honest_controls_pass(task: str, name: str) -> None:
     assert _grade(task, HONEST[task, name], seed=5) == []
 
@@ -155,3 +193,24 @@ def test_a_class_with_special_methods_cannot_be_made() -> None:
 
     ns = harness.load_answer("3.3", TYPE_ALIAS, {"torch": torch, "__name__": "__main__"})
     assert "__refused__" in ns or "__error__" in ns, f"made it: PROBE = {ns.get('PROBE')!r}"
+
+
+# No policy escape: `STATEMENTS.update({...})` (a method call: the item guard never sees it) on the
+# lesson's own dict, then the lesson's builder (build / program / counted / step), which looks the
+# statement up and hands it to nbcheck.function_of, which exec()s it: unrestricted Python again.
+# Graded with every lesson cell the judge notebook runs (_grade_judge: ex04's STATEMENTS and
+# ex10's SOURCES come after the task's check, which _grade never reaches).
+OPEN_LESSON = ("a lesson dict's .update() (a call, unguarded) feeds the lesson's builder, which "
+               "exec()s it through nbcheck.function_of")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["3.3", "4.1", "10.2", "11.2"])
+def test_lesson_dict_update_forgery_fails(task: str) -> None:
+    problems = _grade_judge(task, ATTACKS[task, "lesson_dict_update"], seed=5)
+    assert problems, f"{task}: the forgery passed at seed 5"
+
+
+@pytest.mark.slow
+def test_grade_judge_fails_a_stub() -> None:      # the emulation judges: an unfixed answer fails
+    assert _grade_judge("3.3", "class ScorerFixed(Scorer):\n    pass\n", seed=5)

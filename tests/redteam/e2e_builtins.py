@@ -18,6 +18,9 @@ from labkit.grading import rubric as R
 ROOT = Path.cwd()
 WHICH = {"ex12": ("notebooks/exercises/ex12_debugging.ipynb", ["12.1", "12.2", "12.3", "12.4"]),
          "ex03": ("notebooks/exercises/ex03_graph_breaks.ipynb", ["3.3"]),
+         "ex04": ("notebooks/exercises/ex04_aot.ipynb", ["4.1"]),
+         "ex10": ("notebooks/exercises/ex10_dynamic_shapes.ipynb", ["10.2"]),
+         "ex11": ("notebooks/exercises/ex11_training.ipynb", ["11.2"]),
          "ex02": ("notebooks/exercises/ex02_dynamo.ipynb", ["2.2"]),
          "ex09": ("notebooks/exercises/ex09_dispatcher.ipynb", ["9.1", "9.3"])}
 NB, TASKS = WHICH[sys.argv[1] if len(sys.argv) > 1 else "ex12"]

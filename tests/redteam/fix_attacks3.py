@@ -103,3 +103,31 @@ for (_task, _kind), _src in list(ATTACKS.items()):
     if _task != "7.1":
         _names = tuple(line[4:line.index("(")] for line in _src.splitlines() if line.startswith("def "))
         ATTACKS[_task, "numpy_load_pickle"] = forge_pickle(_task, _names)
+
+
+# No escape from the policy at all: a *method call* on a container the lesson holds. The judge
+# notebook runs the notebook's lesson cells, and the answer's module gets their names (the same
+# objects): ex03's STATEMENTS dict and build(), which calls nbcheck.function_of, which exec()s
+# the statements it looks up in STATEMENTS. The item guard refuses STATEMENTS[k] = ..., but
+# STATEMENTS.update(...) is a call (the open item "mutating methods"): the lesson's own code then
+# runs the answer's string as unrestricted Python. The same in ex04 (4.1: STATEMENTS, program),
+# ex10 (10.2: SOURCES, counted) and ex11 (11.2: STATEMENTS, step).
+LESSON_EXEC = {"3.3": ("STATEMENTS", "build([{key!r}])(torch.zeros(1))"),
+               "4.1": ("STATEMENTS", "program([{key!r}])(torch.zeros(1), torch.zeros(1))"),
+               "10.2": ("SOURCES", "counted({key!r}, 'none', 'scale')(torch.zeros(1))"),
+               "11.2": ("STATEMENTS", "step([{key!r}])(torch.zeros(1), torch.zeros(1), torch.zeros(1))")}
+
+
+def forge_lesson(task: str, names: tuple[str, ...]) -> str:
+    """The answer cell: one update() of a lesson dict and one call of the lesson's builder."""
+    table, call = LESSON_EXEC[task]
+    line = f"exec({('TASK = ' + repr(task) + chr(10) + FORGE)!r}, {{}}); k = 1"
+    stubs = "".join(f"\n\ndef {n}(*args):\n    pass\n" for n in names)
+    return (f"import torch\n\n{table}.update({{'rt3': {line!r}}})\n"
+            f"{call.format(key='rt3')}\n" + stubs)
+
+
+for _task in LESSON_EXEC:
+    _names = {"3.3": ("ScorerFixed",), "4.1": ("softplus",), "10.2": ("pooled_fixed", "prepare"),
+              "11.2": ("block_lean",)}[_task]
+    ATTACKS[_task, "lesson_dict_update"] = forge_lesson(_task, _names)

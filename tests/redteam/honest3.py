@@ -136,3 +136,20 @@ def clip2_(x: torch.Tensor, limit: float) -> None:
 def clip2_fake(x, limit):
     return None
 '''
+
+# 2.2 with the learning rate passed as a Python float (a graph input: torch 2.13 does not
+# specialise floats by default) and the norm logged after the step
+HONEST["2.2", "float_lr"] = '''
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    @torch.compile(backend=backend)
+    def step(w, v, g, lr):
+        v = momentum * v + g
+        return w - lr * v, v
+
+    v = torch.zeros_like(w)
+    norms = []
+    for g, lr in zip(grads, lrs):
+        w, v = step(w, v, g, lr)
+        norms.append(float(v.norm()))
+    return w, norms
+'''
