@@ -72,8 +72,20 @@ EOF
     notebooks)  # one pytest per notebook, LABKIT_GPU_JOBS at a time (each is one kernel + its compiles)
         mkdir -p "$out/nb"
         export NBVAL_ARGS="--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg"
+        # torch 2.11's AOTInductor loader segfaults on the H100 host for every package, CPU or CUDA, whatever
+        # the build options (docs/gpu.md, eighth round): there 14's fresh-process load cell is deselected and
+        # the log says so. LABKIT_AOTI_LOAD=1 keeps it.
+        DESELECT=$(LABKIT_AOTI_LOAD=${LABKIT_AOTI_LOAD:-0} python3 - <<'EOF'
+import json, os, torch
+if torch.__version__.startswith("2.11") and os.environ["LABKIT_AOTI_LOAD"] != "1":
+    nb = json.load(open("notebooks/14_production.ipynb"))
+    code = [c.get("id") for c in nb["cells"] if c["cell_type"] == "code"]
+    print(f"notebooks/14_production.ipynb::Cell {code.index('fresh-process')}")
+EOF
+)
+        export DESELECT; echo "deselected: ${DESELECT:-none}" | tee "$out/deselected.txt"
         ls ${NOTEBOOKS:-notebooks/[0-9][0-9]_*.ipynb} | xargs -P "${LABKIT_GPU_JOBS:-4}" -I{} sh -c \
-            'python3 -m pytest -p no:cacheprovider -o addopts=-ra -q $NBVAL_ARGS --durations=3 {} \
+            'python3 -m pytest -p no:cacheprovider -o addopts=-ra -q $NBVAL_ARGS ${DESELECT:+--deselect "$DESELECT"} --durations=3 {} \
              > "$0/nb/$(basename {} .ipynb).log" 2>&1; echo "$(basename {}): exit $?"' "$out"
         for f in "$out"/nb/*.log; do echo "=== $f"; cat "$f"; done > "$out/nbval.log"; rm -r "$out/nb"
         grep -E "^=== |passed|failed|error" "$out/nbval.log"
