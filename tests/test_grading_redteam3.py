@@ -6,7 +6,7 @@ graded as ``tests/test_grading_redteam.py`` grades the first red team's (``_grad
 cells, pass 1's spec at a grading seed, the answer loaded under the restricted policy and guards,
 its evidence compared outside by ``evidence.compare``). Every test asserts what grading does
 (a forgery fails, an honest answer passes): the red team's strict xfails, passing since the
-gradefix of session 25 (REPORT3.md's "Fixed" section says what closed each).
+gradefix of session 25 (docs/grading.md, "Fifth red team", says what closed each).
 """
 
 from __future__ import annotations
