@@ -161,3 +161,20 @@ def test_task2_2_hidden_inputs_changed_by_the_answer_fool_nothing(seed):
 
     problems = _grade("2.2", ZEROED_GRADIENTS, seed)
     assert any("work is done outside" in p for p in problems), problems
+
+
+def test_a_module_the_answer_may_not_use_gives_nothing_even_if_reached():
+    """Belt and braces behind the import check: the method guard refuses `eval` (a public name:
+    nn.Module.eval) on a module outside the allowed ones, and an answer left holding such a module
+    is refused (here the module comes in from the lesson, as a route around the policy would)."""
+    import builtins
+
+    import torch
+
+    holder = type("Holder", (), {"__module__": "__main__"})()     # a lesson object's attribute
+    holder.b = builtins
+    ctx = {"torch": torch, "__name__": "__main__", "M": holder}
+    ns = harness.load_answer("3.3", "x = M.b.eval('1 + 1')\n", ctx)
+    assert re.match(r"line 1: a graded answer may not read 'eval' of a module", ns["__refused__"])
+    ns = harness.load_answer("3.3", "def f(m):\n    return m.b\nB = f(M)\n", ctx)
+    assert ns["__refused__"] == "your answer holds a module it may not use (B)"

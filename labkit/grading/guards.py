@@ -16,7 +16,7 @@ import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import Refused, torch_namespaces
+from labkit.grading.restrict import MODULES, Refused, module_allowed, torch_namespaces
 from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
 
 # containers an item store, a method or an in-place operator may change when no module or class
@@ -67,7 +67,7 @@ def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
 
 
 def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = (),
-           held: tuple[type, ...] = ()) -> dict[str, Any]:
+           held: tuple[type, ...] = (), modules: frozenset[str] = MODULES) -> dict[str, Any]:
     """The guards an answer module named ``answer`` runs with (put them in its namespace).
 
     A store (``x.name = v`` or ``x[k] = v``) goes through only on the answer's own classes and
@@ -129,6 +129,10 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         return call
 
     def method(root: Any, obj: Any, name: str, line: int, public: bool) -> Any:
+        if isinstance(obj, types.ModuleType) and not module_allowed(obj, modules):
+            # (`eval` is a public name, nn.Module.eval: builtins.eval, had builtins been reached)
+            raise Refused(f"line {line}: a graded answer may not read '{name}' of a module it "
+                          "may not use")
         found = getattr(obj, name) if public else load(obj, name, line)
         if name in ARG_MUTATORS:              # heapq.heappush(lst, v), rng.shuffle(lst)
             return checked(found, name, line, 2 if isinstance(obj, type) else 1)

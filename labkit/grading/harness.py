@@ -397,7 +397,8 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
     module.__dict__.update(allowed_context(ctx, extra))
     module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
-                                  writable=(FunctionCtx,), held=(torch.nn.Module,)))
+                                  writable=(FunctionCtx,), held=(torch.nn.Module,),
+                                  modules=MODULES | frozenset(extra)))
     module.__file__ = filename
     sys.modules[name] = module
     _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
@@ -410,9 +411,8 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
         module.__dict__["__refused__"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
         module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
-    allowed = MODULES | frozenset(extra)
     stray = sorted(k for k, v in module.__dict__.items() if isinstance(v, types.ModuleType)
-                   and not module_allowed(v, allowed))
+                   and not module_allowed(v, MODULES | frozenset(extra)))
     if stray and "__refused__" not in module.__dict__:   # (a route around the import check)
         module.__dict__["__refused__"] = f"your answer holds a module it may not use ({stray[0]})"
     module.__dict__["__seal__"] = seal

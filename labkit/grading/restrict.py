@@ -87,7 +87,7 @@ ATTRS_DENIED = ATTRS_NEVER | frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "import_module", "py_impl", "py_kernels"})
+    "nonstrict_trace", "import_module", "py_impl", "py_kernels", "exec"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
