@@ -130,22 +130,39 @@ HONEST_LOSES = {
     ("14.1", "dim_auto"): "torch.export.Dim.AUTO: the load guard refuses reading AUTO of Dim",
     ("12.2", "finfo_eps"): "torch.finfo(dtype).eps: the load guard refuses reading eps of a finfo",
     ("11.2", "policy_overloadpacket"): "a SAC policy reading op.overloadpacket: refused by the load guard",
+    ("9.1", "own_complete_op"): "a complete operator of the answer's own bound to `sqdist`: the "
+                                "notebook's check cell says PASS, grading measures the lesson's op",
+    ("7.1", "jit_helper"): "a @triton.jit helper in the same file: only softmax_kernel's definition "
+                           "is loaded (restrict.definitions), the launch raises",
+    ("7.1", "module_constant"): "a module-level tl.constexpr the kernel reads: dropped with the rest "
+                                "of the file (restrict.definitions)",
 }
+
+
+def _honest(task: str, name: str) -> str:
+    from labkit.grading import harness
+
+    text = HONEST[task, name]
+    return harness.library_answer(task, text) if harness.TASKS[task].source else text
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task,name", [("14.1", "dim_control"), ("11.2", "policy_control"),
                                        ("12.1", "buffer_reassigned"), ("12.3", "augassign_buffer"),
                                        ("3.3", "long_counter_subclass"), ("10.2", "masked_fill_maybe"),
-                                       ("9.3", "torch_clamp_body"), ("2.2", "float_lr")])
+                                       ("9.3", "torch_clamp_body"), ("2.2", "float_lr"),
+                                       ("14.1", "dim_max_only"), ("14.1", "dim_tuple"),
+                                       ("14.1", "where_not_cond"), ("4.1", "clamp_log1p"),
+                                       ("4.1", "maximum_log_sigmoid_abs"),
+                                       ("7.1", "jit_helper_control")])
 def test_honest_controls_pass(task: str, name: str) -> None:
-    assert _grade(task, HONEST[task, name], seed=5) == []
+    assert _grade(task, _honest(task, name), seed=5) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task,name", sorted(HONEST_LOSES))
 def test_honest_answer_passes(task: str, name: str) -> None:
-    problems = _grade(task, HONEST[task, name], seed=5)
+    problems = _grade_judge(task, _honest(task, name), seed=5)
     assert problems == [], f"{task} {name}: an honest answer fails: {problems}"
 
 
@@ -214,3 +231,55 @@ def test_lesson_dict_update_forgery_fails(task: str) -> None:
 @pytest.mark.slow
 def test_grade_judge_fails_a_stub() -> None:      # the emulation judges: an unfixed answer fails
     assert _grade_judge("3.3", "class ScorerFixed(Scorer):\n    pass\n", seed=5)
+
+
+@pytest.mark.slow
+def test_task9_1_own_operator_passes_the_notebooks_own_check() -> None:
+    """(why 9.1's own_complete_op is an honest loss: the student's notebook shows PASS)"""
+    import fairness
+    from honest3 import HONEST as answers
+
+    _, out = fairness.run_cells("9.1", answers["9.1", "own_complete_op"], until_check=True, seed=0)
+    assert "Task 9.1: PASS" in out
+
+
+@pytest.mark.slow
+def test_task12_2_helper_from_another_cell_fails_the_notebooks_own_check_as_grading() -> None:
+    """A helper from another answer cell: the judge notebook holds the lesson and this one answer
+    cell, so grading fails it (NameError); the notebook's check now says so too, instead of PASS
+    (gradefix: harness._without_other_answers)."""
+    import contextlib
+    import io
+
+    import fairness
+    from honest3 import HELPER_12
+    from honest3 import HONEST as answers
+
+    from labkit.grading import harness
+
+    source = answers["12.2", "helper_from_12_1_cell"]
+    ns, _ = fairness.run_cells("12.2", source, until_check=False, seed=0)
+    helper = "# your answer (Task 12.1)\n" + HELPER_12     # 12.1's answer cell, run earlier
+    exec(helper, ns)
+    ns["In"] = ["", helper, source]               # IPython's record of the cells run
+    out = io.StringIO()
+    with fairness.grade_seed(0), contextlib.redirect_stdout(out):
+        harness.check("12.2", ns)
+    assert "Task 12.2: FAIL" in out.getvalue(), out.getvalue()
+    assert _grade_judge("12.2", source, seed=5)                 # (grading, the same)
+
+
+@pytest.mark.slow
+def test_numpy_integer_prediction_control_passes() -> None:
+    import fairness
+
+    ok, out = fairness.grade_answer("8.3", {"cell": HONEST["8.3", "numpy_prod_control"]}, seed=3)
+    assert ok, out
+
+
+@pytest.mark.slow
+def test_numpy_integer_prediction_passes() -> None:
+    import fairness
+
+    ok, out = fairness.grade_answer("8.3", {"cell": HONEST["8.3", "numpy_prod"]}, seed=3)
+    assert ok, out

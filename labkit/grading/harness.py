@@ -513,6 +513,32 @@ def answer_cell(task: str, ctx: dict[str, Any]) -> str | None:
     return None
 
 
+def _top_names(source: str) -> set[str]:
+    """The names a cell binds at top level (definitions, assignments, imports)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {a.asname or a.name.partition(".")[0] for n in tree.body
+             if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    return names | {n.id for node in tree.body if not isinstance(node, ast.Import | ast.ImportFrom)
+                    for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                    } | {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def _without_other_answers(ctx: dict[str, Any], source: str) -> dict[str, Any]:
+    """The notebook's names less those only *other* answer cells bind: a judge notebook holds the
+    lesson and this one answer, so the check says what grading will (REPORT3 H7: a helper from
+    12.1's cell passed 12.2's check in the notebook and failed grading with a NameError)."""
+    cells = [c for c in ctx.get("In", []) if isinstance(c, str) and c != source]
+    answers = [c for c in cells if c.lstrip().startswith("# your answer")]
+    lesson = set().union(*(_top_names(c) for c in cells if c not in answers))
+    only = set().union(*(_top_names(c) for c in answers)) - lesson - _top_names(source)
+    return {k: v for k, v in ctx.items() if k not in only}
+
+
 def check(task: str, ctx: dict[str, Any]) -> None:
     """A notebook's check cell: the same protocol in the student's own kernel (``make check`` and
     grading run it as a judge notebook instead). In pass 1 it only records the trusted spec."""
@@ -534,7 +560,7 @@ def check(task: str, ctx: dict[str, Any]) -> None:
     else:                        # the answer cell as grading loads it: restricted, in its own module
         source = answer_cell(task, ctx)
         if source is not None:
-            ns = load_answer(task, source, ctx)
+            ns = load_answer(task, source, _without_other_answers(ctx, source))
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found, echo=True))
 

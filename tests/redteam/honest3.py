@@ -153,3 +153,119 @@ def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
         norms.append(float(v.norm()))
     return w, norms
 '''
+HONEST["14.1", "dim_max_only"] = _GATE + 'DYNAMIC_SHAPES = {"x": {0: torch.export.Dim("batch", max=64)}}\n'
+HONEST["14.1", "dim_tuple"] = _GATE + 'DYNAMIC_SHAPES = ({0: torch.export.Dim("batch", min=2, max=64)},)\n'
+HONEST["14.1", "where_not_cond"] = _GATE.replace(
+    "h = torch.cond(x.mean() > 0, lambda h: h.tanh(), lambda h: h.relu() - 1, (h,))",
+    "h = torch.where(x.mean() > 0, h.tanh(), h.relu() - 1)") + \
+    'DYNAMIC_SHAPES = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}\n'
+HONEST["4.1", "clamp_log1p"] = '''
+def softplus(x):
+    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-torch.abs(x)))
+'''
+HONEST["4.1", "maximum_log_sigmoid_abs"] = '''
+def softplus(x):
+    return torch.maximum(x, torch.zeros_like(x)) - torch.log(torch.sigmoid(x.abs()))
+'''
+
+# 9.1: the student writes the operator again, complete (a new name, since labkit_ex9::sqdist is
+# taken), and rebinds `sqdist` to it in the answer cell. The check measures the *notebook's*
+# sqdist (ctx["sqdist"]), not the answer's namespace: the lesson's bare op is judged, FAIL.
+HONEST["9.1", "own_complete_op"] = '''
+@torch.library.custom_op("labkit_ex9::sqdist_full", mutates_args=())
+def sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+
+
+@sqdist.register_fake
+def sqdist_fake(x, y):
+    return x.new_empty(x.shape[0], y.shape[0])
+
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def backward(ctx, grad):
+    x, y = ctx.saved_tensors
+    return 2 * (grad.sum(1, keepdim=True) * x - grad @ y), 2 * (grad.sum(0)[:, None] * y - grad.T @ x)
+
+
+sqdist.register_autograd(backward, setup_context=setup_context)
+'''
+
+# 12.2: a helper the student wrote in *another* answer cell of the notebook (12.1's), used here.
+# In the notebook the check copies the notebook's names into the answer's module, so it PASSes;
+# the judge notebook holds only this task's answer cell: NameError, 0/2.
+HELPER_12 = '''
+def class_counts(y, classes):
+    return F.one_hot(y, classes).to(torch.float32)
+'''
+HONEST["12.2", "helper_from_12_1_cell"] = '''
+class BalancedLoss(SensorNet):
+    def loss(self, logits, y):
+        per = F.cross_entropy(logits, y, reduction="none")
+        member = class_counts(y, self.n_classes).to(per.dtype)
+        count = member.sum(0)
+        return ((per @ member) / count.clamp(min=1)).sum() / (count > 0).sum()
+'''
+
+# 7.1: a correct kernel that factors the online update into a @triton.jit helper of the same
+# file (common Triton style). Grading keeps only softmax_kernel's definition
+# (restrict.definitions): the helper is gone, the launch raises NameError.
+HONEST["7.1", "jit_helper"] = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def online_update(row_max, row_sum, x, mask):
+    new_max = tl.maximum(row_max, x)
+    rescale = tl.where(new_max == -float("inf"), 0.0, tl.exp(row_max - new_max))
+    row_sum = row_sum * rescale + tl.where(mask, tl.exp(x - new_max), 0.0)
+    return new_max, row_sum
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    row_max = tl.full([BLOCK], -float("inf"), tl.float32)
+    row_sum = tl.full([BLOCK], 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        mask = start + cols < n_cols
+        x = tl.load(in_ptr + row * in_stride + start + cols, mask=mask, other=-float("inf"))
+        row_max, row_sum = online_update(row_max, row_sum, x, mask)
+    m = tl.max(row_max, axis=0)
+    total = tl.sum(row_sum * tl.exp(row_max - m), axis=0)
+    for start in range(0, n_cols, BLOCK):
+        mask = start + cols < n_cols
+        x = tl.load(in_ptr + row * in_stride + start + cols, mask=mask, other=-float("inf"))
+        tl.store(out_ptr + row * out_stride + start + cols, tl.exp(x - m) / total, mask=mask)
+"""
+HONEST["7.1", "jit_helper_control"] = HONEST["7.1", "jit_helper"].replace(
+    "row_max, row_sum = online_update(row_max, row_sum, x, mask)",
+    "new_max = tl.maximum(row_max, x)\n"
+    "        rescale = tl.where(new_max == -float('inf'), 0.0, tl.exp(row_max - new_max))\n"
+    "        row_sum = row_sum * rescale + tl.where(mask, tl.exp(x - new_max), 0.0)\n"
+    "        row_max = new_max")
+HONEST["7.1", "module_constant"] = HONEST["7.1", "jit_helper_control"].replace(
+    "@triton.jit\ndef online_update", "NEG_INF: tl.constexpr = float('-inf')\n\n\n@triton.jit\ndef online_update").replace(
+    "other=-float(\"inf\")", "other=NEG_INF")
+
+# 8.3 (and any numeric prediction): the right count computed with numpy (np.prod) is a numpy
+# integer, not an int: evidence.plain refuses it (TypeError), so every case is "error: TypeError"
+# and the notebook says "predict_step_flops raised TypeError" (it did not raise). numpy floats
+# pass (np.float64 subclasses float); np.int64 and np.bool_ do not.
+HONEST["8.3", "numpy_prod"] = '''
+import numpy as np
+
+
+def predict_step_flops(widths, batch):
+    total = 0
+    for k, (a, b) in enumerate(zip(widths, widths[1:])):
+        mm = 2 * np.prod([batch, a, b])
+        total += mm * (3 if k > 0 else 2)
+    return total
+'''
+HONEST["8.3", "numpy_prod_control"] = HONEST["8.3", "numpy_prod"].replace("return total", "return int(total)")
