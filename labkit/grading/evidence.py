@@ -39,6 +39,10 @@ def plain(value: Any) -> Any:
             return [plain(v) for v in seq.__iter__(value)]
     if isinstance(value, dict):
         return {str(plain(k)): plain(v) for k, v in dict.items(value)}
+    if any(t.__name__ == "generic" and t.__module__ == "numpy" for t in type(value).__mro__):
+        item = value.item()          # a numpy scalar (np.int64, np.bool_): its Python value
+        if type(item) is not type(value):       # (REPORT3 H9; no numpy import where torch is absent)
+            return plain(item)
     raise TypeError(f"evidence is plain data (numbers, strings, lists), not {type(value).__name__}")
 
 

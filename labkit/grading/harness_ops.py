@@ -80,7 +80,9 @@ def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    op = ctx["sqdist"]
+    # the lesson's op with the answer's registrations, or a complete op of the answer's own bound
+    # to the name (REPORT3 H6: the notebook's check measured that one and said PASS)
+    op = ns.get("sqdist", ctx["sqdist"])
     x, y, u = _in91(p)
     found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}
     try:
