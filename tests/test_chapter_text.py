@@ -197,6 +197,10 @@ REVIEWED = [
     ("15_crash_accuracy", r"found the one whose fallback fixes it: `tanh`",
      r"printed by its \*name\* \(`repr\(n\)`",
      "the bisector's debug_info is repr of the FX node (its name), not the op"),
+    ("15_crash_accuracy", r"it keeps the vector-ISA test builds it makes once",
+     r"VEC_ISA_OK trusts the CPU's flags: without it, a process with an empty",
+     "with FORCE_DISABLE_CACHES and with a cache of its own a process makes the same 10 check_build "
+     "calls (probed, torch 2.13); VEC_ISA_OK is what skips the costly ones"),
 ]
 
 

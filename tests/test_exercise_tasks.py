@@ -691,3 +691,24 @@ def test_check_predictions_predicts_all_first_without_compiling_and_never_shows_
     nc.check_predictions("0.5", lambda x: keep(lambda t: t + 1)(torch.ones(x)).numel(), [(2,)],
                          lambda x: x, "cases")
     assert capsys.readouterr().out.endswith("raised CompileDuringPrediction\n")
+
+
+# Session 25's content review of the exercise texts: (source, wrong phrase that must stay gone, right
+# phrase that must be there, why). Matched on the source with comment line breaks joined.
+REVIEWED_TASKS = [
+    ("ex12_debugging", r"drops an in-place write into a tensor",
+     r"what the graph computes from it after the update uses the old value too",
+     "torch 2.13 loses the update for the graph's own later reads too (t.add_(1); return x * t gives "
+     "x * 0 under aot_eager and inductor), not only the write back"),
+    ("ex12_debugging", r"That dtype/shape combination is hit by it", r"fixed in torch 2\.15",
+     "torch 2.15.0 writes the 0-d float64 tensor under aot_eager and inductor (probed)"),
+]
+
+
+@pytest.mark.parametrize("stem,wrong,right,why", REVIEWED_TASKS,
+                         ids=[f"{r[0][:4]}-{i}" for i, r in enumerate(REVIEWED_TASKS)])
+def test_reviewed_task_phrases(stem: str, wrong: str, right: str, why: str) -> None:
+    text = (ROOT / "tools" / "exsrc" / f"{stem}.py").read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", re.sub(r"\n#( |$)", " ", text, flags=re.M))
+    assert not re.search(wrong, text), f"{stem}: wrong phrase back ({why})"
+    assert re.search(right, text), f"{stem}: corrected phrase missing ({why})"

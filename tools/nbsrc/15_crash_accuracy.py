@@ -133,9 +133,11 @@ JOB = textwrap.dedent('''
 ''')
 (WORK / "job.py").write_text(JOB)
 env = {**os.environ, "OMP_NUM_THREADS": "1", "LAB15_PLANT": "1", "PYTHONPATH": str(WORK),
-       # an empty cache of its own, so nothing stale is served and the planted lowering runs; unlike
-       # TORCHINDUCTOR_FORCE_DISABLE_CACHES it keeps the vector-ISA test builds it makes once
-       # (torch/_inductor/cpu_vec_isa.py), and VEC_ISA_OK trusts the CPU's flags (as in notebook 13)
+       # an empty cache of its own, so nothing an earlier run cached is served and the planted
+       # lowering runs (TORCHINDUCTOR_FORCE_DISABLE_CACHES would do that too, with a fresh temporary
+       # cache per compile). VEC_ISA_OK trusts the CPU's flags: without it, a process with an empty
+       # cache first test-builds the vector instruction sets it might use (torch/_inductor/
+       # cpu_vec_isa.py, `check_build`), seconds each, under either cache setting (as in notebook 13)
        "TORCHINDUCTOR_CACHE_DIR": str(WORK / "job_cache"), "TORCHINDUCTOR_VEC_ISA_OK": "1",
        "TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": "4"}
 job = subprocess.run([sys.executable, "job.py"], cwd=WORK, env=env, capture_output=True, text=True,
