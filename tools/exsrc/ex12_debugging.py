@@ -138,12 +138,14 @@ print(f"eager: {symptoms['eager'][0]} graphs, {symptoms['eager'][1]} graph break
 # running peak is the model's state: it lives from one call to the next), and compiles **one graph**
 # for any number of steps, with no graph break.
 #
-# A warning that saves an hour: torch 2.13 has a bug (fixed in torch 2.15) that loses an in-place
-# update (`copy_`, `add_`, `fill_`, ...) of a tensor of shape `()` and dtype `float64` that a
-# compiled graph takes as an input, under `aot_eager` and Inductor: the tensor keeps its old value,
-# and what the graph computes from it after the update uses the old value too. Eager mode, other
-# dtypes (`float32`, `int64`) and other shapes (`(1,)`) are not affected. When your answer runs into
-# it, the check's message says so.
+# A warning that saves an hour: torch 2.13 has a bug that loses an in-place update (`copy_`,
+# `add_`, `fill_`, ...) of a tensor of shape `()` and dtype `float64` that a compiled graph takes
+# as an input, under `aot_eager` and Inductor: the tensor keeps its old value, and what the graph
+# computes from it after the update uses the old value too (torch 2.15 keeps the update). Such a
+# tensor also makes Dynamo restart its analysis of the frame once, on 2.13 and 2.15, so the check's
+# counting backend is handed two graphs. Eager mode, other dtypes (`float32`, `int64`) and other
+# shapes (`(1,)`) are not affected. When your answer runs into the lost update, the check's message
+# says so.
 # %% id=normalise-probe tags=demo
 probe = {}
 for inner in ("eager", "aot_eager"):
@@ -223,7 +225,8 @@ harness.check("12.2", globals())
 # own log from the losses it gets back: `warmup` must not append to a list attribute such as
 # `self.history` — Dynamo guards on the list's length, so that append alone recompiles at every
 # step.) Task 12.1's warning holds here too: torch 2.13, under `aot_eager`, loses in-place updates
-# of a `float64` tensor of shape `()` that the graph takes as an input.
+# of a `float64` tensor of shape `()` that the graph takes as an input, and such a tensor costs a
+# second graph.
 # %% id=t12-3
 # your answer (Task 12.3)
 class SteadyWarmup(SensorNet):
