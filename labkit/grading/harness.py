@@ -29,7 +29,7 @@ from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
 from labkit.grading.guards import OpWatch, Seal, guards
-from labkit.grading.restrict import Refused, allowed_context, check_source, definitions
+from labkit.grading.restrict import Refused, allowed_context, check_source
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -333,9 +333,12 @@ def spec(task: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, An
 
 
 def library_answer(task: str, text: str) -> str:
-    """From a student's library file, only the definitions the task's answer is (see
-    :func:`restrict.definitions`): nothing else of the file runs, its imports neither."""
-    return definitions(text, TASKS[task].answer)
+    """From a student's library file, only the definitions the task's answer is and the file's
+    definitions and assignments they read (see :func:`judge.library_source`): nothing else of the
+    file runs, its imports neither."""
+    from labkit.grading.judge import library_source   # (judge needs nbformat: only when used)
+
+    return library_source(text, TASKS[task].answer)
 
 
 def _deny(source: str, denied: tuple[str, ...]) -> None:
@@ -514,6 +517,15 @@ def check(task: str, ctx: dict[str, Any]) -> None:
     else:                        # the answer cell as grading loads it: restricted, in its own module
         source = answer_cell(task, ctx)
         if source is not None:
+            from labkit.grading.judge import outside_names
+
+            outside = outside_names(task, source, ctx)
+            if outside:          # grading would raise NameError: say so here, not PASS (H7)
+                it = "it" if len(outside) == 1 else "them"
+                nc.verdict(task, [f"your answer uses {', '.join(outside)}, defined outside this "
+                                  f"task's answer cell; grading runs the lesson's cells and this "
+                                  f"answer cell only: define {it} in the answer cell"])
+                return
             ns = load_answer(task, source, ctx)
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found, echo=True))

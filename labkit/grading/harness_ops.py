@@ -80,7 +80,10 @@ def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    op = ctx["sqdist"]
+    # what the answer binds to `sqdist`: the lesson's operator with the answer's registrations, or
+    # an operator of the answer's own under that name (the task says so; the notebook's check
+    # measures the notebook's `sqdist`, so both agree: the third red team's H6)
+    op = ns.get("sqdist", ctx["sqdist"])
     x, y, u = _in91(p)
     found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}
     try:

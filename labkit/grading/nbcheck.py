@@ -157,13 +157,15 @@ def _dynamo_work() -> int:
 
 def predict(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` under :func:`no_compile`, as plain data; an exception, or any Dynamo work while it
-    ran (a compile through a reference kept from before), becomes the string 'error: Name'."""
+    ran (a compile through a reference kept from before), becomes the string 'error: Name', a value
+    that is not plain data ``evidence.NOT_PLAIN`` + its kind."""
     before = _dynamo_work()
     try:
         with no_compile():
-            value = evidence.canonical(fn(*args))
+            returned = fn(*args)
     except Exception as exc:  # noqa: BLE001 - a broken prediction is a wrong prediction
         return f"error: {type(exc).__name__}"
+    value = evidence.converted(returned)   # (not plain data: said as such, not as a raise)
     return value if _dynamo_work() == before else f"error: {CompileDuringPrediction.__name__}"
 
 
