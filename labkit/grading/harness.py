@@ -146,7 +146,7 @@ class Fix:
     rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
     measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
     modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
-    source: str = ""                   # a library file: the answer is its ``answer`` definitions
+    source: str = ""                   # a library file: its ``answer`` definitions and what they read
     denied: tuple[str, ...] = ()       # names (imported, called or read) this task's answer may not use
 
 
@@ -508,7 +508,7 @@ def check(task: str, ctx: dict[str, Any]) -> None:
         print(f"Task {task}: measured")
         return
     ns = dict(ctx)
-    if TASKS[task].source:       # the library answer as grading loads it: its definitions only
+    if TASKS[task].source:       # the library answer as grading loads it (judge.library_source)
         import importlib
 
         path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source

@@ -114,7 +114,8 @@ def _top_binds(node: ast.stmt) -> list[str]:
         return [node.name]
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
-    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return [n.id for t in targets for n in ast.walk(t)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
 
 def _first_line(node: ast.stmt) -> int:
