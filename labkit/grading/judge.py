@@ -157,6 +157,48 @@ def outside_names(task_id: str, answer: str, ctx: dict[str, Any]) -> list[str]:
     return sorted(n for n in free if n in ctx and not n.startswith("_"))
 
 
+def prediction_outside(task_id: str, fn: Any) -> list[str]:
+    """The global names a prediction function reads that the student's notebook holds but its
+    judge notebook would not define: only the lesson's plain constants and the prediction tasks'
+    answer cells (up to this task's) run there, where torch is absent (the third red team's H7).
+    Outside IPython, or where the notebook file cannot be read: empty (nothing to compare with)."""
+    import builtins
+
+    from labkit.grading import rubric as rubric_mod
+
+    scope, code = getattr(fn, "__globals__", None), getattr(fn, "__code__", None)
+    cells = scope.get("In") if isinstance(scope, dict) else None
+    if not isinstance(cells, list) or code is None:
+        return []
+    rubric = rubric_mod.load()
+    nb_path = rubric.task(task_id).notebook
+    try:
+        master = nbs.read(Path(__file__).resolve().parents[2] / nb_path)
+    except (OSError, ValueError):
+        return []
+    saved = nbs.cells_by_id(master)
+    known = set(dir(builtins)) | IPYTHON_NAMES | bound_names(constants(master, task_cells(rubric, nb_path)))
+    live = [s for s in cells if isinstance(s, str) and fn.__name__ in bound_names(s)]
+    known |= _any_binds(live[-1]) if live else set()       # this task's answer as the kernel ran it
+    for task in rubric.for_notebook(nb_path):               # the earlier ones as saved
+        if task.id == task_id:
+            break
+        if task.graded and "check_predictions(" in saved.get(task.graded[0], {}).get("source", ""):
+            known |= {n for cid in task.editable for n in _any_binds(saved.get(cid, {}).get("source", ""))}
+    return sorted(n for n in _global_reads(code) - known if n in scope and not n.startswith("_"))
+
+
+def _global_reads(code: Any) -> set[str]:
+    """The global names a code object and the functions, lambdas and classes inside it read."""
+    import dis
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _global_reads(const)
+    return {n for n in names if isinstance(n, str)}
+
+
 def _any_binds(source: str) -> set[str]:
     """Every name a source binds at any depth (arguments, imports, handlers included): a local
     is never taken for another cell's name."""

@@ -232,6 +232,15 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
                 "expected": expected})
         print(f"Task {task}: measured {len(cases)} {noun}")
         return
+    from labkit.grading.judge import prediction_outside   # (judge imports this module)
+
+    outside = prediction_outside(task, predict_fn)
+    if outside:             # grading would raise NameError: say so here, not PASS (H7)
+        it = "it" if len(outside) == 1 else "them"
+        verdict(task, [f"{name} uses {', '.join(outside)}, defined outside the prediction answer "
+                       f"cells; grading runs those (and the lesson's plain constants) only, without "
+                       f"torch: define {it} in the answer cell"])
+        return
     predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
     raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)
     measured = [None] * len(cases) if raised else [evidence.canonical(measure(*case))
