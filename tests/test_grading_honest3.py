@@ -278,3 +278,51 @@ def test_8_3_a_numpy_count_passes_and_a_wrong_one_fails() -> None:
     assert ok, out
     ok, out = fairness.grade_answer("8.3", {"cell": NUMPY_PROD.replace("(3 if k", "(4 if k")}, seed=3)
     assert not ok and "wrong" in out and "raised" not in out, out
+
+
+# -- H7 for predictions: a helper from another cell ---------------------------------------------------
+FLOPS_HELPER = '''
+def layer_flops(a, b, batch):
+    return 2 * a * b * batch
+'''
+USES_FLOPS_HELPER = '''
+def predict_step_flops(widths, batch):
+    total = 0
+    for k, (a, b) in enumerate(zip(widths, widths[1:])):
+        total += layer_flops(a, b, batch) * (3 if k > 0 else 2)
+    return total
+'''
+
+
+def _notebook_check_8_3(source: str, helper: str) -> str:
+    """8.3's check cell as a student's kernel runs it, ``helper`` run in another cell before."""
+    import fairness
+
+    ns, _ = fairness.run_cells("8.3", source, until_check=False, seed=0)
+    exec(helper, ns)
+    ns["In"] = ["", helper, source]               # IPython's record of the cells run
+    out = io.StringIO()
+    with fairness.grade_seed(0), contextlib.redirect_stdout(out):
+        exec(fairness.check_cell("8.3"), ns)
+    return out.getvalue()
+
+
+@pytest.mark.slow
+def test_8_3_a_helper_from_another_cell_fails_in_the_notebook_as_at_grading() -> None:
+    import fairness
+
+    out = _notebook_check_8_3(USES_FLOPS_HELPER, FLOPS_HELPER)
+    assert "Task 8.3: FAIL — predict_step_flops uses layer_flops, defined outside the prediction " \
+           "answer cells" in out, out
+    ok, printed = fairness.grade_answer("8.3", {"cell": USES_FLOPS_HELPER}, seed=3)
+    assert not ok and "raised NameError" in printed, printed
+
+
+@pytest.mark.slow
+def test_8_3_the_helper_in_the_answer_cell_passes_in_both() -> None:
+    import fairness
+
+    source = FLOPS_HELPER + USES_FLOPS_HELPER
+    assert "Task 8.3: PASS" in _notebook_check_8_3(source, "")
+    ok, printed = fairness.grade_answer("8.3", {"cell": source}, seed=3)
+    assert ok, printed

@@ -161,7 +161,8 @@ def prediction_outside(task_id: str, fn: Any) -> list[str]:
     """The global names a prediction function reads that the student's notebook holds but its
     judge notebook would not define: only the lesson's plain constants and the prediction tasks'
     answer cells (up to this task's) run there, where torch is absent (the third red team's H7).
-    Outside IPython, or where the notebook file cannot be read: empty (nothing to compare with)."""
+    Outside IPython, without the answer in its history, or where the notebook file cannot be read:
+    empty (nothing to compare with)."""
     import builtins
 
     from labkit.grading import rubric as rubric_mod
@@ -179,7 +180,9 @@ def prediction_outside(task_id: str, fn: Any) -> list[str]:
     saved = nbs.cells_by_id(master)
     known = set(dir(builtins)) | IPYTHON_NAMES | bound_names(constants(master, task_cells(rubric, nb_path)))
     live = [s for s in cells if isinstance(s, str) and fn.__name__ in bound_names(s)]
-    known |= _any_binds(live[-1]) if live else set()       # this task's answer as the kernel ran it
+    if not live:          # a kernel that keeps no history (nbval): the answer as run is unknown
+        return []
+    known |= _any_binds(live[-1])                          # this task's answer as the kernel ran it
     for task in rubric.for_notebook(nb_path):               # the earlier ones as saved
         if task.id == task_id:
             break
