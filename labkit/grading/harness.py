@@ -336,7 +336,7 @@ def library_answer(task: str, text: str) -> str:
     """From a student's library file, only the definitions the task's answer is and the file's
     definitions and assignments they read (see :func:`judge.library_source`): nothing else of the
     file runs, its imports neither."""
-    from labkit.grading.judge import library_source   # (judge needs nbformat: only when used)
+    from labkit.grading.judge import library_source  # (judge needs nbformat: only when used)
 
     return library_source(text, TASKS[task].answer)
 

@@ -232,7 +232,7 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
                 "expected": expected})
         print(f"Task {task}: measured {len(cases)} {noun}")
         return
-    from labkit.grading.judge import prediction_outside   # (judge imports this module)
+    from labkit.grading.judge import prediction_outside  # (judge imports this module)
 
     outside = prediction_outside(task, predict_fn)
     if outside:             # grading would raise NameError: say so here, not PASS (H7)
