@@ -240,8 +240,9 @@ def test_numpy_scalars_are_numbers_exactly() -> None:
     np = pytest.importorskip("numpy")
     from labkit.grading import evidence as ev
 
-    got = ev.canonical([np.int64(7), np.uint64(2**63 + 1), np.float32(0.5), np.float64(2.0)])
-    assert got == [7, 2**63 + 1, 0.5, 2] and [type(v) for v in got] == [int, int, float, int]
+    got = ev.canonical([np.int64(7), np.uint64(2**63 + 1), np.float32(0.5), np.float64(2.0),
+                        np.str_("a")])
+    assert got == [7, 2**63 + 1, 0.5, 2, "a"] and [type(v) for v in got] == [int, int, float, int, str]
     # a bool is not a number, numpy's neither; NaN is not a number
     assert ev.prediction_problems("f", [ev.canonical(np.bool_(True))], [1], "cases", "flops") == \
         ["1 of 1 cases wrong (#0; 0 predicted too few flops; 0 too many; 1 not a number)"]

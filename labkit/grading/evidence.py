@@ -32,6 +32,9 @@ def plain(value: Any) -> Any:
     ``==`` says yes to everything) is a :class:`NotPlain` (a TypeError)."""
     if value is None or type(value) is bool:
         return value
+    for base, exact in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
+        if isinstance(value, base):
+            return exact(value)  # the base type's own conversion: a subclass's overrides don't run
     if _numpy_scalar(value):
         # np.prod and friends return numpy integers (the third red team's H9): .item() gives the
         # exact Python number; only a genuine int, float or bool is taken from it
@@ -39,9 +42,6 @@ def plain(value: Any) -> Any:
         if type(item) in (bool, int, float):
             return item
         raise NotPlain(f"evidence is plain data (numbers, strings, lists), not {kind(value)}")
-    for base, exact in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
-        if isinstance(value, base):
-            return exact(value)  # the base type's own conversion: a subclass's overrides don't run
     for seq in (tuple, list):
         if isinstance(value, seq):
             return [plain(v) for v in seq.__iter__(value)]
