@@ -251,7 +251,7 @@ def run(gpu: bool, only: str = "") -> dict[str, Any]:
         rows.append({"case": name, "shape": list(shape), "bytes": nbytes, "seconds": times,
                      "rounds": per_round, "gbps": {b: nbytes / t / 1e9 for b, t in times.items()}})
         print_row(rows[-1])
-    result: dict[str, Any] = {"device": device, "threads": torch.get_num_threads(), "rows": rows,
+    result: dict[str, Any] = {"device": device, "threads": torch.get_num_threads(), "rows": rows, "rounds": ROUNDS,
                               "torch": torch.__version__, "clock": "thread CPU time" if CPU_TIME else "wall"}
     if not gpu:  # which CPU the figures came from
         result["device_name"] = cpu_name()
@@ -327,15 +327,19 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
+    global CPU_TIME, ROUNDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="benchmark on CUDA with Triton kernels")
     parser.add_argument("--only", default="", help="comma-separated case names (a partial run "
                         "writes bench_compiler_<device>_partial.json, not the full figures)")
     parser.add_argument("--cpu-time", action="store_true", help="CPU: time with thread CPU time "
                         "(a shared, loaded machine), not wall-clock")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds per case "
+                        f"(each backend keeps its best median; default {ROUNDS})")
     args = parser.parse_args()
-    global CPU_TIME
-    gpu, CPU_TIME = args.gpu, args.cpu_time and not args.gpu
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    gpu, CPU_TIME, ROUNDS = args.gpu, args.cpu_time and not args.gpu, args.rounds
     if gpu and not torch.cuda.is_available():
         sys.exit("--gpu needs a CUDA device")
     print(HEAD)

@@ -159,4 +159,6 @@ def test_live_explore_records_the_same_breakdown(tmp_path, monkeypatch):
     dynamo = next(t.median_s for t in trace.timings if t.label == "compile: dynamo")
     assert dynamo == pytest.approx(fwd["entire_frame_compile_time_s"]
                                    - fwd["backend_compile_time_s"], abs=1e-4)
-    assert "compile-time timeline" in labkit.show(trace).html
+    # timing=False: show draws no timings, not even the timeline, and says where it is
+    assert "compile_timeline(trace)</code> draws them" in labkit.show(trace).html
+    assert "compile-time timeline" in labkit.compile_timeline(trace)._repr_html_()

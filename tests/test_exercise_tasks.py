@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -604,12 +605,16 @@ def test_release_check_passes_the_solution_and_fails_a_wrong_answer(release: Pat
     solution = {c.get("id"): c.source for c in nbformat.read(str(ROOT / NB03), as_version=4).cells}
     _answer(nb, "t3-2", solution["t3-2"])
     right = _make_check(release, "3.2")
-    assert right.returncode == 0 and "PASS  Task 3.2" in right.stdout, right.stdout + right.stderr
+    # `make check` prints a status table: one row per task, its state first
+    assert right.returncode == 0 and re.search(r"^\s*passing\s+3\.2\s", right.stdout, re.M), \
+        right.stdout + right.stderr
     _answer(nb, "t3-2", WRONG_3_2)
     wrong = _make_check(release, "3.2")
-    assert wrong.returncode != 0 and "FAIL  Task 3.2" in wrong.stdout, wrong.stdout + wrong.stderr
-    assert "lines wrong" in wrong.stdout          # the judge's counts, outside the kernel
-    assert "shape-specialised" not in wrong.stdout.split("FAIL  Task 3.2")[1]   # no answer shown
+    # a failing task is work in progress, not an error: the exit status stays 0 (commands.py)
+    row = re.search(r"^\s*failing\s+3\.2\s", wrong.stdout, re.M)
+    assert wrong.returncode == 0 and row, wrong.stdout + wrong.stderr
+    assert "lines wrong" in wrong.stdout, wrong.stdout   # the judge's counts, outside the kernel
+    assert "shape-specialised" not in wrong.stdout, wrong.stdout   # no answer shown
 
 
 

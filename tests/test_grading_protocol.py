@@ -279,7 +279,6 @@ def test_item_and_module_stores_outside_the_answers_own_are_refused(name, lesson
     "del REG['a']\n",                                                  # (only names are deleted)
     "import torch\ntorch.nn.Linear.__dict__['forward'] = print\n",     # setattr by a __dict__
     "import torch\nvars(torch.nn.Linear)['forward'] = print\n",
-    "a, REG['a'] = 1, 2\n",                                            # not a plain assignment
     "for REG['a'] in [1]:\n    pass\n",
     "def g():\n    with torch.no_grad():\n        yield 1\n",          # a paused generator
     "def g():\n    yield from [1]\n",

@@ -96,7 +96,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], target: s
     metrics.kernels += len(program.kernels)
     if trace is not None:
         record(trace, program, target, prefix, frame)
-    return _torch.make_boxed_func(_not_traced(program))
+    return _torch.make_boxed_func(_not_traced(program) if prefix == "bwd" else program)  # Dynamo runs a forward disabled
 
 
 def build_program(gm: torch.fx.GraphModule, example_inputs: list[Any], target: str = "cpp",

@@ -59,3 +59,161 @@ def variant(name: str, rng: random.Random) -> tuple[str, str, int, int]:
     new_name = f"{name.rsplit('_', 1)[0]}_{rng.randrange(10)}"
     text = (head + "@triton.jit" + body).replace(name, new_name)
     return new_name, text, new_x, new_r
+
+
+# -- kernels composed from the templates' pieces ------------------------------------------------------
+# A variant keeps its template's structure, so a table keyed on it (the fused ops in the name) would
+# answer every field but the sizes. composed() builds kernels none of the 8 templates is: the same
+# lines (loads, pointwise ops, masked reductions, stores, in Inductor 2.13's spelling) in new numbers
+# and orders, with the answers known from how the kernel was built.
+_UNARY = {"abs": "tl_math.abs({a})", "exp": "libdevice.exp({a})",
+          "relu": "triton_helpers.maximum({zero}, {a})"}
+_BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "({a} / {b})"}
+
+
+class _Body:
+    """The lines of a kernel body, with fresh ``tmpN`` names; what is not used yet comes first
+    when an operand is picked (Inductor computes nothing it does not use)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+        self.rng = rng
+        self.unused: list[str] = []
+        self.rows: set[str] = set()           # values with one entry per x (a reduction's results)
+
+    def let(self, expr: str, row: bool = False, constant: bool = False) -> str:
+        name = f"tmp{self.n}"
+        self.n += 1 + (self.rng.random() < 0.3)       # Inductor's numbering skips removed temps
+        self.lines.append(f"    {name} = {expr}")
+        if not constant:
+            self.unused.append(name)
+        if row:
+            self.rows.add(name)
+        return name
+
+    def pick(self, full: bool = False) -> str:
+        pool = [v for v in self.unused if not (full and v in self.rows)]
+        if not pool:
+            pool = [v for v in self.values() if not (full and v in self.rows)]
+        value = self.rng.choice(pool)
+        if value in self.unused:
+            self.unused.remove(value)
+        return value
+
+    def values(self) -> list[str]:
+        return [line.split(" = ", 1)[0].strip() for line in self.lines
+                if not any(f in line for f in ("tl.full(", "tl.broadcast_to(", "tl.where("))]
+
+
+def composed(rng: random.Random) -> tuple[str, str, dict[str, object]]:
+    """A new Inductor-style Triton kernel: (name, source, the right reading of it).
+
+    Pointwise or a persistent reduction; 1-4 input buffers (at times an ``in_out_ptr`` that is read
+    and written back, at times a per-row input), pointwise ops, 1-3 reductions (sum or max, in any
+    order) on a reduction, 1-3 output buffers; every value computed is used or stored.
+    """
+    reduction = rng.random() < 0.6
+    rlen = rng.choice(_POW2) if reduction else 0
+    x = rng.choice([v for v in range(3, 3000) if v not in _POW2 and v != rlen])
+    body, ops = _Body(rng), set()
+    zero_dim = "[1, 1]" if reduction else "[1]"
+    in_out = rng.random() < 0.3
+    n_in = rng.randrange(1, 4) - in_out
+    loads = (["in_out_ptr0"] if in_out else []) + [f"in_ptr{i}" for i in range(n_in)]
+    if reduction:
+        index = rng.choice([f"(r0_1 + {rlen}*x0)", f"(x0 + {x}*r0_1)"])
+        mask = "xmask, other=0.0"
+    else:
+        index, mask = "(x0)", "xmask"
+    for p in loads:
+        body.let(f"tl.load({p} + {index}, {mask})")
+    if reduction and rng.random() < 0.3:      # a per-row input, broadcast along the reduction
+        loads.append(f"in_ptr{n_in}")
+        body.let(f"tl.load(in_ptr{n_in} + (x0), xmask, eviction_policy='evict_last')", row=True)
+    zero: list[str] = []
+
+    def pointwise(binary: bool | None = None) -> None:
+        if binary is None:
+            binary = rng.random() < 0.5
+        if not binary:
+            op = rng.choice(sorted(_UNARY))
+            if op == "relu" and not zero:
+                zero.append(body.let(f"tl.full({zero_dim}, 0, tl.int32)", constant=True))
+            a = body.pick(full=True) if reduction else body.pick()
+            body.let(_UNARY[op].format(a=a, zero=zero[0] if zero else ""), row=a in body.rows)
+        else:
+            op = rng.choice(sorted(_BINARY))
+            a, b = body.pick(), body.pick()
+            body.let(_BINARY[op].format(a=a, b=b), row=a in body.rows and b in body.rows)
+        ops.add(op)
+
+    reductions: list[str] = []
+    for _ in range(rng.randrange(1, 4) if reduction else 0):
+        for _ in range(rng.randrange(0, 3)):
+            pointwise()
+        kind = rng.choice(["sum", "max"])
+        wide = body.let(f"tl.broadcast_to({body.pick(full=True)}, [XBLOCK, R0_BLOCK])")
+        body.unused.remove(wide)
+        neutral = "0" if kind == "sum" else 'float("-inf")'
+        masked = body.let(f"tl.where(xmask, {wide}, {neutral})")
+        body.unused.remove(masked)
+        call = "tl.sum" if kind == "sum" else "triton_helpers.max2"
+        body.let(f"{call}({masked}, 1)[:, None].to(tl.float32)", row=True)
+        reductions.append(kind)
+        ops.add("sum" if kind == "sum" else "amax")
+    for _ in range(rng.randrange(0 if reduction else 1, 3)):
+        pointwise()
+    while len(body.unused) > 3 or (in_out and not any(v not in body.rows for v in body.unused)):
+        pointwise(binary=len(body.unused) > 1)
+    # every value not used is written: an in_out_ptr takes a full one back, out_ptrs the others
+    stores, outs = [], []
+    first_out = rng.randrange(0, 3)
+    left = list(body.unused)
+    if in_out:
+        back = next(v for v in reversed(left) if v not in body.rows)
+        left.remove(back)
+        stores.append(f"    tl.store(in_out_ptr0 + {index}, {back}, xmask)")
+        outs.append("in_out_ptr0")
+    for k, value in enumerate(left):
+        outs.append(f"out_ptr{first_out + k}")
+        where = "(x0)" if value in body.rows else index
+        stores.append(f"    tl.store({outs[-1]} + {where}, {value}, xmask)")
+    name = (f"triton_{'per' if reduction else 'poi'}_fused_{'_'.join(sorted(ops))}"
+            f"_{rng.randrange(10)}")
+    params = [*dict.fromkeys(["in_out_ptr0"] * in_out + loads[in_out:] + outs[in_out:])]
+    head = [f"    xnumel = {x}"]
+    if reduction:
+        head += [f"    r0_numel = {rlen}", f"    R0_BLOCK: tl.constexpr = {rlen}",
+                 "    rnumel = r0_numel", "    RBLOCK: tl.constexpr = R0_BLOCK",
+                 "    xoffset = tl.program_id(0) * XBLOCK",
+                 "    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "    xmask = xindex < xnumel",
+                 "    r0_index = tl.arange(0, R0_BLOCK)[None, :]", "    r0_offset = 0",
+                 "    r0_mask = tl.full([R0_BLOCK], True, tl.int1)[None, :]",
+                 "    roffset = r0_offset", "    rindex = r0_index", "    r0_1 = r0_index",
+                 "    x0 = xindex"]
+        args = ", ".join(params + ["xnumel", "r0_numel", "XBLOCK : tl.constexpr"])
+    else:
+        head += ["    xoffset = tl.program_id(0) * XBLOCK",
+                 "    xindex = xoffset + tl.arange(0, XBLOCK)[:]", "    xmask = xindex < xnumel",
+                 "    x0 = xindex"]
+        args = ", ".join(params + ["xnumel", "XBLOCK : tl.constexpr"])
+    template = KERNELS["triton_per_fused_sum_0" if reduction else "triton_poi_fused_mul_0"]
+    decorator = template.split("@triton.jit", 1)[0]
+    signature = ", ".join([f"'{p}': '*fp32'" for p in params] + ["'xnumel': 'i32'"]
+                          + (["'r0_numel': 'i32'"] if reduction else []) + ["'XBLOCK': 'constexpr'"])
+    decorator = re.sub(r"'signature': \{[^}]*\}", lambda _: f"'signature': {{{signature}}}", decorator)
+    decorator = re.sub(r"'kernel_name': '\w+'", f"'kernel_name': '{name}'", decorator)
+    decorator = re.sub(r"'mutated_arg_names': \[[^]]*\]",
+                       f"'mutated_arg_names': {['in_out_ptr0'] if in_out else []}", decorator)
+    decorator = re.sub(r"'num_load': \d+", f"'num_load': {len(loads)}", decorator)
+    decorator = re.sub(r"'num_store': \d+", f"'num_store': {len(stores)}", decorator)
+    decorator = re.sub(r"'num_reduction': \d+", f"'num_reduction': {len(reductions)}", decorator)
+    hints = f"size_hints={{'x': {_pow2_at_least(x)}" + (f", 'r0_': {rlen}}}" if reduction else "}")
+    decorator = re.sub(r"size_hints=\{[^}]*\}", hints, decorator)
+    source = "\n".join([decorator + f"@triton.jit\ndef {name}({args}):", *head, *body.lines,
+                        *stores])
+    reading = {"kind": "reduction" if reduction else "pointwise", "elements": x,
+               "reduction_length": rlen, "reductions": reductions,
+               "inputs": len(set(loads)), "outputs": len(set(outs))}
+    return name, source, reading

@@ -44,6 +44,8 @@ INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_g
                    "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md",
                    # ex12's wrong answers are a line away from right ones; its tests run solutions
                    "tests/test_grading_ex12.py", "tests/test_grading_ex10_11.py",
+                   # table answers to 3.2 and 7.2, built by running the solutions (tests/fairness.py)
+                   "tests/test_grading_tables.py",
                    # the red team's forgeries and the library checks' tests hold solution lines
                    "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
                    "tests/test_grading_library.py",

@@ -383,6 +383,12 @@ def compare(spec: dict[str, Any], got: Any, *, echo: bool = False,
     for rule in spec["rules"]:
         if rule.get("after") and problems:
             continue                      # a rule that only makes sense when the earlier ones held
+        if rule.get("hint"):
+            # a hint names a likely cause of problems already found; alone it never fails an answer
+            value = got.get(rule["field"])
+            if problems and value is not None and rule_problem(rule, value):
+                problems.append(rule["say"])
+            continue
         why = rule_problem(rule, got.get(rule["field"]))
         if why and why not in problems:
             problems.append(why)

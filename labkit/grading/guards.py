@@ -1,7 +1,8 @@
 """The run-time side of the restricted policy: the guards a rewritten answer calls, and the backstops.
 
-:func:`labkit.grading.restrict.check_source` rewrites every attribute store, item store and read
-of an unpublished name into a call of one of :func:`guards`' functions, which decide at run time
+:func:`labkit.grading.restrict.check_source` (through :mod:`labkit.grading.rewrite`) rewrites every attribute store, item store and read
+of an unpublished name, every read of a mutating method (:data:`rewrite.MUTATORS`) and every
+in-place operator into a call of one of :func:`guards`' functions, which decide at run time
 on the object actually reached. :class:`Seal` and :class:`OpWatch` are taken before the answer
 runs and compared after it and after measuring: whatever got past the policy and the guards and
 rebound what the harness measures with, or registered kernels on operators, gains nothing.
@@ -15,11 +16,13 @@ import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import IOP, ITEM, LOAD, STORE, Refused, torch_namespaces
+from labkit.grading.restrict import MODULES, Refused, module_allowed, torch_namespaces
+from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
 
-# containers an item store may write into when no module or class holds them (see _foreign)
-PLAIN = (dict, list, bytearray, collections.deque, collections.defaultdict, collections.OrderedDict,
-         collections.Counter)
+# containers an item store, a method or an in-place operator may change when no module or class
+# holds them (see _foreign); their subclasses too
+PLAIN = (dict, list, set, bytearray, collections.deque, collections.defaultdict,
+         collections.OrderedDict, collections.Counter)
 
 
 def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
@@ -42,10 +45,10 @@ def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
             found[id(value)] = value
             for sub in getattr(value, "modules", lambda: ())():
                 found[id(sub)] = sub
-        elif type(value) in PLAIN:
+        elif issubclass(type(value), PLAIN):
             found[id(value)] = value
             inner = list(value.values() if isinstance(value, dict) else value) if depth else ()
-            for v in [v for v in inner if type(v) in PLAIN or issubclass(type(v), held)]:
+            for v in [v for v in inner if issubclass(type(v), PLAIN + held)]:
                 add(v, depth - 1)
 
     for name, module in list(sys.modules.items()):
@@ -55,16 +58,16 @@ def _foreign(skip: str, held: tuple[type, ...]) -> frozenset[int]:
         found[id(space)] = space
         for value in list(space.values()):
             kind = type(value)
-            if kind in PLAIN or issubclass(kind, held):
+            if issubclass(kind, PLAIN + held):
                 add(value, 2)
             elif issubclass(kind, type):
-                for attr in [a for a in vars(value).values() if type(a) in PLAIN]:
+                for attr in [a for a in vars(value).values() if issubclass(type(a), PLAIN)]:
                     add(attr, 1)
     return frozenset(found)
 
 
 def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple[type, ...] = (),
-           held: tuple[type, ...] = ()) -> dict[str, Any]:
+           held: tuple[type, ...] = (), modules: frozenset[str] = MODULES) -> dict[str, Any]:
     """The guards an answer module named ``answer`` runs with (put them in its namespace).
 
     A store (``x.name = v`` or ``x[k] = v``) goes through only on the answer's own classes and
@@ -108,7 +111,47 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
             if id(obj) in foreign:
                 raise Refused(f"line {line}: a graded answer may not assign an item of a "
                               f"{type(obj).__name__} that a module holds")
-        obj[key] = getattr(operator, op)(obj[key], value) if op else value
+        obj[key] = inplace(obj[key], value, op, line) if op else value
+
+    def changeable(root: Any, obj: Any, name: str, line: int) -> None:
+        """Refuse a call that changes ``obj`` (a container, an nn.Module) a loaded module holds."""
+        target = obj.__self__ if type(obj) is super else obj
+        if issubclass(type(target), PLAIN + held) and id(target) in foreign:
+            raise Refused(f"line {line}: a graded answer may not change a "
+                          f"{type(target).__name__} that a module holds (through '{name}')")
+
+    def checked(fn: Any, name: str, line: int, first: int) -> Any:
+        """``fn`` with its first ``first`` positional arguments checked as :func:`changeable`."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for arg in args[:first]:
+                changeable(None, arg, name, line)
+            return fn(*args, **kwargs)
+        return call
+
+    def method(root: Any, obj: Any, name: str, line: int, public: bool) -> Any:
+        if isinstance(obj, types.ModuleType) and not module_allowed(obj, modules):
+            # (`eval` is a public name, nn.Module.eval: builtins.eval, had builtins been reached)
+            raise Refused(f"line {line}: a graded answer may not read '{name}' of a module it "
+                          "may not use")
+        found = getattr(obj, name) if public else load(obj, name, line)
+        if name in ARG_MUTATORS:              # heapq.heappush(lst, v), rng.shuffle(lst)
+            return checked(found, name, line, 2 if isinstance(obj, type) else 1)
+        if isinstance(obj, type):             # dict.update(d, ...): the instance comes first
+            return checked(found, name, line, 1)
+        changeable(root, obj, name, line)
+        return found
+
+    def kind(obj: Any, line: int) -> type:
+        """``type(obj)``, but never a class's metaclass: ``type(type(1))("X", (), {...})`` would
+        make a class with any special method (the third red team of session 25)."""
+        found = type(obj)
+        if issubclass(found, type):
+            raise Refused(f"line {line}: a graded answer may not take the type of a class")
+        return found
+
+    def inplace(value: Any, other: Any, op: str, line: int) -> Any:
+        changeable(None, value, op.replace("i", "", 1) + "=", line)
+        return getattr(operator, op)(value, other)
 
     def load(obj: Any, name: str, line: int) -> Any:
         kind = obj if isinstance(obj, type) else type(obj)
@@ -119,7 +162,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
                           f"{type(obj).__name__}")
         return getattr(obj, name)
 
-    return {STORE: store, LOAD: load, IOP: operator, ITEM: item}
+    return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
+            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind}
 
 
 class Seal:
@@ -133,7 +177,10 @@ class Seal:
                           "raw_input", "help", "copyright", "credits", "license"})
 
     def __init__(self, spaces: list[tuple[str, Any]], counters: Any) -> None:
-        self.taken = [(label, space, dict(vars(space))) for label, space in spaces]
+        # (a dict is sealed by its contents: harness.TASKS, the same object with another entry,
+        # was the third red team's forgery once it had left the policy)
+        self.taken = [(label, space, dict(space if isinstance(space, dict) else vars(space)))
+                      for label, space in spaces]
         self.counters, self.counted = counters, counters()
         self.state = torch_state()
 
@@ -141,7 +188,7 @@ class Seal:
         """``space.name`` for every name that is gone or bound to another object."""
         out = []
         for label, space, before in self.taken:
-            now = vars(space)
+            now = space if isinstance(space, dict) else vars(space)
             # Dynamo keeps what it compiles in the globals of the compiled frame's module, under
             # dunder names (__compiled_fn_1_<uuid>, __builtins_dict___0), and rebinds them; an
             # answer cannot name a dunder, so a module's dunders are not the seal's business

@@ -29,7 +29,13 @@ from labkit import _torch
 from labkit.grading import evidence as ev
 from labkit.grading import nbcheck as nc
 from labkit.grading.guards import OpWatch, Seal, guards
-from labkit.grading.restrict import Refused, allowed_context, check_source
+from labkit.grading.restrict import (
+    MODULES,
+    Refused,
+    allowed_context,
+    check_source,
+    module_allowed,
+)
 
 
 # -- what the harness measures with ---------------------------------------------------------------
@@ -163,7 +169,9 @@ def _in22(p: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor], list[flo
 def _r22(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
     with torch.compiler.set_stance("force_eager"), quiet():
         want_w, want_norms = ctx["train_storm"](*_in22(p))
-    return compile_rules(len(p["g"])) + [
+    # one graph run per step, or one run of a graph that holds the whole loop (REPORT3 H1): the
+    # replay below proves either did the update
+    return compile_rules(1) + [
         {"field": "work", "rule": "at_least", "value": len(p["g"]) - 1, "after": True,
          "say": "the compiled graphs do not compute the update (run again on other gradients, "
                 "they give the old values): the work is done outside them"},
@@ -177,8 +185,10 @@ def _m22(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
     calls: list[tuple[Any, ...]] = []
     backend, graphs, runs = recorder(calls)
     nc.fresh()
+    # the answer gets copies: what the replay expects is worked out from the harness's own (an
+    # answer that zeroed the gradients it was handed made any pass-through graph "do the work")
+    got_w, got_norms = ns["train_fixed"](*_in22(p), backend=backend)
     w, grads, lrs = _in22(p)
-    got_w, got_norms = ns["train_fixed"](w, list(grads), list(lrs), backend=backend)
     floats = isinstance(got_norms, list) and all(type(n) is float for n in got_norms)
     ws, vs = [w], [torch.zeros_like(w)]          # train_storm's states before each step
     for g, lr in zip(grads, lrs):
@@ -187,7 +197,11 @@ def _m22(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
 
     def expect(k: int, other: torch.Tensor) -> list[torch.Tensor]:
         v = 0.9 * vs[k] + other
-        return [v, ws[k] - lrs[k] * v]
+        final, u = w, torch.zeros_like(w)     # the whole schedule with gradient k swapped
+        for i, (g, lr) in enumerate(zip(grads, lrs)):
+            u = 0.9 * u + (other if i == k else g)
+            final = final - lr * u
+        return [v, ws[k] - lrs[k] * v, final]
 
     # step 0 starts from v = 0, where passing the gradient on looks like the update: not counted
     work = replayed(calls, grads[1:], lambda k, other: expect(k + 1, other))
@@ -385,7 +399,8 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     module = types.ModuleType(name)      # a real module: Dynamo and classes find their globals
     module.__dict__.update(allowed_context(ctx, extra))
     module.__dict__.update(guards(name, str(ctx.get("__name__", "__main__")),
-                                  writable=(FunctionCtx,), held=(torch.nn.Module,)))
+                                  writable=(FunctionCtx,), held=(torch.nn.Module,),
+                                  modules=MODULES | frozenset(extra)))
     module.__file__ = filename
     sys.modules[name] = module
     _torch.install_dynamo_patches()      # Dynamo's own first-compile patches, done now
@@ -398,6 +413,10 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
         module.__dict__["__refused__"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - the student's code raised: evidence says so
         module.__dict__["__error__"] = f"your answer raised {type(exc).__name__}"
+    stray = sorted(k for k, v in module.__dict__.items() if isinstance(v, types.ModuleType)
+                   and not module_allowed(v, MODULES | frozenset(extra)))
+    if stray and "__refused__" not in module.__dict__:   # (a route around the import check)
+        module.__dict__["__refused__"] = f"your answer holds a module it may not use ({stray[0]})"
     module.__dict__["__seal__"] = seal
     return module.__dict__
 
@@ -416,7 +435,7 @@ def _sealed() -> list[tuple[str, Any]]:
               ("torch.nn.Module", torch.nn.Module), ("the harness", sys.modules[__name__]),
               ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
               ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
-              ("contextlib", contextlib), ("io", io)]
+              ("contextlib", contextlib), ("io", io), ("the harness's tasks", TASKS)]
     return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
                      if m in sys.modules]
 
@@ -496,6 +515,32 @@ def answer_cell(task: str, ctx: dict[str, Any]) -> str | None:
     return None
 
 
+def _top_names(source: str) -> set[str]:
+    """The names a cell binds at top level (definitions, assignments, imports)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {a.asname or a.name.partition(".")[0] for n in tree.body
+             if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    return names | {n.id for node in tree.body if not isinstance(node, ast.Import | ast.ImportFrom)
+                    for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                    } | {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def _without_other_answers(ctx: dict[str, Any], source: str) -> dict[str, Any]:
+    """The notebook's names less those only *other* answer cells bind: a judge notebook holds the
+    lesson and this one answer, so the check says what grading will (REPORT3 H7: a helper from
+    12.1's cell passed 12.2's check in the notebook and failed grading with a NameError)."""
+    cells = [c for c in ctx.get("In", []) if isinstance(c, str) and c != source]
+    answers = [c for c in cells if c.lstrip().startswith("# your answer")]
+    lesson = set().union(*(_top_names(c) for c in cells if c not in answers))
+    only = set().union(*(_top_names(c) for c in answers)) - lesson - _top_names(source)
+    return {k: v for k, v in ctx.items() if k not in only}
+
+
 def check(task: str, ctx: dict[str, Any]) -> None:
     """A notebook's check cell: the same protocol in the student's own kernel (``make check`` and
     grading run it as a judge notebook instead). In pass 1 it only records the trusted spec."""
@@ -526,7 +571,7 @@ def check(task: str, ctx: dict[str, Any]) -> None:
                                   f"task's answer cell; grading runs the lesson's cells and this "
                                   f"answer cell only: define {it} in the answer cell"])
                 return
-            ns = load_answer(task, source, ctx)
+            ns = load_answer(task, source, _without_other_answers(ctx, source))
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found, echo=True))
 

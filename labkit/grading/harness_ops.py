@@ -80,9 +80,8 @@ def _r91(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m91(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    # what the answer binds to `sqdist`: the lesson's operator with the answer's registrations, or
-    # an operator of the answer's own under that name (the task says so; the notebook's check
-    # measures the notebook's `sqdist`, so both agree: the third red team's H6)
+    # the lesson's op with the answer's registrations, or a complete op of the answer's own bound
+    # to the name (REPORT3 H6: the notebook's check measured that one and said PASS)
     op = ns.get("sqdist", ctx["sqdist"])
     x, y, u = _in91(p)
     found: dict[str, Any] = {"opcheck": _opcheck(op, (x, y))}

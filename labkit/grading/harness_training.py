@@ -190,8 +190,39 @@ def _r12(task: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str,
             want = _run12(task, getattr(model, METHODS12[task][1]), p)
         return compile_rules(len(p["x"]), exactly_one=True) + [
             {"field": "values", "rule": "close_all", "want": want, "tol": 1e-5,
-             "say": f"values differ from SensorNet.{METHODS12[task][1]}'s"}]
+             "say": f"values differ from SensorNet.{METHODS12[task][1]}'s"},
+            {"field": "lost_writes", "rule": "eq", "value": 0, "hint": True, "say": LOST_WRITES}]
     return rules
+
+
+# What a FAIL adds when the evidence shows torch 2.13's lost write (tests/test_grading_ex12.py pins
+# the bug): compiled through AOTAutograd (aot_eager, inductor), an in-place write into a 0-d float64
+# tensor the graph gets as an input is dropped; float32, or float64 of shape (1,), are written.
+LOST_WRITES = ("a 0-d float64 tensor of your model that your method updates in place kept its old "
+               "value when compiled (eager mode updates it): torch 2.13 drops in-place writes into "
+               "a 0-d float64 tensor under aot_eager and inductor, a torch bug, not your logic")
+
+
+def _scalars64(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's 0-d float64 tensors (buffers, parameters, plain attributes), by name."""
+    found = {}
+    named = [*torch.nn.Module.named_buffers(model), *torch.nn.Module.named_parameters(model),
+             *vars(model).items()]
+    for name, t in named:
+        # plain tensors only: a subclass's own methods (its __float__) never run here
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and t.dim() == 0 and t.dtype == torch.float64:
+            found[name] = t
+    return found
+
+
+def _lost_writes(before: dict[str, float], compiled: torch.nn.Module, eager: torch.nn.Module
+                 ) -> int:
+    """How many of the 0-d float64 tensors the compiled run left at their first value (``before``)
+    that the same method run eagerly, on the same inputs, changed: the evidence of the lost write."""
+    after, moved = _scalars64(compiled), _scalars64(eager)
+    return sum(1 for name, first in before.items()
+               if name in after and name in moved and float(after[name]) == first
+               and float(moved[name]) != first)
 
 
 def aot_recorder() -> tuple[Callable[..., Any], list[int], list[int]]:
@@ -221,8 +252,16 @@ def _m12(task: str) -> Callable[[dict[str, Any], dict[str, Any], dict[str, Any]]
         reference = ctx["SensorNet"](**p["sizes"])
         model = cls(**p["sizes"])
         model.load_state_dict(reference.state_dict(), strict=False)
+        before = {name: float(t) for name, t in _scalars64(model).items()}
         backend, graphs, runs = aot_recorder()
         nc.fresh()
         values = _run12(task, torch.compile(getattr(model, method), backend=backend), p)
-        return {**compiled_stats(graphs, runs), "values": values}
+        stats = compiled_stats(graphs, runs)
+        lost = 0
+        if before:         # the same answer, uncompiled: does it move what the compiled run left?
+            twin = cls(**p["sizes"])
+            twin.load_state_dict(reference.state_dict(), strict=False)
+            _run12(task, getattr(twin, method), p)
+            lost = _lost_writes(before, model, twin)
+        return {**stats, "values": values, "lost_writes": lost}
     return measure

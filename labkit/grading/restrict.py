@@ -5,7 +5,8 @@ cannot run where torch is absent. What the red team used to forge a verdict from
 is ruled out before the answer runs: reaching frames or the harness (``sys``, ``inspect``, ``gc``,
 generator and traceback frames, any ``_private`` or ``__dunder__`` attribute), rebinding what the
 harness uses (assigning attributes of anything but ``self``/``ctx``, ``setattr``, module
-dictionaries; at run time, attribute and item stores outside the answer's own objects), keeping a
+dictionaries; at run time, attribute and item stores outside the answer's own objects, and
+mutating methods and in-place operators on what a loaded module holds), keeping a
 context entered after the answer returned (generators, coroutines), running other code
 (``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``ctypes``, ``open``, pickled
 files through ``torch.load``/``numpy.load``, ``load_inline``), and resetting Dynamo's state (``reset``, ``set_stance``, ``disable``). Imports
@@ -19,6 +20,8 @@ import re
 import types
 from functools import cache
 from typing import Any
+
+from labkit.grading.rewrite import Rewriter, _root
 
 MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.utils.checkpoint",
@@ -56,7 +59,7 @@ BUILTINS_DENIED = frozenset({
     "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
     "delattr", "breakpoint", "input", "memoryview", "help", "exit", "quit", "get_ipython",
     "display", "In", "Out", "object"})
-ATTRS_DENIED = frozenset({
+ATTRS_NEVER = frozenset({          # (refused even as the answer's own attribute names)
     # frames, code and the objects that lead to them
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "co_code",
@@ -65,7 +68,8 @@ ATTRS_DENIED = frozenset({
     "os", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "shutil",
     "pickle", "marshal", "io", "pathlib", "socket", "signal", "threading", "multiprocessing",
     "types", "weakref", "ctypeslib", "cpp_extension", "hub", "utils_hooks", "functools",
-    "contextlib", "abc", "typing", "glob", "platform", "textwrap", "torch",
+    "contextlib", "abc", "typing", "glob", "platform", "textwrap", "torch"})
+ATTRS_DENIED = ATTRS_NEVER | frozenset({
     # getattr/setattr by string and code from strings: fx nodes, TorchScript, packages, timers
     "fx", "jit", "package", "export", "overrides", "testing", "benchmark", "Timer", "graph",
     "GraphModule", "Graph", "Tracer", "symbolic_trace", "call_method", "get_attr", "create_node",
@@ -83,30 +87,22 @@ ATTRS_DENIED = frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "import_module"})
+    "nonstrict_trace", "import_module", "py_impl", "py_kernels", "exec"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
-# (the methods an answer's own objects define are exempt: a hook name of its own is its business)
+# The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
+# exempt from ATTRS_DENIED, except these: the load and store guards then let such a name be read
+# or assigned only on the answer's own objects (the third red team's H5: honest code refused)
+OWN_NEVER = re.compile(r"unsafe|pickle|_hooks?$")
 ASSIGNABLE_ROOTS = frozenset({"self", "ctx", "cls"})
 # the special methods an answer may define (a __setattr__ or __getattr__ of its own would see
 # whatever a library call stores into or reads from its objects)
 DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
 # keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
 # it runs: a command of the answer's choosing)
-KEYWORDS_DENIED = frozenset({"options"})
-# What the store guard and the load guard (:func:`labkit.grading.guards.guards`) are called in an answer's module: names
-# the policy refuses in a student's source, so only the rewritten code can reach them.
-STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
-
-
+KEYWORDS_DENIED = frozenset({"options", "allow_pickle", "weights_only"})   # (pickles: F2 below)
 class Refused(ValueError):
     """An answer the restricted policy does not run, with the line and the reason."""
-
-
-def _root(node: ast.AST) -> ast.AST:
-    while isinstance(node, ast.Attribute | ast.Subscript):
-        node = node.value
-    return node
 
 
 def _allowed_private(node: ast.Attribute) -> bool:
@@ -152,6 +148,16 @@ class _Policy(ast.NodeVisitor):
         if "torch.export" in modules:
             self.kept.add(("torch", "export"))
         self.library = LIBRARY in modules       # custom ops: only where the task teaches them
+        self.own: set[str] = set()              # attribute names the answer's classes define
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.ClassDef):
+                self.own |= {b.name for b in n.body if isinstance(b, ast.FunctionDef)}
+            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and \
+                    isinstance(n.value, ast.Name) and n.value.id in ASSIGNABLE_ROOTS:
+                self.own.add(n.attr)
+        self.generic_visit(node)
 
     def refuse(self, node: ast.AST, why: str) -> None:
         raise Refused(f"line {getattr(node, 'lineno', '?')}: {why}")
@@ -204,7 +210,20 @@ class _Policy(ast.NodeVisitor):
             if alias.name == "*" or alias.name.startswith("_") or (
                     module == "torch._dynamo" and alias.name not in DYNAMO_NAMES):
                 self.refuse(node, f"'from {module} import {alias.name}' is not allowed")
+            self._imported(node, module, alias.name)
         self.generic_visit(node)
+
+    def _imported(self, node: ast.AST, module: str, name: str) -> None:
+        """A name imported from an allowed module is refused where its attribute would be (the
+        third red team of session 25: `from torch import builtins` left the policy, `from numpy
+        import load, savetxt` ran a pickle), and so is a module the answer could not import."""
+        import builtins
+        import importlib
+
+        value = getattr(importlib.import_module(module), name, None) if module != "__future__" else None
+        if denied(name) or (name in BUILTINS_DENIED and value is getattr(builtins, name, 0)) or (
+                isinstance(value, types.ModuleType) and not module_allowed(value, self.modules)):
+            self.refuse(node, f"'from {module} import {name}' is not allowed in a graded answer")
 
     def _name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store | ast.Del) and any(node.id == n for n, _ in self.kept):
@@ -212,7 +231,9 @@ class _Policy(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Store | ast.Del) and node.id in ASSIGNABLE_ROOTS:
             # self/ctx/cls are parameters only: `cls = json; cls.dumps = ...` (the red team's A1)
             self.refuse(node, f"'{node.id}' names a method's own object; it may not be assigned")
-        if node.id in BUILTINS_DENIED:
+        parent = self.parents.get(id(node))
+        base = isinstance(parent, ast.ClassDef) and node in parent.bases   # class A(object)
+        if node.id in BUILTINS_DENIED and not (base and node.id == "object"):
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
         if node.id.startswith("__") and node.id.endswith("__"):
             self.refuse(node, f"'{node.id}' is not allowed in a graded answer")
@@ -237,9 +258,11 @@ class _Policy(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _plain_target(self, node: ast.AST) -> bool:
-        """Whether ``node`` is the whole target of ``x = v``, ``x += v`` or ``x: T = v`` (the
-        only stores the guards see: not a for/with/unpacking target)."""
+        """Whether ``node`` is the whole target of ``x = v``, ``x += v`` or ``x: T = v``, or an
+        element of ``a, b = v``'s (the stores the guards see: not a for/with/starred target)."""
         parent = self.parents.get(id(node))
+        while isinstance(parent, ast.Tuple | ast.List) and isinstance(parent.ctx, ast.Store):
+            node, parent = parent, self.parents.get(id(parent))
         return (isinstance(parent, ast.Assign) and parent.targets == [node]) or (
             isinstance(parent, ast.AugAssign) and parent.target is node) or (
             isinstance(parent, ast.AnnAssign) and parent.target is node and parent.value is not None)
@@ -279,7 +302,8 @@ class _Policy(ast.NodeVisitor):
             self.refuse(node, "'.format' on anything but a string literal without attribute "
                               "or index fields is not allowed (use an f-string)")
         kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
-        if (node.attr in ATTRS_DENIED or ATTRS_DENIED_PATTERN.search(node.attr)) and not kept:
+        own = node.attr in self.own and node.attr not in ATTRS_NEVER and not OWN_NEVER.search(node.attr)
+        if (node.attr in ATTRS_DENIED or ATTRS_DENIED_PATTERN.search(node.attr)) and not kept and not own:
             self.refuse(node, f"'.{node.attr}' is not allowed in a graded answer")
         if isinstance(node.ctx, ast.Store | ast.Del):
             root = _root(node)
@@ -353,6 +377,14 @@ KEEP = frozenset({"nn", "functional", "autograd", "library", "utils", "checkpoin
                   "special", "fft", "func", "init", "compiler", "ops", "language", "random"})
 
 
+def module_allowed(value: types.ModuleType, modules: frozenset[str]) -> bool:
+    """Whether an answer may hold the module ``value``: one it may import, or a public namespace it
+    may read as an attribute (:data:`KEEP`: ``torch.linalg``, ``numpy.random``)."""
+    parts = str(getattr(value, "__name__", "_")).split(".")
+    return ".".join(parts) in modules or (parts[-1] in KEEP and not any(
+        p.startswith("_") or denied(p) for p in parts))
+
+
 def denied(name: str) -> bool:
     """Whether an attribute name is refused wherever it appears."""
     return name in ATTRS_DENIED or bool(ATTRS_DENIED_PATTERN.search(name))
@@ -377,9 +409,14 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
         collections.OrderedDict, collections.defaultdict, random.Random, decimal.Decimal,
         fractions.Fraction, torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.Size,
         torch.dtype, torch.device, torch.Generator, torch.autograd.Function, FunctionCtx,
-        torch.library.CustomOpDef, torch.nn.init, torch.linalg, torch.special, torch.fft]
+        torch.library.CustomOpDef, torch.nn.init, torch.linalg, torch.special, torch.fft,
+        torch.finfo, torch.iinfo]
     spaces += [importlib.import_module(m) for m in sorted(MODULES | set(extra)) if m != "__future__"]
-    names = set(KEEP)
+    if "torch.export" in extra:
+        spaces.append(torch.export.Dim)          # Dim.AUTO / DYNAMIC / STATIC (REPORT3 H2)
+    # an operator's packet and a checkpoint policy's context (what torch's SAC docs read: H4),
+    # without the rest of OpOverload's names (py_impl registers Python kernels)
+    names = set(KEEP) | {"overloadpacket", "is_recompute"}
     for space in spaces:
         for name in dir(space):
             if name.startswith("_"):
@@ -388,95 +425,6 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
                 continue
             names.add(name)
     return frozenset(n for n in names if not denied(n))
-
-
-def _under_ops(node: ast.Attribute) -> bool:
-    """``torch.ops.<namespace>.<op>...``: operator names are the answer's own (custom ops)."""
-    chain = []
-    value: ast.AST = node.value
-    while isinstance(value, ast.Attribute):
-        chain.append(value.attr)
-        value = value.value
-    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"]
-
-
-class _Guarded(ast.NodeTransformer):
-    """Every attribute store becomes a call of the store guard, every read of a name outside
-    :func:`public_names` a call of the load guard (both from :func:`labkit.grading.guards.guards`, checked at run time)."""
-
-    OPS = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv",
-           ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul",
-           ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor", ast.LShift: "ilshift",
-           ast.RShift: "irshift"}
-
-    def __init__(self, public: frozenset[str], kept: set[tuple[str, str]]) -> None:
-        self.public, self.kept = public, kept
-
-    def _call(self, name: str, *args: ast.expr) -> ast.Call:
-        return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        kept = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.kept
-        if isinstance(node.ctx, ast.Load) and node.attr not in self.public and not kept and \
-                not node.attr.startswith("_") and not _under_ops(node):
-            return self._call(LOAD, node.value, ast.Constant(node.attr),
-                              ast.Constant(getattr(node, "lineno", 0)))
-        return node
-
-    def _root_arg(self, target: ast.Attribute | ast.Subscript) -> ast.expr:
-        """The name a store's target starts from (``self`` of ``self.a.b = v``), read again for
-        the guard (a name: no side effect), or None when the target starts elsewhere."""
-        root = _root(target)
-        return ast.Name(id=root.id, ctx=ast.Load()) if isinstance(root, ast.Name) else \
-            ast.Constant(None)
-
-    def _store(self, target: ast.Attribute, value: ast.expr) -> ast.Expr:
-        return ast.Expr(self._call(STORE, self._root_arg(target), self.visit(target.value),
-                                   ast.Constant(target.attr), value,
-                                   ast.Constant(getattr(target, "lineno", 0))))
-
-    def _key(self, node: ast.expr) -> ast.expr:
-        """A subscript's key as an expression (``a:b`` is only valid inside brackets)."""
-        if isinstance(node, ast.Slice):
-            parts = [self.visit(p) if p is not None else ast.Constant(None)
-                     for p in (node.lower, node.upper, node.step)]
-            return ast.Call(func=ast.Name(id="slice", ctx=ast.Load()), args=parts, keywords=[])
-        if isinstance(node, ast.Tuple):
-            return ast.Tuple(elts=[self._key(e) for e in node.elts], ctx=ast.Load())
-        return self.visit(node)
-
-    def _item(self, target: ast.Subscript, value: ast.expr, op: str | None) -> ast.Expr:
-        return ast.Expr(self._call(ITEM, self._root_arg(target), self.visit(target.value),
-                                   self._key(target.slice), value, ast.Constant(op),
-                                   ast.Constant(getattr(target, "lineno", 0))))
-
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
-            return self._store(node.targets[0], self.visit(node.value))
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-            return self._item(node.targets[0], self.visit(node.value), None)
-        return self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        if isinstance(node.target, ast.Attribute):
-            return self._store(node.target, self.visit(node.value)) if node.value else \
-                ast.Pass()
-        if isinstance(node.target, ast.Subscript) and node.value is not None:
-            return self._item(node.target, self.visit(node.value), None)
-        return self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        if isinstance(node.target, ast.Attribute):
-            read = self.visit(ast.Attribute(value=node.target.value, attr=node.target.attr,
-                                            ctx=ast.Load()))
-            op = ast.Attribute(value=ast.Name(id=IOP, ctx=ast.Load()),
-                               attr=self.OPS[type(node.op)], ctx=ast.Load())
-            value = ast.Call(func=op, args=[read, self.visit(node.value)], keywords=[])
-            return self._store(node.target, value)
-        if isinstance(node.target, ast.Subscript):
-            return self._item(node.target, self.visit(node.value), self.OPS[type(node.op)])
-        return self.generic_visit(node)
 
 
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
@@ -489,7 +437,7 @@ def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> typ
         raise Refused(f"line {exc.lineno}: syntax error") from None
     policy = _Policy(MODULES | frozenset(extra))
     policy.visit(tree)
-    guarded = _Guarded(public_names(tuple(sorted(extra))), policy.kept)
+    guarded = Rewriter(public_names(tuple(sorted(extra))), policy.kept)
     tree = ast.fix_missing_locations(guarded.visit(tree))
     return compile(tree, filename, "exec", dont_inherit=True)
 
@@ -521,14 +469,28 @@ def _opaque(value: Any, library: bool) -> bool:
     return module.startswith("torch") and callable(value) and denied(str(getattr(value, "__name__", "")))
 
 
+def _jit_helper(node: ast.stmt) -> bool:
+    """A top-level ``@triton.jit`` function or ``NAME: tl.constexpr = ...`` (a kernel's helpers,
+    ordinary Triton style: the third red team's H8)."""
+    if isinstance(node, ast.FunctionDef):
+        marks = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+        return any((m.attr if isinstance(m, ast.Attribute) else getattr(m, "id", "")) == "jit"
+                   for m in marks)
+    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+        (node.annotation.attr if isinstance(node.annotation, ast.Attribute)
+         else getattr(node.annotation, "id", "")) == "constexpr"
+
+
 def definitions(text: str, names: tuple[str, ...]) -> str:
     """The source of the top-level functions and classes ``names`` in ``text`` (decorators
-    included), and nothing else; source that raises SyntaxError when it does not parse."""
+    included) and of the Triton helpers they may call (:func:`_jit_helper`), and nothing else;
+    source that raises SyntaxError when it does not parse."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return "raise SyntaxError('the file does not parse')\n"
     lines = text.splitlines(keepends=True)
-    keep = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
-    return "".join("".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:
+    keep = [n for n in tree.body if _jit_helper(n) or (
+        isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names)]
+    return "".join("".join(lines[min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) - 1:
                                  n.end_lineno]) + "\n" for n in keep)

@@ -13,7 +13,7 @@ from labkit.grading import nbcheck as nc
 
 nc.setup()
 # %% [markdown] id=t6-1-md
-# ## Task 6.1 — predict the wrapper's buffers (difficulty 3/3, about 40 min)
+# ## Task 6.1 — predict the wrapper's buffers (difficulty 3/3, about 60 min)
 #
 # The wrapper `call(args)` allocates every buffer the kernels and extern calls write
 # (`bufN = empty_strided_cpu(...)`), and Inductor reuses what it can. `chain(steps)` builds a function
@@ -27,8 +27,12 @@ nc.setup()
 # Inductor 2.13's rule for reusing a dead buffer (`bufN = bufM; del bufM  # reuse`): a new buffer
 # takes a dead one of the same size if that one died at the wrapper step just before (a step is one
 # kernel or one extern call), or if keeping it alive until now would not raise the call's peak
-# memory (the most bytes alive at once). Work out what that means for the 64×32 results and for the
-# small 64×1 buffers of row means. The check calls your function with compilation switched off,
+# memory (the most bytes alive at once) *as Inductor estimates it*: its size plus the most bytes
+# alive at any step in between must stay at or below that peak (`AllocateLine.should_reuse_buffer`
+# in `torch/_inductor/codegen/wrapper.py`). The estimate is made before Inductor decides which
+# kernels write their result over their input, so during a step its inputs and its outputs all
+# count as alive, even where the wrapper then writes in place. Work out what that means for the
+# 64×32 results and for the small 64×1 buffers of row means. The check calls your function with compilation switched off,
 # then compiles and counts; grading uses other chains.
 # %% id=chain-6-1
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(6))

@@ -19,7 +19,7 @@ from labkit.grading import nbcheck as nc
 
 nc.setup()
 # %% [markdown] id=t7-1-md
-# ## Task 7.1 — softmax for rows wider than a block (library; difficulty 3/3, about 30 min)
+# ## Task 7.1 — softmax for rows wider than a block, a Triton kernel (difficulty 3/3, about 30 min)
 #
 # Implement `softmax_kernel` in `labkit/exercises/triton_softmax.py`. One program handles one row,
 # but it may only hold `BLOCK` values at a time, and rows are many blocks wide: loop over the row.
@@ -53,11 +53,13 @@ harness.check("7.1", globals())
 # - `"outputs"`: how many distinct buffers it writes.
 #
 # Each answer must come from reading the text: say in a comment which line tells you. The check
-# compares your answers with the instructor's, field by field, for several kernels: copies of these
-# with other sizes and names (`variant(name, random.Random(0))` makes one; grading uses others), and
-# says which fields were wrong.
+# compares your answers with the right ones, field by field, for five kernels, and says which fields
+# were wrong: two copies of these with other sizes and names (`variant(name, random.Random(0))` makes
+# one), and three kernels none of these is, built from the same kinds of lines in other numbers and
+# orders (other loads, pointwise ops, reductions and stores; `composed(random.Random(0))` makes one
+# and its reading). Grading draws other ones: a table of these kernels' answers will not do.
 # %% id=kernels-7-2
-from labkit.exercises.inductor_triton import KERNELS, variant   # from figures/recordings/
+from labkit.exercises.inductor_triton import KERNELS, composed, variant   # from figures/recordings/
 
 print(sorted(KERNELS))
 # %% id=t7-2
@@ -85,7 +87,7 @@ def read_kernel(source: str) -> dict:
 # %% id=c7-2
 # NBVAL_CHECK_OUTPUT
 import hashlib, itertools
-from labkit.exercises.inductor_triton import variant   # the check's own, not a name rebound above
+from labkit.exercises.inductor_triton import composed, variant   # the check's own names
 from labkit.grading import nbcheck as nc
 
 FIELDS = ("kind", "elements", "reduction_length", "reductions", "inputs", "outputs")
@@ -140,8 +142,9 @@ KEY = {
 }
 }       # salted hashes of the right answers: no answer here
 r = nc.rng("7.2")
-templates = r.sample(sorted(KEY), 5)
+templates = r.sample(sorted(KEY), 2)
 cases = [variant(name, r) for name in templates]      # resized, renamed copies of the kernels
+new = [composed(r) for _ in range(3)]   # kernels built from the same lines, none of the templates
 
 
 def decode(name, field):
@@ -156,5 +159,6 @@ def decode(name, field):
 expected = {source: {**{f: decode(name, f) for f in KEY[name]}, "elements": elements,
                      "reduction_length": reduction_length}
             for name, (_, source, elements, reduction_length) in zip(templates, cases)}
-nc.check_predictions("7.2", read_kernel, [(source,) for _, source, _, _ in cases],
+expected.update({source: reading for _, source, reading in new})
+nc.check_predictions("7.2", read_kernel, [(source,) for source in expected],
                      expected.__getitem__, "kernels", fields=list(FIELDS))

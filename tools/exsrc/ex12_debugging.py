@@ -137,6 +137,11 @@ print(f"eager: {symptoms['eager'][0]} graphs, {symptoms['eager'][1]} graph break
 # Write `SteadyGain`, a `SensorNet` whose `normalise` gives the same values, step after step (the
 # running peak is the model's state: it lives from one call to the next), and compiles **one graph**
 # for any number of steps, with no graph break.
+#
+# A warning that saves an hour: torch 2.13 has a bug that drops an in-place write into a tensor of
+# shape `()` and dtype `float64` passed to a compiled graph (under `aot_eager` and Inductor; eager
+# mode writes it). That dtype/shape combination is hit by it; the check's message says so when your
+# answer is.
 # %% id=normalise-probe tags=demo
 probe = {}
 for inner in ("eager", "aot_eager"):
@@ -215,7 +220,8 @@ harness.check("12.2", globals())
 # returns the same values step after step and compiles **one graph**. (The training loop keeps its
 # own log from the losses it gets back: `warmup` must not append to a list attribute such as
 # `self.history` — Dynamo guards on the list's length, so that append alone recompiles at every
-# step.)
+# step.) Task 12.1's warning holds here too: torch 2.13 drops in-place writes into a `float64` tensor
+# of shape `()` under `aot_eager`; that dtype/shape combination is hit by the bug.
 # %% id=t12-3
 # your answer (Task 12.3)
 class SteadyWarmup(SensorNet):

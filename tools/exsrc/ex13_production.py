@@ -22,7 +22,7 @@ from labkit.grading import nbcheck as nc
 
 nc.setup()
 # %% [markdown] id=t13-1-md
-# ## Task 13.1 — stances and the recompile limit: which calls compile? (difficulty 2/3, about 30 min)
+# ## Task 13.1 — stances and the recompile limit: which calls compile? (difficulty 2/3, about 45 min)
 #
 # `poly` below is compiled once, with `dynamic=False` (every new length is a new graph), under a
 # recompile limit: `torch._dynamo.config.recompile_limit = limit` (torch 2.13's
@@ -37,9 +37,10 @@ nc.setup()
 # - `"eager"`: the call ran without any compiled graph;
 # - `"error"`: the call raised.
 #
-# Notebook 13 showed each stance once. Find out by experiment what it did not show: what
-# `fail_on_recompile` does on the very first call, whether a call that ran eagerly or raised uses up
-# the limit, and what each stance does once the limit is reached.
+# The limit counts, for `poly`'s frame only, the graphs compiled for it (its cache entries): a call
+# that ran eagerly or raised adds none. Notebook 13 showed each stance once. Find out by experiment
+# what it did not show: what `fail_on_recompile` does on the very first call, and what each stance
+# does once the limit is reached.
 # %% id=fn-13-1
 STANCES = ["default", "force_eager", "eager_on_recompile", "fail_on_recompile"]
 

@@ -38,6 +38,9 @@ CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t
 VALUE_CTYPES = {**CTYPES, torch.float16: "float", torch.bfloat16: "float"}
 # Sums over more than this many elements add SIMD partial sums of one block into a double total.
 SUM_BLOCK = 4096
+# A row reduction keeps LANES partial results (4 AVX-512 registers of floats): the adds don't wait on one another.
+LANES = 64
+FOLD = {"sum": "{0} = {0} + {1};", "max": "{0} = std::max({0}, {1});", "min": "{0} = std::min({0}, {1});"}
 CXX = os.environ.get("CXX", "g++")
 # -fno-math-errno lets expf & co. be vectorized (glibc's libmvec); no -ffast-math: NaN/inf stay exact.
 # -fno-builtin-sin/cos: else g++ merges sin(x) and cos(x) into one scalar sincos() call, which has no
@@ -126,7 +129,6 @@ class CppOverrides(InfixOverrides):
     reciprocal = spelled("1 / {0}")
     sin = spelled("lk_sin({0})")
     cos = spelled("lk_cos({0})")
-
     tanh = spelled("std::tanh({0})")
 
     @staticmethod
@@ -315,28 +317,28 @@ class CppKernelWriter(KernelWriter):
         self.locals[node.name] = f"{array}[{self.slot()}]"
 
     @contextlib.contextmanager
-    def r_loops(self, clause: str = "", block: bool = False) -> Iterator[None]:
-        """The reduction loops; with ``block`` the innermost one walks one SUM_BLOCK at a time."""
+    def r_loops(self, clause: str = "", step: int = 0) -> Iterator[None]:
+        """The reduction loops; with a ``step`` the innermost one walks one block (from ``r_outer``)."""
         with ExitStack() as loops:
             for d, (r, n) in enumerate(zip(self.rvars, self.r_sizes)):
                 if d < len(self.rvars) - 1 or self.kernel.column:
                     loops.enter_context(self.loop(r, n))
-                elif block:
-                    self.emit(f"const int64_t {r}_end = std::min<int64_t>({r}_outer + {SUM_BLOCK}, {n});")
-                    loops.enter_context(self.block(f"for (int64_t {r} = {r}_outer; {r} < {r}_end; ++{r})",
-                                                   f"#pragma omp simd{clause}"))
-                else:
-                    loops.enter_context(self.loop(r, n, f"#pragma omp simd{clause}"))
+                else:  # with a step: one block from r_outer, a constant trip count when the step divides n
+                    start, end = (f"{r}_outer", f"{r}_outer + {step}" if n % step == 0 else
+                                  f"std::min<int64_t>({r}_outer + {step}, {n})") if step else (0, n)
+                    loops.enter_context(self.block(f"for (int64_t {r} = {start}; {r} < {end}; ++{r})", f"#pragma omp simd{clause}"))
             yield
 
     def segment(self, nodes: list[Any]) -> None:
-        """One pass along the row (SIMD along it) or down a block of columns (SIMD across them); a long
-        float row sum is blocked: SIMD partials of SUM_BLOCK, totals in double (floats drift over 50M)."""
+        """One pass along the row (SIMD along it) or down a block of columns (SIMD across them); a row of whole
+        LANES blocks keeps LANES partial results, a long float row sum SIMD partials of SUM_BLOCK totalled in double."""
         if not nodes:
             return
         column, reductions = self.kernel.column, [n for n in nodes if n.is_reduction]
-        at = f"[{self.slot()}]" if column else ""  # accumulators: arrays indexed by column, or scalars
-        block = not column and bool(self.rvars) and self.r_sizes[-1] > SUM_BLOCK
+        r, last = (self.rvars[-1], self.r_sizes[-1]) if self.rvars and not column else (None, 0)
+        block, simd_ok = last > SUM_BLOCK, all(n.dtype != torch.bool for n in reductions)
+        lanes = LANES if reductions and simd_ok and LANES < last <= SUM_BLOCK and last % LANES == 0 else 0
+        at = f"[{self.slot()}]" if column else f"_l[{r} - {r}_outer]" if lanes else ""  # accumulators: by column, lane, or scalars
         accs, clauses, partials = {}, [], []
         for n in reductions:
             kind, ctype = n.data.reduction_type, VALUE_CTYPES[n.dtype]
@@ -351,6 +353,8 @@ class CppKernelWriter(KernelWriter):
                 self.emit(f"double {acc}_total = 0;")
             else:
                 self.emit(f"{ctype} {acc} = {ident};" + (f" int {nan} = 0;" if nan else ""))
+            if lanes:  # each lane starts at the identity
+                self.emit(f"alignas(64) {ctype} {acc}_l[{lanes}]; std::fill_n({acc}_l, {lanes}, {acc});" + (f" int {nan}_l[{lanes}] = {{}};" if nan else ""))
             clauses.append(f" reduction({ {'sum': '+'}.get(kind, kind)}:{acc})")
             clauses += [f" reduction(|:{nan})"] if nan else []
             accs[n.name] = (acc, nan, ident)
@@ -359,14 +363,11 @@ class CppKernelWriter(KernelWriter):
             for acc, nan, ident in accs.values() if column else ():
                 self.emit(f"{acc}{at} = {ident};" + (f" {nan}{at} = 0;" if nan else ""))
         with ExitStack() as blocks:
-            if block:
-                r = self.rvars[-1]
-                blocks.enter_context(self.block(
-                    f"for (int64_t {r}_outer = 0; {r}_outer < {self.r_sizes[-1]}; {r}_outer += {SUM_BLOCK})"))
+            if step := SUM_BLOCK if block else lanes:
+                blocks.enter_context(self.block(f"for (int64_t {r}_outer = 0; {r}_outer < {last}; {r}_outer += {step})"))
                 for acc, ctype, ident in partials:
                     self.emit(f"{ctype} {acc} = {ident};")
-            simd_ok = all(n.dtype != torch.bool for n in reductions)
-            with self.r_loops("".join(clauses) if simd_ok else "", block), \
+            with self.r_loops("".join(clauses) if simd_ok and not lanes else "", step), \
                     (self.x_block() if column else nullcontext()):
                 for node in nodes:
                     if not node.is_reduction:
@@ -374,12 +375,17 @@ class CppKernelWriter(KernelWriter):
                         continue
                     value = self.node_value(node)
                     (acc, nan, _), kind = accs[node.name], node.data.reduction_type
-                    a = f"{acc}{at}"
-                    self.emit(f"{a} = {a} + {value};" if kind == "sum" else f"{a} = std::{kind}({a}, {value});")
+                    self.emit(FOLD[kind].format(f"{acc}{at}", value))
                     if nan:
                         self.emit(f"{nan}{at} = {nan}{at} | ({value} != {value});")
             for acc, _, _ in partials:
                 self.emit(f"{acc}_total += {acc};")
+        if lanes:  # the lanes' partial results into one
+            with self.loop("l", lanes, f"#pragma omp simd{''.join(clauses)}"):
+                for node in reductions:
+                    acc, nan, _ = accs[node.name]
+                    self.emit(FOLD[node.data.reduction_type].format(acc, f"{acc}_l[l]") + (f" {nan} |= {nan}_l[l];" if nan else ""))
+            at = ""
         for acc, ctype, _ in partials:
             self.emit(f"const {ctype} {acc} = static_cast<{ctype}>({acc}_total);")
         for node in nodes:
