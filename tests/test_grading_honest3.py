@@ -58,7 +58,7 @@ def _grade_judge(task: str, source: str, seed: int) -> list[str]:
 
 # -- H6: 9.1, an operator of the answer's own, complete, bound to `sqdist` ---------------------------
 OWN_OP = '''
-@torch.library.custom_op("labkit_ex9::sqdist_full", mutates_args=())
+@torch.library.custom_op("labkit_ex9::sqdist_QUALNAME", mutates_args=())
 def sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
 
@@ -82,20 +82,27 @@ sqdist.register_autograd(backward, setup_context=setup_context)
 OWN_OP_WRONG = OWN_OP.replace("return 2 * (grad.sum(1", "return (grad.sum(1")   # half grad_x
 
 
+def _named(source: str, qualname: str) -> str:
+    """The operator under a name of its own: torch keeps every registration for the process, and
+    grading (a fresh process) registers the answer's operator once."""
+    return source.replace("sqdist_QUALNAME", qualname)
+
+
 def test_9_1_an_operator_of_the_answers_own_passes_in_the_notebook_and_at_grading() -> None:
     import fairness
 
-    _, out = fairness.run_cells("9.1", OWN_OP, until_check=True, seed=0)
+    _, out = fairness.run_cells("9.1", _named(OWN_OP, "sqdist_h3a"), until_check=True, seed=0)
     assert "Task 9.1: PASS" in out
-    assert _grade_judge("9.1", OWN_OP, seed=5) == []
+    assert _grade_judge("9.1", _named(OWN_OP, "sqdist_h3b"), seed=5) == []
 
 
 def test_9_1_an_operator_of_the_answers_own_with_a_wrong_backward_fails_in_both() -> None:
     import fairness
 
-    _, out = fairness.run_cells("9.1", OWN_OP_WRONG, until_check=True, seed=0)
-    assert "Task 9.1: FAIL" in out and "gradients differ" in out
-    assert "gradients differ from the derivative of sqdist" in _grade_judge("9.1", OWN_OP_WRONG, 5)
+    _, out = fairness.run_cells("9.1", _named(OWN_OP_WRONG, "sqdist_h3c"), until_check=True, seed=0)
+    assert "Task 9.1: FAIL — gradients differ from the derivative of sqdist" in out, out
+    assert _grade_judge("9.1", _named(OWN_OP_WRONG, "sqdist_h3d"), 5) == [
+        "gradients differ from the derivative of sqdist"]
 
 
 # -- H7: a helper from another answer cell ------------------------------------------------------------
