@@ -1,7 +1,9 @@
 """Exercise 7.1: a row-wise softmax in Triton for rows wider than one block (interpreter on a CPU).
 
 The kernel is the exercise; :func:`softmax` launches it (one program per row) and is given. The
-block is smaller than a row on purpose: the kernel must loop over the row, block by block.
+block is smaller than a row on purpose: the kernel must loop over the row, block by block. The
+check loads the kernel with the ``@triton.jit`` helpers and constants of this file it uses; nothing
+else of the file runs there.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_g
                    # the red team's forgeries and the library checks' tests hold solution lines
                    "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
                    "tests/test_grading_library.py",
+                   "tests/test_grading_honest3.py",    # honest answers, i.e. right ones
                    # the instructor's docs (the release has its own README and checks page)
                    "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
                    "docs/time-estimates.md",  # names the traps and causes the tasks ask for

@@ -28,22 +28,93 @@ MAX_LINE = 8 << 20                      # characters of one evidence line the ju
 
 def plain(value: Any) -> Any:
     """``value`` rebuilt from the base types (None, bool, int, float, str, lists, dicts); tuples
-    become lists; anything else (an object whose ``==`` says yes to everything) is a TypeError."""
+    become lists, numpy scalar numbers the Python numbers they hold; anything else (an object whose
+    ``==`` says yes to everything) is a :class:`NotPlain` (a TypeError)."""
     if value is None or type(value) is bool:
         return value
     for base, exact in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
         if isinstance(value, base):
             return exact(value)  # the base type's own conversion: a subclass's overrides don't run
+    if _numpy_scalar(value):
+        # np.prod and friends return numpy integers (the third red team's H9): .item() gives the
+        # exact Python number; only a genuine int, float or bool is taken from it
+        item = value.item()
+        if type(item) in (bool, int, float):
+            return item
+        raise NotPlain(f"evidence is plain data (numbers, strings, lists), not {kind(value)}")
     for seq in (tuple, list):
         if isinstance(value, seq):
             return [plain(v) for v in seq.__iter__(value)]
     if isinstance(value, dict):
         return {str(plain(k)): plain(v) for k, v in dict.items(value)}
-    if any(t.__name__ == "generic" and t.__module__ == "numpy" for t in type(value).__mro__):
-        item = value.item()          # a numpy scalar (np.int64, np.bool_): its Python value
-        if type(item) is not type(value):       # (REPORT3 H9; no numpy import where torch is absent)
-            return plain(item)
-    raise TypeError(f"evidence is plain data (numbers, strings, lists), not {type(value).__name__}")
+    raise NotPlain(f"evidence is plain data (numbers, strings, lists), not {kind(value)}")
+
+
+class NotPlain(TypeError):
+    """A value that is not plain data (raised by :func:`plain`, never by a student's function)."""
+
+
+def _numpy_scalar(value: Any) -> bool:
+    """Whether ``value`` is a numpy scalar (numpy.generic), found without importing numpy."""
+    return any(c.__module__ == "numpy" and c.__name__ == "generic" for c in type(value).__mro__)
+
+
+NUMPY_KINDS = {"bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float16", "float32", "float64", "longdouble", "complex64", "complex128",
+               "clongdouble", "str_", "bytes_", "void", "datetime64", "timedelta64", "object_"}
+
+
+def kind(value: Any) -> str:
+    """A value's type as feedback may name it: a builtin's or numpy's own type, else a fixed phrase
+    (a class of the student's could carry what it saw in its name)."""
+    import sys
+
+    cls = type(value)
+    if getattr(builtins, cls.__name__, None) is cls:
+        return cls.__name__
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and cls.__name__ in NUMPY_KINDS and getattr(numpy, cls.__name__, None) is cls:
+        return f"numpy.{cls.__name__}"
+    return "an object of a class of its own"
+
+
+NOT_PLAIN = "not plain data: "      # a prediction's entry when it returned a value plain refuses
+
+
+def _known_kind(text: str) -> str:
+    """A kind read back from evidence (a student's process wrote it): one :func:`kind` can give,
+    else the fixed phrase (feedback repeats no other text of theirs)."""
+    if text.startswith("numpy."):
+        known = text[len("numpy."):] in NUMPY_KINDS
+    else:
+        known = isinstance(getattr(builtins, text, None), type)
+    return text if known else "an object of a class of its own"
+
+
+def converted(value: Any) -> Any:
+    """A returned prediction as canonical plain data, or ``NOT_PLAIN`` + its kind (it did not
+    raise: it returned something that is not a number, string, list or dict)."""
+    try:
+        return canonical(value)
+    except NotPlain:
+        return NOT_PLAIN + _outer_kind(value)
+
+
+def _outer_kind(value: Any) -> str:
+    """The kind of the first value ``plain`` refuses inside ``value`` (lists, tuples, dicts)."""
+    if type(value) in (list, tuple):
+        for v in value:
+            try:
+                plain(v)
+            except NotPlain:
+                return _outer_kind(v)
+    if type(value) is dict:
+        for v in [*value.keys(), *value.values()]:
+            try:
+                plain(v)
+            except NotPlain:
+                return _outer_kind(v)
+    return kind(value)
 
 
 def canonical(value: Any) -> Any:
@@ -101,13 +172,16 @@ BUILTIN_ERRORS.add("CompileDuringPrediction")   # nbcheck's own: a prediction th
 # -- predictions -----------------------------------------------------------------------------------
 def predict_all(fn: Any, cases: list[list[Any]]) -> list[Any]:
     """``fn(*case)`` for every case, each on a fresh copy, as plain data; an exception becomes
-    the string 'error: Name' (a broken prediction is a wrong prediction)."""
+    the string 'error: Name' (a broken prediction is a wrong prediction), a value that is not
+    plain data ``NOT_PLAIN`` + its kind."""
     out = []
     for case in cases:
         try:
-            out.append(canonical(fn(*json.loads(json.dumps(case)))))
+            value = fn(*json.loads(json.dumps(case)))
         except Exception as exc:  # noqa: BLE001
             out.append(f"error: {type(exc).__name__}")
+            continue
+        out.append(converted(value))
     return out
 
 
@@ -138,8 +212,19 @@ SHOWN_CASES = 3          # visible failing inputs shown in a FAIL line
 def _differs(p: Any, e: Any, fields: list[str] | None) -> bool:
     """Whether prediction ``p`` is wrong against ``e`` (for dicts: only the graded fields count)."""
     if fields and isinstance(e, dict) and isinstance(p, dict):
-        return any(f in e and p.get(f) != e[f] for f in fields)
-    return p != e
+        return any(f in e and _ne(p.get(f), e[f]) for f in fields)
+    return _ne(p, e)
+
+
+def _ne(p: Any, e: Any) -> bool:
+    """``p != e``, where a bool is never a number (True == 1 in Python; np.bool_ converts to bool)."""
+    if (type(p) is bool) != (type(e) is bool):
+        return True
+    if type(p) is list and type(e) is list:
+        return len(p) != len(e) or any(_ne(a, b) for a, b in zip(p, e))
+    if type(p) is dict and type(e) is dict:
+        return p.keys() != e.keys() or any(_ne(p[k], e[k]) for k in e)
+    return bool(p != e)
 
 
 def _cut(text: str, limit: int = 160) -> str:
@@ -158,6 +243,11 @@ def _prediction_problems(name: str, predicted: list[Any], expected: list[Any], n
                      if isinstance(p, str) and p.startswith("error: ")})
     if raised:
         return [f"{name} raised {', '.join(raised)}"]
+    odd = sorted({_known_kind(p[len(NOT_PLAIN):]) for p in predicted
+                  if isinstance(p, str) and p.startswith(NOT_PLAIN)})
+    if odd:
+        return [f"{name} returned {', '.join(odd)}: a prediction is a plain number, string, bool, "
+                "list or dict (convert it, e.g. int(...) or float(...))"]
     predicted, expected = canonical(predicted), canonical(expected)
     if fields:
         notes = []
@@ -166,16 +256,16 @@ def _prediction_problems(name: str, predicted: list[Any], expected: list[Any], n
                 if not isinstance(p, dict):
                     notes.append(f"#{k}: not a dict")
                     continue
-                bad = [f for f in fields if f in e and p.get(f) != e[f]]
+                bad = [f for f in fields if f in e and _ne(p.get(f), e[f])]
             else:
                 if not isinstance(p, list) or len(p) != len(e):
                     notes.append(f"#{k}: not a ({', '.join(fields)}) tuple")
                     continue
-                bad = [f for f, a, b in zip(fields, p, e) if a != b]
+                bad = [f for f, a, b in zip(fields, p, e) if _ne(a, b)]
             if bad:
                 notes.append(f"#{k}: wrong {', '.join(bad)}")
         return [f"{len(notes)} of {len(expected)} {noun} wrong ({'; '.join(notes)})"] if notes else []
-    wrong = [k for k, (p, e) in enumerate(zip(predicted, expected)) if p != e]
+    wrong = [k for k, (p, e) in enumerate(zip(predicted, expected)) if _ne(p, e)]
     if not wrong:
         return []
     parts = ["#" + ", #".join(map(str, wrong))]

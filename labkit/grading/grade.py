@@ -36,7 +36,6 @@ from labkit.grading import libcheck
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
-from labkit.grading.restrict import definitions
 from labkit.grading.rubric import Rubric, Task
 from labkit.grading.runner import (
     EVIDENCE_REJECTED,
@@ -378,7 +377,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
             for task in rubric.for_notebook(nb_path):   # an answer in a library file (7.1)
                 if task.files and task.graded:
                     text = (work / "code" / task.files[0]).read_text(errors="replace")
-                    sources[nb_path][task.id] = definitions(text, ANSWER_NAMES.get(task.id, ()))
+                    sources[nb_path][task.id] = jg.library_source(text, ANSWER_NAMES.get(task.id, ()))
         phases = {"workspace": time.monotonic() - start}
         box = _box(setup, work, slot)
         if setup.warm is not None:   # before any student code runs: never write into a folder

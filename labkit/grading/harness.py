@@ -34,7 +34,6 @@ from labkit.grading.restrict import (
     Refused,
     allowed_context,
     check_source,
-    definitions,
     module_allowed,
 )
 
@@ -153,7 +152,7 @@ class Fix:
     rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
     measure: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]]
     modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
-    source: str = ""                   # a library file: the answer is its ``answer`` definitions
+    source: str = ""                   # a library file: its ``answer`` definitions and what they read
     denied: tuple[str, ...] = ()       # names (imported, called or read) this task's answer may not use
 
 
@@ -348,9 +347,12 @@ def spec(task: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, An
 
 
 def library_answer(task: str, text: str) -> str:
-    """From a student's library file, only the definitions the task's answer is (see
-    :func:`restrict.definitions`): nothing else of the file runs, its imports neither."""
-    return definitions(text, TASKS[task].answer)
+    """From a student's library file, only the definitions the task's answer is and the file's
+    definitions and assignments they read (see :func:`judge.library_source`): nothing else of the
+    file runs, its imports neither."""
+    from labkit.grading.judge import library_source  # (judge needs nbformat: only when used)
+
+    return library_source(text, TASKS[task].answer)
 
 
 def _deny(source: str, denied: tuple[str, ...]) -> None:
@@ -551,7 +553,7 @@ def check(task: str, ctx: dict[str, Any]) -> None:
         print(f"Task {task}: measured")
         return
     ns = dict(ctx)
-    if TASKS[task].source:       # the library answer as grading loads it: its definitions only
+    if TASKS[task].source:       # the library answer as grading loads it (judge.library_source)
         import importlib
 
         path = importlib.import_module("labkit").__path__[0] + "/../" + TASKS[task].source
@@ -560,6 +562,15 @@ def check(task: str, ctx: dict[str, Any]) -> None:
     else:                        # the answer cell as grading loads it: restricted, in its own module
         source = answer_cell(task, ctx)
         if source is not None:
+            from labkit.grading.judge import outside_names
+
+            outside = outside_names(task, source, ctx)
+            if outside:          # grading would raise NameError: say so here, not PASS (H7)
+                it = "it" if len(outside) == 1 else "them"
+                nc.verdict(task, [f"your answer uses {', '.join(outside)}, defined outside this "
+                                  f"task's answer cell; grading runs the lesson's cells and this "
+                                  f"answer cell only: define {it} in the answer cell"])
+                return
             ns = load_answer(task, source, _without_other_answers(ctx, source))
     found = ev.canonical(measure(task, ns, trusted["params"], ctx))
     nc.verdict(task, ev.compare(trusted, found, echo=True))

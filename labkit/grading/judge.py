@@ -80,12 +80,150 @@ def used_names(source: str) -> set[str]:
         return {"*"}
 
 
+def library_source(text: str, names: tuple[str, ...]) -> str:
+    """What grading loads of a student's library file: the top-level functions and classes
+    ``names``, and the file's top-level functions, classes and assignments they read (a
+    ``@triton.jit`` helper, a ``tl.constexpr`` constant), transitively, in the file's order, with
+    their decorators; nothing else runs (imports, calls, the given launcher). A file that does not
+    parse gives source that raises SyntaxError."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "raise SyntaxError('the file does not parse')\n"
+    binders: dict[str, list[ast.stmt]] = {}       # a top-level name -> the statements binding it
+    for node in tree.body:
+        for name in _top_binds(node):
+            binders.setdefault(name, []).append(node)
+    kept = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names]
+    todo = list(kept)
+    while todo:           # the third red team's H8: helpers and constants the kernel reads
+        for name in sorted(used_names(ast.unparse(todo.pop()))):
+            for node in binders.get(name, []):
+                if all(node is not k for k in kept):
+                    kept.append(node)
+                    todo.append(node)
+    lines = text.splitlines(keepends=True)
+    return "".join("".join(lines[_first_line(n) - 1:n.end_lineno]) + "\n"
+                   for n in tree.body if any(n is k for k in kept))
+
+
+def _top_binds(node: ast.stmt) -> list[str]:
+    """The names a top-level definition or plain assignment binds (imports and other statements:
+    none; they are not loaded)."""
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+    return [n.id for t in targets for n in ast.walk(t)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+def _first_line(node: ast.stmt) -> int:
+    """A statement's first line, its decorators included."""
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+
+
 def needed(cell: NotebookNode, answer: str = "") -> bool:
     """Whether a lesson cell goes into a judge notebook: any but a demo the answer doesn't name."""
     if not is_demo(cell):
         return True
     used = used_names(answer)
     return "*" in used or bool(bound_names(cell.source) & used)
+
+
+IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "display"}   # a judge's kernel has them
+
+
+def outside_names(task_id: str, answer: str, ctx: dict[str, Any]) -> list[str]:
+    """The names a fix-type answer reads that neither it nor the lesson's cells bind but the
+    student's notebook holds (another task's answer cell, a scratch cell): its judge notebook runs
+    the lesson's cells and this answer cell only, so they would be undefined there (the third red
+    team's H7). Empty where the notebook file cannot be read (the check then goes on as before)."""
+    import builtins
+
+    from labkit.grading import rubric as rubric_mod
+
+    rubric = rubric_mod.load()
+    nb_path = rubric.task(task_id).notebook
+    try:
+        master = nbs.read(Path(__file__).resolve().parents[2] / nb_path)
+    except (OSError, ValueError):
+        return []
+    skip = task_cells(rubric, nb_path)
+    lesson = {name for cell in master.cells if cell.cell_type == "code"
+              and cell.get("id") not in skip and needed(cell, answer)
+              for name in bound_names(cell.source)}
+    free = used_names(answer) - _any_binds(answer) - set(dir(builtins)) - lesson - IPYTHON_NAMES
+    return sorted(n for n in free if n in ctx and not n.startswith("_"))
+
+
+def prediction_outside(task_id: str, fn: Any) -> list[str]:
+    """The global names a prediction function reads that the student's notebook holds but its
+    judge notebook would not define: only the lesson's plain constants and the prediction tasks'
+    answer cells (up to this task's) run there, where torch is absent (the third red team's H7).
+    Outside IPython, without the answer in its history, or where the notebook file cannot be read:
+    empty (nothing to compare with)."""
+    import builtins
+
+    from labkit.grading import rubric as rubric_mod
+
+    scope, code = getattr(fn, "__globals__", None), getattr(fn, "__code__", None)
+    cells = scope.get("In") if isinstance(scope, dict) else None
+    if not isinstance(cells, list) or code is None:
+        return []
+    rubric = rubric_mod.load()
+    nb_path = rubric.task(task_id).notebook
+    try:
+        master = nbs.read(Path(__file__).resolve().parents[2] / nb_path)
+    except (OSError, ValueError):
+        return []
+    saved = nbs.cells_by_id(master)
+    known = set(dir(builtins)) | IPYTHON_NAMES | bound_names(constants(master, task_cells(rubric, nb_path)))
+    live = [s for s in cells if isinstance(s, str) and fn.__name__ in bound_names(s)]
+    if not live:          # a kernel that keeps no history (nbval): the answer as run is unknown
+        return []
+    known |= _any_binds(live[-1])                          # this task's answer as the kernel ran it
+    for task in rubric.for_notebook(nb_path):               # the earlier ones as saved
+        if task.id == task_id:
+            break
+        if task.graded and "check_predictions(" in saved.get(task.graded[0], {}).get("source", ""):
+            known |= {n for cid in task.editable for n in _any_binds(saved.get(cid, {}).get("source", ""))}
+    return sorted(n for n in _global_reads(code) - known if n in scope and not n.startswith("_"))
+
+
+def _global_reads(code: Any) -> set[str]:
+    """The global names a code object and the functions, lambdas and classes inside it read."""
+    import dis
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _global_reads(const)
+    return {n for n in names if isinstance(n, str)}
+
+
+def _any_binds(source: str) -> set[str]:
+    """Every name a source binds at any depth (arguments, imports, handlers included): a local
+    is never taken for another cell's name."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            names.update(node.names)
+    return names
 
 
 def task_cells(rubric: Rubric, nb_path: str) -> set[str]:

@@ -157,13 +157,15 @@ def _dynamo_work() -> int:
 
 def predict(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` under :func:`no_compile`, as plain data; an exception, or any Dynamo work while it
-    ran (a compile through a reference kept from before), becomes the string 'error: Name'."""
+    ran (a compile through a reference kept from before), becomes the string 'error: Name', a value
+    that is not plain data ``evidence.NOT_PLAIN`` + its kind."""
     before = _dynamo_work()
     try:
         with no_compile():
-            value = evidence.canonical(fn(*args))
+            returned = fn(*args)
     except Exception as exc:  # noqa: BLE001 - a broken prediction is a wrong prediction
         return f"error: {type(exc).__name__}"
+    value = evidence.converted(returned)   # (not plain data: said as such, not as a raise)
     return value if _dynamo_work() == before else f"error: {CompileDuringPrediction.__name__}"
 
 
@@ -229,6 +231,15 @@ def check_predictions(task: str, predict_fn: Callable[..., Any], cases: list[tup
                 "fields": fields, "cases": [repr(tuple(c)) for c in cases], "repr": True,
                 "expected": expected})
         print(f"Task {task}: measured {len(cases)} {noun}")
+        return
+    from labkit.grading.judge import prediction_outside  # (judge imports this module)
+
+    outside = prediction_outside(task, predict_fn)
+    if outside:             # grading would raise NameError: say so here, not PASS (H7)
+        it = "it" if len(outside) == 1 else "them"
+        verdict(task, [f"{name} uses {', '.join(outside)}, defined outside the prediction answer "
+                       f"cells; grading runs those (and the lesson's plain constants) only, without "
+                       f"torch: define {it} in the answer cell"])
         return
     predicted = [predict(predict_fn, *copy.deepcopy(case)) for case in cases]
     raised = any(isinstance(p, str) and p.startswith("error: ") for p in predicted)

@@ -26,13 +26,16 @@ nc.setup()
 # A softmax needs the row's maximum before its exponentials can be summed safely; find a way that
 # reads the row at most twice (hint: when the running maximum grows, what happens to the partial sum
 # you already have?). Values up to ±1000 must not overflow. Reload the module after each edit
-# (the check does).
+# (the check does). `@triton.jit` helpers and constants (`NEG_INF: tl.constexpr = ...`) of the
+# same file are fine: the check and grading load the kernel with the file's functions and
+# assignments it uses; nothing else of the file runs (its imports and `softmax()` neither).
 # %% id=c7-1
 # NBVAL_CHECK_OUTPUT
 from labkit.grading import harness
 
-# softmax_kernel's definition, read again from labkit/exercises/triton_softmax.py, launched by the
-# check's own launcher (one program per row) on hidden shapes; torch.softmax gives the values
+# softmax_kernel's definition (with the helpers and constants it uses), read again from
+# labkit/exercises/triton_softmax.py, launched by the check's own launcher (one program per row)
+# on hidden shapes; torch.softmax gives the values
 # (the rules and reference values: labkit/grading/harness.py)
 harness.check("7.1", globals())
 # %% [markdown] id=t7-2-md

@@ -28,7 +28,10 @@ nc.setup()
 #    gradients with tensor ops (derive $\partial D/\partial x$ and $\partial D/\partial y$ yourself).
 #
 # The check runs `torch.library.opcheck`, `torch.autograd.gradcheck` in float64, and a
-# `fullgraph=True` compile, on shapes you have not seen.
+# `fullgraph=True` compile, on shapes you have not seen. The check, and grading, measure whatever
+# the name `sqdist` holds after your answer cell: the operator above with your registrations, or an
+# operator you write yourself, complete, and bind to `sqdist` in the answer cell (its name must be
+# new, since `labkit_ex9::sqdist` is taken, and contain `sqdist`, e.g. `labkit_ex9::sqdist2`).
 # %% id=op-9-1
 @torch.library.custom_op("labkit_ex9::sqdist", mutates_args=())
 def sqdist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
