@@ -183,8 +183,9 @@ class SteadyGain(SensorNet):
 
 def test_a_0d_float64_peak_fails_with_a_message_that_names_the_torch_bug(monkeypatch):
     out = run("12.1", F64_PEAK, 0, monkeypatch)
-    assert out.startswith("Task 12.1: FAIL — ") and "values differ" in out, out
-    if torch.__version__.startswith("2.13."):
+    assert out.startswith("Task 12.1: FAIL — "), out
+    if torch.__version__.startswith("2.13."):   # 2.15 keeps the write; its restart still counts
+        assert "values differ" in out, out      # as a second graph (the task text says so)
         assert "torch 2.13 drops in-place writes into a 0-d float64 tensor" in out, out
     # the same answer in float32 passes, with no such message
     ok = run("12.1", F64_PEAK.replace("torch.float64", "torch.float32"), 0, monkeypatch)
@@ -206,6 +207,7 @@ class SteadyWarmup(SensorNet):
 
 def test_a_0d_float64_step_counter_fails_with_the_same_message(monkeypatch):
     out = run("12.3", F64_COUNTER, 12345, monkeypatch)
-    assert out.startswith("Task 12.3: FAIL — ") and "values differ" in out, out
-    if torch.__version__.startswith("2.13."):
+    assert out.startswith("Task 12.3: FAIL — "), out
+    if torch.__version__.startswith("2.13."):   # 2.15 keeps the write; its restart still counts
+        assert "values differ" in out, out      # as a second graph (the task text says so)
         assert "torch 2.13 drops in-place writes into a 0-d float64 tensor" in out, out
