@@ -44,6 +44,11 @@ H10 = H3["7.1", "jit_helper_control"].replace(
 # H11: triton.jit imported by name (fix_attacks4.HONEST["7.1", "jit_by_name"])
 H11 = H3["7.1", "jit_helper"].replace("import triton\n", "import triton\nfrom triton import jit\n").replace(
     "@triton.jit\ndef online_update", "@jit\ndef online_update")
+# Triton's names by other routes: triton.language by another name, tl.math, a method, a static assert
+NAMES = H11.replace("import triton\n", "import triton\nimport triton.language as language\n").replace(
+    "    m = tl.max(row_max, axis=0)\n",
+    "    m = tl.max(row_max, axis=0)\n    tl.static_assert(BLOCK > 0)\n"
+    "    m = m.to(language.float32) + 0.0 * tl.math.exp(m - m) * BLOCK\n")
 # the same honest shape, wrong: the running sum is never rescaled when the max grows
 WRONG = H11.replace("row_sum = row_sum * rescale +", "row_sum = row_sum +")
 
@@ -61,7 +66,8 @@ def test_g2_interpreter_globals_forgery_fails() -> None:
     assert problems and all("refused" in p for p in problems), problems
 
 
-@pytest.mark.parametrize("source", [H10, H11], ids=["H10_constexpr_call", "H11_jit_by_name"])
+@pytest.mark.parametrize("source", [H10, H11, NAMES], ids=["H10_constexpr_call", "H11_jit_by_name",
+                                                          "triton_names"])
 def test_honest_kernel_files_get_full_marks(source: str) -> None:
     assert _grade(source) == []
 
