@@ -9,7 +9,12 @@ module once its own helpers are defined, so this module imports them from it.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+import types
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import torch
@@ -201,6 +206,7 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
 
     def run(x: torch.Tensor, block: int) -> torch.Tensor:
         _triton_names_kept(kernel)
+        kernel_reads_only_its_own(kernel)
         return launch(kernel, x, block)
 
     found = _outputs71(p, run)
@@ -221,3 +227,172 @@ def _triton_names_kept(kernel: Any) -> None:
     for name, want in (("tl", triton.language), ("triton", triton)):
         if name in scope and scope[name] is not want:
             raise Refused(f"'{name}' in softmax_kernel's module is not {want.__name__}")
+
+
+# -- what a 7.1 kernel may read ---------------------------------------------------------------------
+# Triton's interpreter does not run the code the policy rewrote: it re-reads the kernel's source
+# (inspect.getsourcelines), compiles it again without labkit's guards, and first copies its own
+# module's globals (inspect, np, partial, ...) into the kernel's (triton 3.9,
+# runtime/interpreter.py FunctionRewriter.rewrite_ast/_compile_and_exec: the fourth red team's G2).
+# So the source it compiles is checked, at each launch, for what it may reach: by name only its
+# own locals, tl/triton, the file's own @triton.jit helpers and constants (library_source keeps
+# them) and KERNEL_BUILTINS; by attribute only Triton's public names on tl/triton and VALUE_ATTRS.
+KERNEL_BUILTINS = frozenset({"range", "len", "min", "max", "float", "int", "bool", "abs", "print",
+                             "isinstance", "tuple", "list", "enumerate", "zip"})
+TRITON_ATTRS = frozenset({"jit", "cdiv", "next_power_of_2", "language"})
+# what a kernel reads of its values (Triton tensors, dtypes, constexprs): the public names of
+# their classes and the attributes their instances set; not `handle` (the interpreter's numpy data)
+INSTANCE_ATTRS = frozenset({"dtype", "shape", "type", "numel", "element_ty", "value", "name",
+                            "primitive_bitwidth", "int_bitwidth", "scalar"})
+NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ListComp,
+          ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Global, ast.Nonlocal, ast.Import,
+          ast.ImportFrom)
+
+
+def _triton_object(value: Any) -> bool:
+    """A number, a string or an object Triton's own modules define (not a module)."""
+    if isinstance(value, int | float | str):
+        return True
+    module = getattr(value, "__module__", None) or type(value).__module__
+    return isinstance(module, str) and module.startswith("triton.") and \
+        not isinstance(value, types.ModuleType)
+
+
+@cache
+def _module_attrs() -> dict[int, frozenset[str]]:
+    """Per module a kernel may name (by id): the attributes it may read of it."""
+    import triton
+    import triton.language as tl
+
+    def public(module: types.ModuleType) -> frozenset[str]:
+        return frozenset(n for n in dir(module) if not n.startswith("_")
+                         and _triton_object(getattr(module, n)))
+
+    return {id(triton): TRITON_ATTRS, id(tl): public(tl) | {"math"}, id(tl.math): public(tl.math)}
+
+
+@cache
+def _value_attrs() -> frozenset[str]:
+    """The attribute names a kernel may read of anything but tl/triton (see INSTANCE_ATTRS);
+    none that names a module of Triton's (`lang = tl; lang.core` would leave the list)."""
+    import triton
+    import triton.language as tl
+
+    names = set(INSTANCE_ATTRS)
+    for cls in (tl.tensor, tl.dtype, tl.constexpr, tl.block_type, tl.pointer_type):
+        names |= {n for n in dir(cls) if not n.startswith("_")}
+    modules = {n for m in (triton, tl, tl.math, tl.core) for n in dir(m)
+               if isinstance(getattr(m, n, None), types.ModuleType)}
+    return frozenset(names - modules - {"handle"})
+
+
+@cache
+def _triton_objects() -> frozenset[int]:
+    """The ids of what a kernel's module may bind besides its own kernels and constants: the
+    objects of :func:`_module_attrs` (``from triton import jit`` kept as ``jit = triton.jit``)."""
+    import triton
+    import triton.language as tl
+
+    return frozenset(id(getattr(m, n)) for m in (triton, tl, tl.math)
+                     for n in _module_attrs()[id(m)])
+
+
+def _plain(value: Any) -> bool:
+    """A constant a kernel may read: a number, a string, None, a Triton dtype, a constexpr of one."""
+    import triton.language as tl
+
+    if isinstance(value, tl.constexpr):
+        return _plain(value.value)
+    return value is None or isinstance(value, int | float | str | tl.dtype)
+
+
+def kernel_source(fn: Any) -> ast.FunctionDef:
+    """The function Triton's interpreter compiles of ``fn``: its source from its one ``def`` line
+    on (the interpreter starts at the *last* line that begins with ``def``: a second one, inside a
+    string, would make it compile other code than the policy saw)."""
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        raise Refused("softmax_kernel's source cannot be read") from None
+    if sum(line.strip().startswith("def ") for line in lines) != 1:
+        raise Refused("a kernel's source may hold one line that begins with 'def' (its own)")
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        raise Refused("softmax_kernel's source does not parse") from None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        raise Refused("softmax_kernel is not a plain function definition")
+    return tree.body[0]
+
+
+def kernel_reads_only_its_own(kernel: Any, seen: set[int] | None = None) -> None:
+    """Refused unless ``kernel`` (and each @triton.jit helper it reads, transitively) reads only
+    what the comment above lists, each name bound in its module to what it may be."""
+    import builtins
+
+    seen = set() if seen is None else seen
+    fn = _torch.triton_function(kernel)
+    if id(fn) in seen:
+        return
+    seen.add(id(fn))
+    scope = getattr(fn, "__globals__", None)
+    if not isinstance(scope, dict):
+        raise Refused("softmax_kernel is not a plain @triton.jit function")
+    node = kernel_source(fn)
+    name = node.name
+    local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+    for sub in ast.walk(node):
+        if isinstance(sub, NESTED) and sub is not node:
+            raise Refused(f"line {sub.lineno}: {name} may not hold nested functions, classes, "
+                          "lambdas, comprehensions, imports or global statements")
+        if isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load):
+            local.add(sub.id)
+    for sub in ast.walk(node):         # names first: the refusal names what was read
+        if isinstance(sub, ast.Name) and sub.id not in local:
+            if sub.id in scope:
+                _global_ok(sub.id, scope[sub.id], scope, name, seen)
+            elif sub.id not in KERNEL_BUILTINS or \
+                    _builtin(scope, sub.id) is not getattr(builtins, sub.id):
+                raise Refused(f"{name} reads '{sub.id}', which neither it nor its file defines "
+                              "(a kernel may read its own names, tl, triton, its file's "
+                              "@triton.jit helpers and constants, and "
+                              f"{', '.join(sorted(KERNEL_BUILTINS))})")
+    chains = sorted((a for a in ast.walk(node) if isinstance(a, ast.Attribute)),   # a.b before a.b.c
+                    key=lambda a: (a.lineno, a.col_offset, a.end_lineno, a.end_col_offset))
+    for sub in chains:
+        module = _module_named(sub.value, local, scope)
+        allowed = _value_attrs() if module is None else _module_attrs()[id(module)]
+        if sub.attr not in allowed:
+            raise Refused(f"{name} reads '.{sub.attr}', which a Triton kernel may not read")
+
+
+def _builtin(scope: dict[str, Any], name: str) -> Any:
+    table = scope.get("__builtins__")
+    return (table if isinstance(table, dict) else vars(table)).get(name) if table is not None else None
+
+
+def _global_ok(name: str, value: Any, scope: dict[str, Any], kernel: str, seen: set[int]) -> None:
+    """A module name a kernel reads: Triton's modules, the file's own kernels (checked in turn),
+    Triton's own public objects, plain constants; else Refused."""
+    if id(value) in _module_attrs() or _plain(value) or id(value) in _triton_objects():
+        return
+    if _torch.is_triton_kernel(value) and \
+            getattr(_torch.triton_function(value), "__globals__", None) is scope:
+        kernel_reads_only_its_own(value, seen)
+        return
+    raise Refused(f"{kernel} reads '{name}', which is not Triton's, a @triton.jit helper of its "
+                  "file or a constant")
+
+
+def _module_named(node: ast.AST, local: set[str], scope: dict[str, Any]) -> types.ModuleType | None:
+    """The module of Triton's (triton, tl, tl.math) an expression names, or None."""
+    if isinstance(node, ast.Name) and node.id not in local:
+        value = scope.get(node.id)
+    elif isinstance(node, ast.Attribute):
+        module = _module_named(node.value, local, scope)
+        if module is None or node.attr not in _module_attrs()[id(module)]:
+            return None
+        value = getattr(module, node.attr)
+    else:
+        return None
+    return value if isinstance(value, types.ModuleType) and id(value) in _module_attrs() else None

@@ -103,15 +103,32 @@ def library_source(text: str, names: tuple[str, ...]) -> str:
                     kept.append(node)
                     todo.append(node)
     lines = text.splitlines(keepends=True)
-    return "".join("".join(lines[_first_line(n) - 1:n.end_lineno]) + "\n"
+    return "".join(_triton_import(n) if isinstance(n, ast.Import | ast.ImportFrom) else
+                   "".join(lines[_first_line(n) - 1:n.end_lineno]) + "\n"
                    for n in tree.body if any(n is k for k in kept))
 
 
+TRITON_MODULES = ("triton", "triton.language")
+
+
+def _triton_import(node: ast.Import | ast.ImportFrom) -> str:
+    """A kept import from Triton as the assignments it makes (``from triton import jit`` ->
+    ``jit = triton.jit``): the policy checks them as attribute reads of the notebook's triton
+    (the fourth red team's H11); ``tl`` and ``triton`` themselves are the notebook's."""
+    module = node.module if isinstance(node, ast.ImportFrom) else None
+    return "".join(f"{a.asname or a.name} = {f'{module}.{a.name}' if module else a.name}\n"
+                   for a in node.names if (a.asname or a.name) not in ("tl", *TRITON_MODULES))
+
+
 def _top_binds(node: ast.stmt) -> list[str]:
-    """The names a top-level definition or plain assignment binds (imports and other statements:
-    none; they are not loaded)."""
+    """The names a top-level definition, plain assignment or import from Triton (see
+    :func:`_triton_import`) binds (other imports and statements: none; they are not loaded)."""
     if isinstance(node, ast.FunctionDef | ast.ClassDef):
         return [node.name]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module in TRITON_MODULES or \
+            isinstance(node, ast.Import) and all(a.name in TRITON_MODULES for a in node.names):
+        return [a.asname or a.name for a in node.names
+                if (a.asname or a.name) not in ("tl", *TRITON_MODULES)]
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
     return [n.id for t in targets for n in ast.walk(t)
