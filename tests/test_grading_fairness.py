@@ -127,6 +127,11 @@ def test_every_predict_then_verify_task_has_a_fairness_test() -> None:
 @pytest.mark.parametrize("task_id", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW_FEW
                                      else t for t in sorted(FAST_CASES)])
 def test_reference_agrees_with_the_measurement_on_a_few_cases(task_id: str) -> None:
+    import torch
+
+    if task_id == "3.2" and not torch.__version__.startswith("2.13."):
+        pytest.skip("3.2's key is for the pinned torch 2.13: torch 2.15 reports time.perf_counter() "
+                    "as a side effect Dynamo cannot put in a graph, not an unsupported C call")
     pinned = PINNED.get(task_id, [])
     result = fairness.fairness(task_id, FAST_CASES[task_id] + len(pinned), [0],
                                MEASURE.get(task_id), pinned)

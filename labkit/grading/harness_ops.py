@@ -238,7 +238,9 @@ def _triton_names_kept(kernel: Any) -> None:
 # own locals, tl/triton, the file's own @triton.jit helpers and constants (library_source keeps
 # them) and KERNEL_BUILTINS; by attribute only Triton's public names on tl/triton and VALUE_ATTRS.
 KERNEL_BUILTINS = frozenset({"range", "len", "min", "max", "float", "int", "bool", "abs", "print",
-                             "isinstance", "tuple", "list", "enumerate", "zip"})
+                             "isinstance", "tuple", "list", "enumerate", "zip",
+                             # what a kernel may raise (the release's stub raises the first)
+                             "NotImplementedError", "ValueError", "AssertionError"})
 TRITON_ATTRS = frozenset({"jit", "cdiv", "next_power_of_2", "language"})
 # what a kernel reads of its values (Triton tensors, dtypes, constexprs): the public names of
 # their classes and the attributes their instances set; not `handle` (the interpreter's numpy data)
