@@ -44,18 +44,28 @@ LESSON_TASKS = ["3.3", "4.1", "10.2", "11.2"]
 # (each layer on its own: the policy refuses the wrappers' names, the guards refuse writing through
 # one and keeping a module's container on an own object, the tables are read-only, function_of runs
 # only registered statements, and the seal compares harness.TASKS' Fix objects field by field)
+def _refused_for(source: str, word: str) -> None:
+    """The policy refuses ``source`` naming ``word`` (the feedback gives only the line)."""
+    from labkit.grading.restrict import Refused, check_source
+
+    with pytest.raises(Refused, match=word):
+        check_source(source, "<answer>")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", LESSON_TASKS)
 def test_chainmap_lesson_dict_forgery_fails(task: str) -> None:
     problems = _grade_judge(task, ATTACKS[task, "chainmap_update"], seed=5)
-    assert any("ChainMap" in p for p in problems), problems
+    assert any("refused" in p for p in problems), problems
+    _refused_for(ATTACKS[task, "chainmap_update"], "ChainMap")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", LESSON_TASKS)
 def test_userdict_lesson_dict_forgery_fails(task: str) -> None:
     problems = _grade_judge(task, ATTACKS[task, "userdict_view"], seed=5)
-    assert any("UserDict" in p for p in problems), problems
+    assert any("refused" in p for p in problems), problems
+    _refused_for(ATTACKS[task, "userdict_view"], "UserDict")
 
 
 @pytest.fixture()
@@ -204,4 +214,4 @@ def test_the_recorder_backend_takes_graphs_from_dynamo_only() -> None:
 @pytest.mark.slow
 def test_22_direct_backend_call_fails() -> None:
     problems = _grade_judge("2.2", ATTACKS["2.2", "direct_backend_call"], seed=5)
-    assert any("other than torch.compile" in p for p in problems), problems
+    assert problems == ["the check raised RuntimeError running your answer"], problems   # from_dynamo
