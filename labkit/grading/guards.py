@@ -105,8 +105,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         if issubclass(type(value), PLAIN) and id(value) in foreign:
             # its own object's methods would then write into it unseen (a UserDict-like class
             # with `self.data = STATEMENTS`: REPORT4 G1)
-            raise Refused(f"line {line}: a graded answer may not keep a {type(value).__name__} "
-                          f"that a module holds as '{name}' of its own object")
+            raise Refused(f"line {line}: a graded answer may not assign '{name}' a "
+                          f"{type(value).__name__} that a module holds (its methods would change it)")
         setattr(obj, name, value)
 
     def item(root: Any, obj: Any, key: Any, value: Any, op: str | None, line: int) -> None:
