@@ -83,6 +83,12 @@ def current_compile_id() -> str | None:
     return None if cid is None else str(cid)
 
 
+def dynamo_compiling() -> bool:
+    """Whether Dynamo is compiling a frame right now (a backend it calls runs inside its compile
+    context; the same function called by hand does not)."""
+    return _api("torch._guards", "CompileContext", "current_compile_id")() is not None
+
+
 def interned_files() -> dict[int, str]:
     """The structured log's file-name table (its stacks say ``"filename": 3``), number -> name."""
     try:

@@ -11,12 +11,13 @@ rebound what the harness measures with, or registered kernels on operators, gain
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import MODULES, Refused, module_allowed, torch_namespaces
+from labkit.grading.restrict import MODULES, Refused, metaclass, module_allowed, torch_namespaces
 from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
 
 # containers an item store, a method or an in-place operator may change when no module or class
@@ -101,6 +102,11 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         if not allowed(root, obj):
             raise Refused(f"line {line}: a graded answer may not assign '{name}' on a "
                           f"{type(obj).__name__}")
+        if issubclass(type(value), PLAIN) and id(value) in foreign:
+            # its own object's methods would then write into it unseen (a UserDict-like class
+            # with `self.data = STATEMENTS`: REPORT4 G1)
+            raise Refused(f"line {line}: a graded answer may not assign '{name}' a "
+                          f"{type(value).__name__} that a module holds (its methods would change it)")
         setattr(obj, name, value)
 
     def item(root: Any, obj: Any, key: Any, value: Any, op: str | None, line: int) -> None:
@@ -116,6 +122,15 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
     def changeable(root: Any, obj: Any, name: str, line: int) -> None:
         """Refuse a call that changes ``obj`` (a container, an nn.Module) a loaded module holds."""
         target = obj.__self__ if type(obj) is super else obj
+        # a wrapper writes into what it wraps: ChainMap's maps, a UserDict's data (REPORT4 G1)
+        inner = getattr(target, "maps", None) if isinstance(target, collections.ChainMap) else (
+            getattr(target, "data", None) if isinstance(
+                target, collections.UserDict | collections.UserList) else None)
+        for wrapped in (inner if isinstance(inner, list) else [inner]) if inner is not None else []:
+            if id(wrapped) in foreign:
+                raise Refused(f"line {line}: a graded answer may not change a "
+                              f"{type(wrapped).__name__} that a module holds (through a "
+                              f"{type(target).__name__}'s '{name}')")
         if issubclass(type(target), PLAIN + held) and id(target) in foreign:
             raise Refused(f"line {line}: a graded answer may not change a "
                           f"{type(target).__name__} that a module holds (through '{name}')")
@@ -160,7 +175,10 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
                 isinstance(obj, enum.EnumMeta) and name in obj.__members__)):   # a constant
             raise Refused(f"line {line}: a graded answer may not read '{name}' of a "
                           f"{type(obj).__name__}")
-        return getattr(obj, name)
+        found = getattr(obj, name)
+        if metaclass(found):          # type by another name makes any class (REPORT4 G3)
+            raise Refused(f"line {line}: a graded answer may not use the metaclass '{name}'")
+        return found
 
     return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
             ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind}
@@ -181,6 +199,13 @@ class Seal:
         # was the third red team's forgery once it had left the policy)
         self.taken = [(label, space, dict(space if isinstance(space, dict) else vars(space)))
                       for label, space in spaces]
+        # and a dict's dataclass entries by their fields: object.__setattr__ changes a frozen Fix
+        # in place, the entry staying the same object (the fourth red team's G1)
+        self.fields = [(f"{label}[{k!r}].{f.name}", v, f.name, getattr(v, f.name))
+                       for label, space in spaces if isinstance(space, dict)
+                       for k, v in space.items()
+                       if dataclasses.is_dataclass(v) and not isinstance(v, type)
+                       for f in dataclasses.fields(v)]
         self.counters, self.counted = counters, counters()
         self.state = torch_state()
 
@@ -196,6 +221,8 @@ class Seal:
                                     if isinstance(space, types.ModuleType) else set())
             out += [f"{label}.{k}" for k, v in before.items()
                     if k not in skip and (k not in now or now[k] is not v)]
+        out += [label for label, obj, name, value in self.fields
+                if getattr(obj, name, None) is not value]
         now = torch_state()
         out += [f"torch's {k} (left as {now[k]!r})" for k in self.state if now[k] != self.state[k]]
         return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])

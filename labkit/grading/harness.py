@@ -52,6 +52,15 @@ def tensor(t: Any) -> dict[str, Any] | None:
     return {"shape": list(t.shape), "values": flat}
 
 
+def from_dynamo(gm: Any) -> None:
+    """Refuse a graph a backend was not handed by Dynamo, compiling a frame right now: called by
+    hand with an object holding .graph.nodes and .forward, the recorder counted a "graph" and
+    recorded eager runs, and no compile happened at all (the fourth red team's G4)."""
+    if not (isinstance(gm, torch.fx.GraphModule) and _torch.dynamo_compiling()):
+        raise RuntimeError("the backend was called by something other than torch.compile: "
+                           "hand it to torch.compile(..., backend=backend)")
+
+
 def recorder(calls: list[tuple[Any, ...]] | None = None
              ) -> tuple[Callable[..., Any], list[int], list[int]]:
     """A Dynamo backend as a plain function (no state a caller can reach), the op counts of the
@@ -61,6 +70,7 @@ def recorder(calls: list[tuple[Any, ...]] | None = None
     runs: list[int] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        from_dynamo(gm)
         graphs.append(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
         forward = gm.forward
 

@@ -19,6 +19,7 @@ from labkit.grading.harness import (
     close_rule,
     compile_rules,
     compiled_stats,
+    from_dynamo,
     gen,
     quiet,
     recorder,
@@ -232,6 +233,7 @@ def aot_recorder() -> tuple[Callable[..., Any], list[int], list[int]]:
     runs: list[int] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        from_dynamo(gm)
         graphs.append(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method")))
         compiled = inner(gm, example_inputs)
 

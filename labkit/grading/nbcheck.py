@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import os
 import random
 import re
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,12 +59,42 @@ def fresh() -> None:
     setup()
 
 
+# the digests of the statements the lessons' tables hold (lesson_table): the only code function_of
+# runs, so code an answer got into a table (REPORT3 F3, REPORT4 G1) is refused, never exec()'d
+_LESSON_CODE: set[str] = set()
+PARAMS = re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*$")
+RESULT = re.compile(r"^[\w\s.+\-*/@\[\]:(),]+$")     # an expression of names: no strings, no stores
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def lesson_table(table: dict[str, Any]) -> types.MappingProxyType[str, Any]:
+    """``table`` read-only, its statements (string values, and the strings of tuple values)
+    registered as code :func:`function_of` may run; a lesson cell calls it when it loads."""
+    for value in table.values():
+        for code in value if isinstance(value, tuple) else (value,):
+            if not isinstance(code, str):
+                raise TypeError(f"a lesson table holds statements (str), not {type(code).__name__}")
+            _LESSON_CODE.add(_digest(code))
+    return types.MappingProxyType(dict(table))
+
+
 def function_of(statements: list[str], params: str = "x", result: str = "x",
                 **scope: Any) -> Callable[..., Any]:
     """``def f(<params>): <statements in order>; return <result>``, with torch and ``scope`` as globals.
 
-    The exercises' generators (statement lists, chains of steps, programs) build their functions here.
+    The exercises' generators (statement lists, chains of steps, programs) build their functions
+    here, from statements of :func:`lesson_table` tables only: anything else is refused.
     """
+    unknown = [s for s in statements if not isinstance(s, str) or _digest(s) not in _LESSON_CODE]
+    if unknown:
+        raise ValueError(f"function_of runs only statements of a lesson's table (lesson_table), "
+                         f"not {unknown[0]!r}")
+    if not (PARAMS.match(params) and RESULT.match(result)):
+        raise ValueError(f"function_of: parameters {params!r} and result {result!r} must be "
+                         "names and an expression of them")
     body = "".join(f"    {line}\n" for s in statements for line in s.splitlines()) or "    pass\n"
     namespace: dict[str, Any] = {"torch": torch, **scope}
     exec(f"def f({params}):\n{body}    return {result}\n", namespace)

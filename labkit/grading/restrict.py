@@ -87,7 +87,10 @@ ATTRS_DENIED = ATTRS_NEVER | frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "import_module", "py_impl", "py_kernels", "exec"})
+    "nonstrict_trace", "import_module", "py_impl", "py_kernels", "exec",
+    # containers that write through to another one they were handed (REPORT4 G1: a ChainMap or
+    # a UserDict whose data is a lesson's dict changed it past the guards, which see the wrapper)
+    "ChainMap", "UserDict", "UserList", "UserString", "proxy"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
@@ -221,7 +224,8 @@ class _Policy(ast.NodeVisitor):
         import importlib
 
         value = getattr(importlib.import_module(module), name, None) if module != "__future__" else None
-        if denied(name) or (name in BUILTINS_DENIED and value is getattr(builtins, name, 0)) or (
+        if denied(name) or (name in BUILTINS_DENIED and value is getattr(builtins, name, 0)) or \
+                metaclass(value) or (
                 isinstance(value, types.ModuleType) and not module_allowed(value, self.modules)):
             self.refuse(node, f"'from {module} import {name}' is not allowed in a graded answer")
 
@@ -417,14 +421,24 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
     # an operator's packet and a checkpoint policy's context (what torch's SAC docs read: H4),
     # without the rest of OpOverload's names (py_impl registers Python kernels)
     names = set(KEEP) | {"overloadpacket", "is_recompute"}
+    metaclasses = set()
     for space in spaces:
         for name in dir(space):
             if name.startswith("_"):
                 continue
-            if isinstance(getattr(space, name, None), types.ModuleType) and name not in KEEP:
+            value = getattr(space, name, None)
+            if metaclass(value):      # numbers.ABCMeta is `type` by another name (REPORT4 G3)
+                metaclasses.add(name)
+            if isinstance(value, types.ModuleType) and name not in KEEP:
                 continue
             names.add(name)
-    return frozenset(n for n in names if not denied(n))
+    return frozenset(n for n in names if not denied(n) and n not in metaclasses)
+
+
+def metaclass(value: Any) -> bool:
+    """Whether ``value`` is a class of classes (``type``, ``abc.ABCMeta``, ``enum.EnumMeta``):
+    called with three arguments it makes a class with any special method."""
+    return isinstance(value, type) and issubclass(value, type)
 
 
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:

@@ -24,7 +24,7 @@ nc.setup()
 # The check calls your function with compilation switched off, then builds and compiles each
 # function and counts. Grading uses other statement lists.
 # %% id=build-3-1
-STATEMENTS = {
+STATEMENTS = nc.lesson_table({
     "sin": "x = x.sin()",
     "print": "print('step')",
     "breakpoint": "torch._dynamo.graph_break()",
@@ -32,7 +32,7 @@ STATEMENTS = {
     "shape_if": "if x.shape[0] > 4:\n    x = x * 2",
     "tolist": "x = x * len(x.tolist())",
     "no_grad": "with torch.no_grad():\n    x = x * 3",
-}
+})
 
 def build(statements):
     return nc.function_of([STATEMENTS[s] for s in statements])   # def f(x): ...; return x

@@ -47,7 +47,7 @@ harness.check("4.1", globals())
 # ends with. Mind which tensor a name refers to at each point, and what a view shares.
 # The check calls your function with compilation switched off, then traces; grading uses other programs.
 # %% id=program-4-2
-STATEMENTS = {
+STATEMENTS = nc.lesson_table({
     "a_add_": "a.add_(1)",
     "b_mul_": "b.mul_(2)",
     "temp_relu_": "t = a + b\nt.relu_()",
@@ -55,7 +55,7 @@ STATEMENTS = {
     "b_view_sin_": "v = b.view(-1)\nv.sin_()",
     "a_rebind": "a = a * 2",
     "b_rebind": "b = b.clone()",
-}
+})
 
 def program(statements):
     return nc.function_of([STATEMENTS[s] for s in statements], "a, b", "a + b")

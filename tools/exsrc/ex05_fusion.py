@@ -65,14 +65,14 @@ for target in ("cpp", "triton"):
 # other chains.
 # %% id=chain-5-3
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(5))
-STEPS = {
+STEPS = nc.lesson_table({
     "sin": "x = x.sin()",
     "relu": "x = x.relu()",
     "scale": "x = x * 2",
     "center": "x = x - x.mean(dim=-1, keepdim=True)",
     "matmul": "x = x @ W",
     "break": "torch._dynamo.graph_break()",
-}
+})
 
 def chain(steps):
     return nc.function_of([STEPS[s] for s in steps], W=W)   # def f(x): ...; return x

@@ -36,8 +36,8 @@ nc.setup()
 # then compiles and counts; grading uses other chains.
 # %% id=chain-6-1
 W = torch.randn(32, 32, generator=torch.Generator().manual_seed(6))
-STEPS = {"sin": "x = x.sin()", "relu": "x = x.relu()", "scale": "x = x * 2",
-         "center": "x = x - x.mean(dim=-1, keepdim=True)", "matmul": "x = x @ W"}
+STEPS = nc.lesson_table({"sin": "x = x.sin()", "relu": "x = x.relu()", "scale": "x = x * 2",
+                        "center": "x = x - x.mean(dim=-1, keepdim=True)", "matmul": "x = x @ W"})
 
 def chain(steps):
     return nc.function_of([STEPS[s] for s in steps], W=W)   # def f(x): ...; return x

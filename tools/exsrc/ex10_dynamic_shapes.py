@@ -191,21 +191,21 @@ harness.check("10.2", globals())
 # The check calls your function **first, with compilation switched off**, then compiles and
 # measures. At grading time the cases are new.
 # %% id=fn-10-3
-SOURCES = {
+SOURCES = nc.lesson_table({
     "item": "k = (x > 0).sum().item()",
     "tolist": "k = (x > 0).sum().tolist()",
     "nonzero": "k = torch.nonzero(x > 0).shape[0]",
     "mask": "k = x[x > 0].shape[0]",
     "unique": "k = torch.unique(x.round()).shape[0]",
     "shape": "k = x.shape[0]",
-}
-CHECKS = {"none": "", "ge0": "torch._check(k >= 0)", "gt0": "torch._check(k > 0)"}
-USES = {   # (statements, what f returns)
+})
+CHECKS = nc.lesson_table({"none": "", "ge0": "torch._check(k >= 0)", "gt0": "torch._check(k > 0)"})
+USES = nc.lesson_table({   # (statements, what f returns)
     "scale": ("", "x * k"),
     "slice": ("", "x[:k] * 2"),
     "branch": ("if k > 0:\n    return x / k", "x"),
     "validate": ("if k < 0:\n    raise ValueError('negative count')", "x * k"),
-}
+})
 
 
 def counted(source, check, use):
