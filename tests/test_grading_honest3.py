@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -26,35 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _grade_judge(task: str, source: str, seed: int) -> list[str]:
-    """A fix-type answer graded with the lesson cells its judge notebook runs (judge.fix_notebook:
-    every code cell but the tasks' own and unnamed demos), pass 1's spec at ``seed``, the answer
-    loaded under the policy, ``evidence.compare``: the problems (empty: full marks)."""
-    import fairness
-    import nbformat
-
-    from labkit.grading import evidence as ev
-    from labkit.grading import harness, judge
-    from labkit.grading import nbcheck as nc
-    from labkit.grading import rubric as rubric_mod
-
-    rubric = rubric_mod.load()
-    nb_path = rubric.task(task).notebook
-    master = nbformat.read(str(ROOT / nb_path), as_version=4)
-    skip = judge.task_cells(rubric, nb_path)
-    module = types.ModuleType(f"labkit_judge_{task.replace('.', '_')}")
-    sys.modules[module.__name__] = module
-    ns = module.__dict__
-    with fairness.grade_seed(seed), contextlib.redirect_stdout(io.StringIO()):
-        for cell in master.cells:
-            if cell.cell_type == "code" and cell.get("id") not in skip and judge.needed(cell, source):
-                exec(compile(cell.source, f"<{cell.get('id')}>", "exec"), ns)
-        params = ev.canonical(harness.TASKS[task].params(nc.rng(task)))
-    spec = json.loads(json.dumps(harness.spec(task, params, ns)))
-    loaded = harness.load_answer(task, source, ns)
-    found = json.loads(json.dumps(ev.canonical(harness.measure(task, loaded, spec["params"], ns))))
-    return ev.compare(spec, found)
-
+from test_grading_redteam3 import _grade_judge  # noqa: E402  (the lesson cells a judge notebook runs)
 
 # -- H6: 9.1, an operator of the answer's own, complete, bound to `sqdist` ---------------------------
 OWN_OP = '''
