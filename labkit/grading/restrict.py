@@ -481,30 +481,3 @@ def _opaque(value: Any, library: bool) -> bool:
                         type(value).__module__.startswith("torch._library")):
         return True
     return module.startswith("torch") and callable(value) and denied(str(getattr(value, "__name__", "")))
-
-
-def _jit_helper(node: ast.stmt) -> bool:
-    """A top-level ``@triton.jit`` function or ``NAME: tl.constexpr = ...`` (a kernel's helpers,
-    ordinary Triton style: the third red team's H8)."""
-    if isinstance(node, ast.FunctionDef):
-        marks = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
-        return any((m.attr if isinstance(m, ast.Attribute) else getattr(m, "id", "")) == "jit"
-                   for m in marks)
-    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
-        (node.annotation.attr if isinstance(node.annotation, ast.Attribute)
-         else getattr(node.annotation, "id", "")) == "constexpr"
-
-
-def definitions(text: str, names: tuple[str, ...]) -> str:
-    """The source of the top-level functions and classes ``names`` in ``text`` (decorators
-    included) and of the Triton helpers they may call (:func:`_jit_helper`), and nothing else;
-    source that raises SyntaxError when it does not parse."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return "raise SyntaxError('the file does not parse')\n"
-    lines = text.splitlines(keepends=True)
-    keep = [n for n in tree.body if _jit_helper(n) or (
-        isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name in names)]
-    return "".join("".join(lines[min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) - 1:
-                                 n.end_lineno]) + "\n" for n in keep)
