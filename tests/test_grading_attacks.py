@@ -37,6 +37,7 @@ from labkit.grading import grade as G
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as R
 from labkit.grading import sandbox as S
+from labkit.grading import trees as T
 from labkit.grading.commands import write_all
 
 pytestmark = [pytest.mark.slow,
@@ -308,7 +309,7 @@ def harm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     finally:
         stop.set()
         poller.join()
-        S.remove_tree(subs / "deep" / "chain")
+        T.remove_tree(subs / "deep" / "chain")
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     print(log[-3000:])
     print("peak RSS (KiB):", sorted(peaks.values(), reverse=True)[:4])

@@ -15,6 +15,7 @@ import pytest
 
 from labkit.grading import commands
 from labkit.grading import sandbox as S
+from labkit.grading import trees as T
 from labkit.grading.grade import Report, TaskScore
 from labkit.grading.intake import stage
 from labkit.grading.observe import _agree, _encode, judge
@@ -314,7 +315,7 @@ def shm_path(tmp_path: Path):
         return
     path = Path(tempfile.mkdtemp(prefix="labkit-test-", dir="/dev/shm"))
     yield path
-    S.remove_tree(path)
+    T.remove_tree(path)
 
 
 def test_remove_tree_takes_what_recursion_cannot(shm_path: Path) -> None:
@@ -335,12 +336,12 @@ def test_remove_tree_takes_what_recursion_cannot(shm_path: Path) -> None:
     (tree / "sub" / "x" / "out_file").symlink_to(outside / "keep")
     os.mkfifo(tree / "sub" / "fifo")
     os.chmod(tree / "sub", 0)
-    assert S.remove_tree(tree) == ""
+    assert T.remove_tree(tree) == ""
     assert not tree.exists() and (outside / "keep").read_text() == "keep"
-    assert S.remove_tree(tree) == ""                               # gone: nothing to say
+    assert T.remove_tree(tree) == ""                               # gone: nothing to say
     link = shm_path / "link"
     link.symlink_to(outside, target_is_directory=True)
-    assert S.remove_tree(link) == "" and not link.exists() and (outside / "keep").exists()
+    assert T.remove_tree(link) == "" and not link.exists() and (outside / "keep").exists()
 
 
 def test_a_failed_cleanup_is_reported_not_raised(tmp_path: Path, monkeypatch) -> None:
@@ -361,7 +362,7 @@ def test_intake_walks_a_deep_submission_without_recursion(shm_path: Path, tmp_pa
     got = _intake(sub, tmp_path)
     assert got.files == [LIB] and not got.refused
     assert any("too deep, not listed" in p for p in got.problems), got.problems
-    S.remove_tree(sub)
+    T.remove_tree(sub)
 
 
 def test_report_log_and_output_are_read_with_limits(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.grading import judge, sandbox, status
+from labkit.grading import judge, sandbox, status, trees
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as rubric_mod
 from labkit.grading.grade import (
@@ -582,7 +582,7 @@ def grade_command(args: argparse.Namespace, rubric: rubric_mod.Rubric) -> int:
         reports = grade_all(setup, args.submissions, tmp, jobs=args.jobs, on_report=record)
         write_all(reports, rubric, args.out)
     finally:   # after the results; what a tree left behind is said, never raised
-        left = sandbox.remove_tree(tmp)
+        left = trees.remove_tree(tmp)
         if left:
             print(f"WARNING: could not remove all of {tmp}: {left}", file=sys.stderr)
     for r in reports:

@@ -54,10 +54,10 @@ from labkit.grading.sandbox import (
     Sandbox,
     end,
     python,
-    remove_tree,
     torch_folders,
 )
 from labkit.grading.sandbox import run as run_box
+from labkit.grading.trees import remove_tree
 
 LOG = logging.getLogger("labkit.grading")
 ANSWER_NAMES = {"7.1": ("softmax_kernel",)}   # what a library task's answer is (harness.TASKS)
@@ -447,7 +447,7 @@ def grade_one(setup: Setup, student: Path, name: str, scratch: Path, slot: int =
 def cleanup(folders: list[Path], name: str = "") -> list[str]:
     """Remove what one submission left, folder by folder; a failure is logged, never raised.
 
-    :func:`labkit.grading.sandbox.remove_tree` neither recurses nor follows links, so no tree a
+    :func:`labkit.grading.trees.remove_tree` neither recurses nor follows links, so no tree a
     student built (a chain thousands deep, links out, mode 000) can stop the run.
     """
     left = []

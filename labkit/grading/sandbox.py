@@ -8,7 +8,7 @@ the host, a new session (no terminal), and limits on memory, CPU time, processes
 open files, a cgroup per sandbox (memory, pids and CPU share), and a seccomp filter that refuses new
 user namespaces. Its processes all die when the sandbox's turn ends: bubblewrap's init is PID 1 of
 the namespace, killed with the outer ``bwrap`` (``--die-with-parent``), and the kernel then kills
-every process left in the namespace. What it leaves on disk is removed by :func:`remove_tree`,
+every process left in the namespace. What it leaves on disk is removed by :func:`labkit.grading.trees.remove_tree`,
 which never recurses and never raises, whatever shape the tree has.
 
 As root (the usual grading setup) bwrap runs privileged and ``setpriv`` drops the command to a
@@ -27,7 +27,6 @@ import os
 import platform
 import shutil
 import signal
-import stat
 import struct
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from labkit.grading.trees import hand_over, make_dirs_at
 
 SANDBOX_ENV = "LABKIT_SANDBOX"          # JSON of a Sandbox, for the nbval process's kernel manager
 BASE_UID = 61000                        # sandbox uids: see uid_for (root graders only)
@@ -132,10 +133,10 @@ class Sandbox:
             Path(path).mkdir(parents=True, exist_ok=True)
         tmpdir = self.environment().get("TMPDIR", "/tmp")
         if self.scratch and Path(tmpdir).is_relative_to(self.scratch):
-            _mkdirs_at(self.scratch, Path(tmpdir).relative_to(self.scratch))
+            make_dirs_at(self.scratch, Path(tmpdir).relative_to(self.scratch))
         for path in (self.scratch, self.sockets):
             if path and os.geteuid() == 0 and self.enabled:
-                _hand_over(path, self.uid)
+                hand_over(path, self.uid)
                 os.chmod(path, 0o700)
 
     def wrap(self, cmd: list[str], cwd: str | None = None) -> list[str]:
@@ -492,143 +493,3 @@ def tail(path: Path, size: int = 6000) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
-
-
-# -- folders a sandbox wrote: made, handed over and removed without recursion or links ----------
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _mkdirs_at(base: str, rel: Path) -> None:
-    """``base/rel`` made folder by folder under a descriptor; an existing link is left alone."""
-    fd = os.open(base, _DIR)
-    try:
-        for part in rel.parts:
-            try:
-                os.mkdir(part, 0o755, dir_fd=fd)
-            except FileExistsError:
-                pass
-            try:
-                sub = os.open(part, _DIR, dir_fd=fd)
-            except OSError:
-                return                       # a link or a file: the sandbox's own business
-            os.close(fd)
-            fd = sub
-    finally:
-        os.close(fd)
-
-
-def _hand_over(path: str, uid: int, max_depth: int = 64) -> None:
-    """Give the folders under ``path`` that the grader made (not yet ``uid``'s) to ``uid``.
-
-    Folders the sandbox made are the uid's already and are not entered, so a tree of any depth
-    the student built costs nothing here; links are changed, never followed.
-    """
-    stack = [(os.open(path, _DIR), 0)]
-    try:
-        while stack:
-            fd, depth = stack.pop()
-            try:
-                if os.fstat(fd).st_uid == uid:
-                    continue
-                os.fchown(fd, uid, uid)
-                for name in os.listdir(fd):
-                    try:
-                        st = os.lstat(name, dir_fd=fd)
-                        if stat.S_ISDIR(st.st_mode) and st.st_uid != uid and depth < max_depth:
-                            stack.append((os.open(name, _DIR, dir_fd=fd), depth + 1))
-                        elif not stat.S_ISDIR(st.st_mode):
-                            os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
-                    except OSError:
-                        continue
-            finally:
-                os.close(fd)
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
-
-
-def remove_tree(path: str | Path) -> str:
-    """Delete ``path`` and all under it; returns '' or what stopped it. Never raises.
-
-    Never recurses and never follows a link: every folder is emptied at the top level, its
-    sub-folders renamed up beside it (``renameat`` between two descriptors) and handled in a later
-    round, so a chain of folders thousands deep (which makes ``Path.rglob`` and
-    ``shutil.rmtree`` raise ``RecursionError``, and whose paths exceed ``PATH_MAX``) takes one
-    step per folder with three descriptors open. Another file system below (a mount) is left
-    alone, like ``rm --one-file-system``. Call it once the sandbox's processes are gone.
-    """
-    problems: list[str] = []
-    path = Path(path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        return f"{path}: {exc}"
-    try:
-        parent = os.open(path.parent, _DIR)
-    except OSError as exc:
-        return f"{path}: {exc}"
-    try:
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(path.name, dir_fd=parent)
-            return ""
-        top = os.open(path.name, _DIR, dir_fd=parent)
-        try:
-            if (os.fstat(top).st_dev, os.fstat(top).st_ino) != (st.st_dev, st.st_ino):
-                return f"{path}: changed while being removed"
-            os.fchmod(top, 0o700)
-            _empty(top, st.st_dev, problems)
-        finally:
-            os.close(top)
-        os.rmdir(path.name, dir_fd=parent)
-    except OSError as exc:
-        problems.append(f"{path}: {exc}")
-    finally:
-        os.close(parent)
-    return "; ".join(problems[:5])
-
-
-def _empty(top: int, dev: int, problems: list[str]) -> None:
-    """Empty the folder ``top`` (a descriptor) in rounds, without recursion (see remove_tree)."""
-    serial = 0
-    while True:
-        names = os.listdir(top)
-        folders = 0
-        for name in names:
-            try:
-                st = os.lstat(name, dir_fd=top)
-                if not stat.S_ISDIR(st.st_mode):
-                    os.unlink(name, dir_fd=top)
-                    continue
-                if st.st_dev != dev:
-                    problems.append(f"{name}: another file system, left alone")
-                    continue
-                os.chmod(name, 0o700, dir_fd=top)
-                sub = os.open(name, _DIR, dir_fd=top)
-                try:
-                    for child in os.listdir(sub):
-                        cst = os.lstat(child, dir_fd=sub)
-                        if not stat.S_ISDIR(cst.st_mode):
-                            os.unlink(child, dir_fd=sub)
-                            continue
-                        while True:            # up beside ``name``, under a name not taken
-                            serial += 1
-                            up = f".labkit-rm-{serial}"
-                            try:
-                                os.lstat(up, dir_fd=top)
-                            except FileNotFoundError:
-                                break
-                        os.rename(child, up, src_dir_fd=sub, dst_dir_fd=top)
-                        folders += 1
-                finally:
-                    os.close(sub)
-                os.rmdir(name, dir_fd=top)
-            except OSError as exc:
-                if len(problems) < 20:
-                    problems.append(f"{name}: {exc}")
-        if folders == 0:
-            left = [n for n in os.listdir(top)]
-            if left and not problems:
-                problems.append(f"left: {', '.join(left[:5])}")
-            return
