@@ -32,7 +32,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 
 from labkit.grading import judge as jg
-from labkit.grading import libcheck
+from labkit.grading import libcases, libcheck
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
@@ -237,7 +237,7 @@ def evidence_reference(setup: Setup, tasks: tuple[str, ...], scratch: Path) -> d
     """Pass 1 of the evidence-judged library tasks: the cases and hidden values drawn from the
     seed (here, outside), and, in a sandbox on the instructor's library, its evidence and eager's
     outputs. None of it ever enters a student's sandbox, but the cases (no values) do."""
-    cases, values = libcheck.draw(setup.seed, tasks)
+    cases, values = libcases.draw(setup.seed, tasks)
     work = Path(tempfile.mkdtemp(prefix="ref-libcheck-", dir=scratch))
     try:
         build_workspace(setup.root, work / "code", None)
@@ -261,7 +261,7 @@ def self_check_evidence(setup: Setup, tasks: tuple[str, ...], scratch: Path) -> 
     """``make check``'s pass 1 of the evidence-judged tasks at seed 0: eager's outputs computed
     here (a sandbox over the student's own copy: nothing is secret on their machine) and the
     instructor's answers for seed 0 from ``libcheck.REFERENCE_FILE`` (the release has no solution)."""
-    cases, values = libcheck.draw(0, tasks)
+    cases, values = libcases.draw(0, tasks)
     work = Path(tempfile.mkdtemp(prefix="check-libcheck-", dir=scratch))
     box = _libcheck_box(setup, setup.root, work / "scratch", 0)
     got, finished = _libcheck(box, "expect", {"cases": cases, "values": values},
