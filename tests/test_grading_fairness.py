@@ -25,7 +25,7 @@ from typing import Any
 
 import fairness
 import pytest
-from fairness import ANSWERS, Fairness, grade_answer
+from fairness import ANSWERS, Fairness, grade_answer, line_cause
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
 FAST_CASES = {"10.1": 4, "10.3": 4, "11.1": 3, "11.3": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6,
@@ -56,55 +56,6 @@ PINNED: dict[str, list[tuple[Any, ...]]] = {
     "11.3": [(True, ["x_add", "stats_row"]), (True, ["x_clamp_nograd", "w_decay_nograd"]),
              (False, ["x_rebind", "x_col", "stats_ema"])],
 }
-
-
-# -- 3.2: what a forward line really costs, measured -----------------------------------------------
-_logger = logging.getLogger("labkit-fairness-scorer")
-_logger.propagate = False
-
-
-def line_cause(line: str) -> str:
-    """The cause (one of ex03's ``CAUSES``) a forward line really has: the line alone in a model
-    like ``Scorer``, compiled and called on four batch sizes (``self.calls`` grows between calls,
-    as the model's own ``self.calls += 1`` would make it); the break reasons Dynamo reports name
-    breaks, and a line without one costs something only if it compiles more frames than ``pass``."""
-    import torch
-    from torch._dynamo.testing import CompileCounter
-
-    from labkit import _torch
-
-    causes = _causes()
-    src = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-           "        self.proj = torch.nn.Linear(8, 8)\n        self.calls = 0\n"
-           "    def forward(self, x):\n        h = self.proj(x).tanh()\n"
-           f"        {line}\n        return h.softmax(-1)\n")
-    scope = {"torch": torch, "sys": sys, "os": os, "time": time, "zlib": zlib, "logger": _logger}
-    exec(src, scope)
-    _torch.reset_compile_state()
-    cc = CompileCounter()
-    model = scope["M"]()
-    compiled = torch.compile(model, backend=cc)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")                  # "Dynamo does not know ... getpid"
-        for n in (5, 9, 13, 21):
-            compiled(torch.randn(n, 8))
-            model.calls += 1
-    reasons = " ".join(_torch.counters()["graph_break"]).lower()
-    if reasons:
-        for index, word in ((0, r"print|write|logg"), (1, r"item\(\)|tolist|data.dependent"),
-                            (4, r"builtin|c extension|skip")):
-            if re.search(word, reasons):
-                return causes[index]
-        return f"a break not named here: {reasons[:120]}"
-    return causes[2] if cc.frame_count > 2 else causes[3]   # 2: the static size, then symbolic
-
-
-@functools.cache
-def _causes() -> tuple[str, ...]:
-    """ex03's CAUSES, as its cells define them."""
-    ns, _ = fairness.run_cells("3.2", None, until_check=False)
-    return tuple(ns["CAUSES"])
 
 
 MEASURE = {"3.2": line_cause}
@@ -182,7 +133,7 @@ def test_inline_check_passes_the_reference_on_many_cases(task_id: str, cases: in
 
 def test_task3_2_measurement_tells_the_causes_apart() -> None:
     """The measurement that judges 3.2's key: each cause, on a line known to have it."""
-    causes = _causes()
+    causes = fairness.causes()
     assert [line_cause(line) for line in (
         'print("step", h.mean())', "h = h / (h.sum().item() + 1)",
         "h = h * (1 + 0.1 * self.calls)", "h = h * x.shape[0]",
