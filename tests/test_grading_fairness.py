@@ -140,6 +140,76 @@ def test_task3_2_measurement_tells_the_causes_apart() -> None:
         "h = h * (1 + os.getpid() % 3)")] == [causes[k] for k in range(5)]
 
 
+# -- 3.2's hidden templates: kinds the release does not hold, each cause measured ------------------
+def _honest_32() -> dict[str, Any]:
+    """The two honest 3.2 answers (the solution's regular expressions, the fixture's ast walk)."""
+    ns, _ = fairness.run_cells("3.2", None, until_check=False)
+    right: dict[str, Any] = {"CAUSES": list(fairness.causes())}
+    exec(json.loads((ANSWERS / "3.2.json").read_text())["right"]["cell"], right)
+    return {"solution": ns["diagnose"], "ast": right["diagnose"]}
+
+
+def _skeleton_32(line: str) -> str:
+    """A line with its names of words, reductions, operators and numbers taken out."""
+    return re.sub(r"[\d.]+|batch|step|rows|seen|tick|mean|sum|max|std|[-*/+]", "", line)
+
+
+def test_task3_2_hidden_lines_are_new_and_the_honest_answers_read_them() -> None:
+    """No hidden line has the skeleton of a line the visible check cell writes, every one uses only
+    the names the task puts at hand, and both honest answers give each the cause its template has
+    (the slow test below measures those causes)."""
+    import random
+
+    ns, _ = fairness.run_cells("3.2", None)
+    visible = {_skeleton_32(ns["random_line"](random.Random(s))[1]) for s in range(3000)}
+    visible |= {_skeleton_32(line) for _, line in ns["lines"][:3]}
+    hidden = [h for seed in range(60) for h in fairness.hidden_lines_3_2(1, seed)]
+    assert not {_skeleton_32(line) for _, _, line in hidden} & visible
+    at_hand = {"x", "h", "self", "sys", "os", "time", "zlib", "logger", "torch", "print", "len",
+               "int", "float", "bool", "round"}
+    import ast
+    for _, _, line in hidden:
+        names = {n.id for n in ast.walk(ast.parse(line)) if isinstance(n, ast.Name)}
+        assert names <= at_hand, (line, names - at_hand)
+    causes = fairness.causes()
+    for name, diagnose in _honest_32().items():
+        wrong = [(line, causes[i]) for i, _, line in hidden if diagnose(line) != causes[i]]
+        assert not wrong, (name, wrong[:5])
+
+
+@pytest.mark.slow
+def test_task3_2_honest_answers_agree_with_the_measurement_on_200_hidden_lines() -> None:
+    """200 distinct hidden lines as grading draws them (``nbcheck.hidden_cases`` at seeds 1, 2,
+    ...), each measured (``line_cause``: real Dynamo): its template's cause, and both honest
+    answers, agree with the measurement; every template is among them."""
+    from labkit.grading import nbcheck
+
+    causes = fairness.causes()
+    data = json.loads(fairness.HIDDEN_3_2.read_text())
+    templates = {t for ts in data["cases"].values() for t in ts}
+    honest = _honest_32()
+    seen: dict[str, int] = {}
+    for seed in range(1, 3000):
+        with fairness.grade_seed(seed):
+            for key, line in nbcheck.hidden_cases("3.2", nbcheck.rng(f"hidden {seed}"), 6):
+                seen.setdefault(line, int(key))
+        if len(seen) >= 200:
+            break
+    for key, _, line in fairness.hidden_lines_3_2(1, 99):     # one line of every template too
+        seen.setdefault(line, key)
+    wrong, covered = [], set()
+    for line, key in seen.items():
+        truth = line_cause(line)
+        covered |= {t for t in templates if re.fullmatch(
+            re.sub(r"\\\$\w+", ".+?", re.escape(t)), line)}
+        if causes[key] != truth:
+            wrong.append((line, "key", key, truth))
+        wrong += [(line, name, d(line), truth) for name, d in honest.items() if d(line) != truth]
+    print(f"3.2 hidden: {len(seen)} distinct lines measured, {len(wrong)} disagreements")
+    assert len(seen) >= 200 and covered == templates, templates - covered
+    assert not wrong, wrong[:8]
+
+
 # -- alternative answers: a second correct one passes, a plausible wrong one fails -------------------
 ANSWER_TASKS = sorted(p.stem for p in fairness.answer_files())
 # Cheap to grade (no Inductor, no library test run): in the default suite.
