@@ -150,8 +150,10 @@ def _honest_32() -> dict[str, Any]:
 
 
 def _skeleton_32(line: str) -> str:
-    """A line with its names of words, reductions, operators and numbers taken out."""
-    return re.sub(r"[\d.]+|batch|step|rows|seen|tick|mean|sum|max|std|[-*/+]", "", line)
+    """A line with its numbers, operators and the words both generators fill in taken out."""
+    fill = json.loads(fairness.HIDDEN_3_2.read_text())["fill"]
+    words = {"batch", "step", "rows", "seen", "mean", "sum", "max", "std", *fill["word"]}
+    return re.sub(r"[\d.]+|[-*/+]|\b(" + "|".join(sorted(words)) + r")\b", "", line)
 
 
 def test_task3_2_hidden_lines_are_new_and_the_honest_answers_read_them() -> None:
