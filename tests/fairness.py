@@ -23,8 +23,8 @@ import logging
 import os
 import random
 import re
-import string
 import shutil
+import string
 import subprocess
 import sys
 import tempfile

@@ -10,17 +10,9 @@ the counts); the fast ones a handful, so a broken reference or measurement shows
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 import json
-import logging
 import os
 import re
-import sys
-import time
-import warnings
-import zlib
 from typing import Any
 
 import fairness

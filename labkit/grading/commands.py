@@ -262,7 +262,7 @@ def hidden_patterns(root: Path) -> list[tuple[str, re.Pattern[str]]]:
         data = json.loads(path.read_text())
         fill = data["fill"]
         for template in (t for ts in data["cases"].values() for t in ts):
-            pattern = re.sub(r"\\\$(\w+)", lambda m: "(?:" + "|".join(
+            pattern = re.sub(r"\\\$(\w+)", lambda m, fill=fill: "(?:" + "|".join(
                 map(re.escape, fill[m.group(1)])) + ")", re.escape(template))
             found.append((template, re.compile(pattern)))
     return found
