@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
+import logging
 import os
+import random
 import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
+import time
 import types
+import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,6 +220,70 @@ def _measured(ns: dict[str, Any], task_id: str, spec: dict[str, Any], case: tupl
     pass 1 calls; :func:`draw` ran the cell in ``ns``), or None where it defines none (3.2's key)."""
     measure = ns.get("measure")
     return evidence.canonical(measure(*copy.deepcopy(case))) if callable(measure) else None
+
+
+# -- 3.2: what a forward line really costs, measured -----------------------------------------------
+_logger = logging.getLogger("labkit-fairness-scorer")
+_logger.propagate = False
+
+
+def line_cause(line: str) -> str:
+    """The cause (one of ex03's ``CAUSES``) a forward line really has: the line alone in a model
+    like ``Scorer``, compiled and called on four batch sizes (``self.calls`` grows between calls,
+    as the model's own ``self.calls += 1`` would make it); the break reasons Dynamo reports name
+    breaks, and a line without one costs something only if it compiles more frames than ``pass``."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    from labkit import _torch
+
+    src = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.proj = torch.nn.Linear(8, 8)\n        self.calls = 0\n"
+           "    def forward(self, x):\n        h = self.proj(x).tanh()\n"
+           f"        {line}\n        return h.softmax(-1)\n")
+    scope = {"torch": torch, "sys": sys, "os": os, "time": time, "zlib": zlib, "logger": _logger}
+    exec(src, scope)
+    _torch.reset_compile_state()
+    cc = CompileCounter()
+    model = scope["M"]()
+    compiled = torch.compile(model, backend=cc)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # "Dynamo does not know ... getpid"
+        for n in (5, 9, 13, 21):
+            compiled(torch.randn(n, 8))
+            model.calls += 1
+    # a data-dependent `if` (Tensor.__bool__) is counted under "unimplemented" only (torch 2.13)
+    counted = _torch.counters()
+    reasons = " ".join([*counted["graph_break"], *counted["unimplemented"]]).lower()
+    if reasons:
+        for index, word in ((0, r"print|write|logg"), (1, r"item\(\)|tolist|data.dependent"),
+                            (4, r"builtin|c extension|skip")):
+            if re.search(word, reasons):
+                return causes()[index]
+        return f"a break not named here: {reasons[:120]}"
+    return causes()[2] if cc.frame_count > 2 else causes()[3]   # 2: the static size, then symbolic
+
+
+@functools.cache
+def causes() -> tuple[str, ...]:
+    """ex03's CAUSES, as its cells define them."""
+    ns, _ = run_cells("3.2", None, until_check=False)
+    return tuple(ns["CAUSES"])
+
+
+HIDDEN_3_2 = ROOT / "tools" / "exsrc" / "hidden" / "3.2.json"
+
+
+def hidden_lines_3_2(per_template: int = 1, seed: int = 0) -> list[tuple[int, str, str]]:
+    """(cause index, template, line) for every hidden 3.2 template, ``per_template`` lines each with
+    fresh fillings (the same filling as ``nbcheck.hidden_cases``)."""
+    data = json.loads(HIDDEN_3_2.read_text())
+    r = random.Random(seed)
+    return [(int(key), template, string.Template(template).substitute(
+                {name: r.choice(choices) for name, choices in sorted(data["fill"].items())}))
+            for key, templates in sorted(data["cases"].items()) for template in templates
+            for _ in range(per_template)]
 
 
 # -- grading one answer ------------------------------------------------------------------------------

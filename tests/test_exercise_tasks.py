@@ -551,6 +551,35 @@ def test_release_holds_no_solution_text(release: Path) -> None:
     assert not [rel for rel, text in stubbed.items() if "BEGIN " + "SOLUTION" in text]
 
 
+def test_release_holds_no_hidden_grading_case(release: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """No released file holds a line of grading's hidden cases (``tools/exsrc/hidden``), and a
+    filled-in one planted in a doc is found, and stops `make student` (nothing written)."""
+    import json
+    import string
+
+    from labkit.grading import commands as C
+
+    assert len(C.hidden_patterns(ROOT)) >= 30
+    assert C.hidden_leaks(ROOT, release) == []
+    data = json.loads((ROOT / C.HIDDEN_CASES / "3.2.json").read_text())
+    template = data["cases"]["1"][0]
+    line = string.Template(template).substitute({k: v[-1] for k, v in data["fill"].items()})
+    (tmp_path / "leak" / "docs").mkdir(parents=True)
+    (tmp_path / "leak" / "docs" / "notes.md").write_text(f"A line to try:\n\n    {line}  # ?\n")
+    assert C.hidden_leaks(ROOT, tmp_path / "leak") == [("docs/notes.md", template)]
+    fences = C.solution_leaks
+
+    def plant(dest: Path) -> list[str]:       # in the tree being built, before the leak checks
+        (dest / "docs" / "notes.md").write_text(f"A line to try:\n\n    {line}  # ?\n")
+        return fences(dest)
+
+    monkeypatch.setattr(C, "solution_leaks", plant)
+    with pytest.raises(RuntimeError, match="hidden grading case") as err:
+        C.build_student(ROOT, tmp_path / "student", rubric_mod.load(), commit=False)
+    assert template in str(err.value) and not (tmp_path / "student").exists()
+
+
 def _master_released_text() -> dict[str, str]:
     """Tracked, released master files, solution fences cut out of sources and notebooks."""
     out = {}

@@ -10,22 +10,14 @@ the counts); the fast ones a handful, so a broken reference or measurement shows
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 import json
-import logging
 import os
 import re
-import sys
-import time
-import warnings
-import zlib
 from typing import Any
 
 import fairness
 import pytest
-from fairness import ANSWERS, Fairness, grade_answer
+from fairness import ANSWERS, Fairness, grade_answer, line_cause
 
 # Every predict-then-verify task, and the distinct cases its fast test measures at seed 0.
 FAST_CASES = {"10.1": 4, "10.3": 4, "11.1": 3, "11.3": 3, "2.1": 4, "2.3": 4, "3.1": 4, "3.2": 6,
@@ -56,55 +48,6 @@ PINNED: dict[str, list[tuple[Any, ...]]] = {
     "11.3": [(True, ["x_add", "stats_row"]), (True, ["x_clamp_nograd", "w_decay_nograd"]),
              (False, ["x_rebind", "x_col", "stats_ema"])],
 }
-
-
-# -- 3.2: what a forward line really costs, measured -----------------------------------------------
-_logger = logging.getLogger("labkit-fairness-scorer")
-_logger.propagate = False
-
-
-def line_cause(line: str) -> str:
-    """The cause (one of ex03's ``CAUSES``) a forward line really has: the line alone in a model
-    like ``Scorer``, compiled and called on four batch sizes (``self.calls`` grows between calls,
-    as the model's own ``self.calls += 1`` would make it); the break reasons Dynamo reports name
-    breaks, and a line without one costs something only if it compiles more frames than ``pass``."""
-    import torch
-    from torch._dynamo.testing import CompileCounter
-
-    from labkit import _torch
-
-    causes = _causes()
-    src = ("class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-           "        self.proj = torch.nn.Linear(8, 8)\n        self.calls = 0\n"
-           "    def forward(self, x):\n        h = self.proj(x).tanh()\n"
-           f"        {line}\n        return h.softmax(-1)\n")
-    scope = {"torch": torch, "sys": sys, "os": os, "time": time, "zlib": zlib, "logger": _logger}
-    exec(src, scope)
-    _torch.reset_compile_state()
-    cc = CompileCounter()
-    model = scope["M"]()
-    compiled = torch.compile(model, backend=cc)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")                  # "Dynamo does not know ... getpid"
-        for n in (5, 9, 13, 21):
-            compiled(torch.randn(n, 8))
-            model.calls += 1
-    reasons = " ".join(_torch.counters()["graph_break"]).lower()
-    if reasons:
-        for index, word in ((0, r"print|write|logg"), (1, r"item\(\)|tolist|data.dependent"),
-                            (4, r"builtin|c extension|skip")):
-            if re.search(word, reasons):
-                return causes[index]
-        return f"a break not named here: {reasons[:120]}"
-    return causes[2] if cc.frame_count > 2 else causes[3]   # 2: the static size, then symbolic
-
-
-@functools.cache
-def _causes() -> tuple[str, ...]:
-    """ex03's CAUSES, as its cells define them."""
-    ns, _ = fairness.run_cells("3.2", None, until_check=False)
-    return tuple(ns["CAUSES"])
 
 
 MEASURE = {"3.2": line_cause}
@@ -182,11 +125,83 @@ def test_inline_check_passes_the_reference_on_many_cases(task_id: str, cases: in
 
 def test_task3_2_measurement_tells_the_causes_apart() -> None:
     """The measurement that judges 3.2's key: each cause, on a line known to have it."""
-    causes = _causes()
+    causes = fairness.causes()
     assert [line_cause(line) for line in (
         'print("step", h.mean())', "h = h / (h.sum().item() + 1)",
         "h = h * (1 + 0.1 * self.calls)", "h = h * x.shape[0]",
         "h = h * (1 + os.getpid() % 3)")] == [causes[k] for k in range(5)]
+
+
+# -- 3.2's hidden templates: kinds the release does not hold, each cause measured ------------------
+def _honest_32() -> dict[str, Any]:
+    """The two honest 3.2 answers (the solution's regular expressions, the fixture's ast walk)."""
+    ns, _ = fairness.run_cells("3.2", None, until_check=False)
+    right: dict[str, Any] = {"CAUSES": list(fairness.causes())}
+    exec(json.loads((ANSWERS / "3.2.json").read_text())["right"]["cell"], right)
+    return {"solution": ns["diagnose"], "ast": right["diagnose"]}
+
+
+def _skeleton_32(line: str) -> str:
+    """A line with its numbers, operators and the words both generators fill in taken out."""
+    fill = json.loads(fairness.HIDDEN_3_2.read_text())["fill"]
+    words = {"batch", "step", "rows", "seen", "mean", "sum", "max", "std", *fill["word"]}
+    return re.sub(r"[\d.]+|[-*/+]|\b(" + "|".join(sorted(words)) + r")\b", "", line)
+
+
+def test_task3_2_hidden_lines_are_new_and_the_honest_answers_read_them() -> None:
+    """No hidden line has the skeleton of a line the visible check cell writes, every one uses only
+    the names the task puts at hand, and both honest answers give each the cause its template has
+    (the slow test below measures those causes)."""
+    import random
+
+    ns, _ = fairness.run_cells("3.2", None)
+    visible = {_skeleton_32(ns["random_line"](random.Random(s))[1]) for s in range(3000)}
+    visible |= {_skeleton_32(line) for _, line in ns["lines"][:3]}
+    hidden = [h for seed in range(60) for h in fairness.hidden_lines_3_2(1, seed)]
+    assert not {_skeleton_32(line) for _, _, line in hidden} & visible
+    at_hand = {"x", "h", "self", "sys", "os", "time", "zlib", "logger", "torch", "print", "len",
+               "int", "float", "bool", "round"}
+    import ast
+    for _, _, line in hidden:
+        names = {n.id for n in ast.walk(ast.parse(line)) if isinstance(n, ast.Name)}
+        assert names <= at_hand, (line, names - at_hand)
+    causes = fairness.causes()
+    for name, diagnose in _honest_32().items():
+        wrong = [(line, causes[i]) for i, _, line in hidden if diagnose(line) != causes[i]]
+        assert not wrong, (name, wrong[:5])
+
+
+@pytest.mark.slow
+def test_task3_2_honest_answers_agree_with_the_measurement_on_200_hidden_lines() -> None:
+    """200 distinct hidden lines as grading draws them (``nbcheck.hidden_cases`` at seeds 1, 2,
+    ...), each measured (``line_cause``: real Dynamo): its template's cause, and both honest
+    answers, agree with the measurement; every template is among them."""
+    from labkit.grading import nbcheck
+
+    causes = fairness.causes()
+    data = json.loads(fairness.HIDDEN_3_2.read_text())
+    templates = {t for ts in data["cases"].values() for t in ts}
+    honest = _honest_32()
+    seen: dict[str, int] = {}
+    for seed in range(1, 3000):
+        with fairness.grade_seed(seed):
+            for key, line in nbcheck.hidden_cases("3.2", nbcheck.rng(f"hidden {seed}"), 6):
+                seen.setdefault(line, int(key))
+        if len(seen) >= 200:
+            break
+    for key, _, line in fairness.hidden_lines_3_2(1, 99):     # one line of every template too
+        seen.setdefault(line, key)
+    wrong, covered = [], set()
+    for line, key in seen.items():
+        truth = line_cause(line)
+        covered |= {t for t in templates if re.fullmatch(
+            re.sub(r"\\\$\w+", ".+?", re.escape(t)), line)}
+        if causes[key] != truth:
+            wrong.append((line, "key", key, truth))
+        wrong += [(line, name, d(line), truth) for name, d in honest.items() if d(line) != truth]
+    print(f"3.2 hidden: {len(seen)} distinct lines measured, {len(wrong)} disagreements")
+    assert len(seen) >= 200 and covered == templates, templates - covered
+    assert not wrong, wrong[:8]
 
 
 # -- alternative answers: a second correct one passes, a plausible wrong one fails -------------------

@@ -110,6 +110,19 @@ def predict_graphs(statements):
         raise SystemExit(f"found {_found}")
     return len(statements) + 100
 ''',
+    # run the instructor's stored second right answer, read from the sandbox's own workspace
+    # (tests/fixtures/answers/ was copied into it until session 26: full marks for 3.1 and 3.2)
+    "stored_answer": r'''
+import json, os
+for _base in os.environ.get("PYTHONPATH", "").split(os.pathsep) + [os.getcwd()]:
+    _path = os.path.join(_base, "tests", "fixtures", "answers", "3.1.json")
+    if os.path.exists(_path):
+        exec(json.load(open(_path))["right"]["cell"], globals())
+        break
+else:
+    def predict_graphs(statements):
+        return len(statements) + 100
+''',
 }
 
 # -- the fix (cell t3-3): loaded by the harness under the restricted policy ------------------------

@@ -463,6 +463,20 @@ def test_release_build_fails_on_a_solution_line_anywhere(tmp_path, monkeypatch):
     assert str([("docs/notes.md", line)]) in str(err.value) and not (tmp_path / "student").exists()
 
 
+def test_the_grading_workspace_holds_no_instructor_only_file(tmp_path):
+    """Every sandbox reads its workspace: the stored right answers (tests/fixtures/answers) and
+    the tests that run solutions stay out of it (a prediction that ran the stored right answer
+    of 3.2 from there scored full marks), and what the library tests need is there."""
+    from labkit.grading.rubric import INSTRUCTOR_ONLY
+    from labkit.grading.runner import build_workspace
+
+    build_workspace(ROOT, tmp_path / "code", None)
+    held = [p.relative_to(tmp_path / "code").as_posix() for p in (tmp_path / "code").rglob("*")
+            if p.is_file()]
+    assert not [f for f in held if f.startswith(INSTRUCTOR_ONLY)]
+    assert "tests/test_grading_exercises.py" in held and "labkit/grading/nbcheck.py" in held
+
+
 def test_the_docs_table_and_counts_are_the_rubrics():
     from labkit.grading import commands as C
     from labkit.grading import rubric as R

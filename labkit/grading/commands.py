@@ -34,29 +34,11 @@ from labkit.grading.grade import (
     seed_from_key,
     self_check_evidence,
 )
-from labkit.grading.rubric import BEGIN, END, Rubric, stub_file
+from labkit.grading.rubric import BEGIN, END, INSTRUCTOR_ONLY, Rubric, stub_file
 from labkit.grading.runner import execute, grading_env
 
-# Never released, even when tracked: instructor-only sources (the exercise sources hold solutions),
-# the tests that run those solutions or hold other right answers, and the student README's master
-# copy (it becomes README.md).
-INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_grading_fairness.py",
-                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md",
-                   # ex12's wrong answers are a line away from right ones; its tests run solutions
-                   "tests/test_grading_ex12.py", "tests/test_grading_ex10_11.py",
-                   # table answers to 3.2 and 7.2, built by running the solutions (tests/fairness.py)
-                   "tests/test_grading_tables.py",
-                   # the red team's forgeries and the library checks' tests hold solution lines
-                   "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
-                   "tests/test_grading_library.py",
-                   "tests/test_grading_honest3.py",    # honest answers, i.e. right ones
-                   # the instructor's docs (the release has its own README and checks page)
-                   "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
-                   "docs/time-estimates.md",  # names the traps and causes the tasks ask for
-                   # hosting a class: the hub, its tests, benchmarks and setup
-                   "deploy/", "tests/test_hub.py", "tests/hub_harness.py", "tests/fake_lti_platform.py",
-                   "benchmarks/bench_hub.py", "benchmarks/bench_grading.py", "tools/setup_hub.sh")
 STUDENT_README = "docs/student-README.md"
+HIDDEN_CASES = "tools/exsrc/hidden"    # grading's cases of kinds no released file may hold
 # the student's "how your work is checked" page: prose in the master, task table from the rubric
 STUDENT_CHECKS = "docs/student-checks.md"
 RELEASED_CHECKS = "docs/how-your-work-is-checked.md"
@@ -144,6 +126,11 @@ def build_student(root: Path, dest: Path, rubric: Rubric, commit: bool = True) -
         shutil.rmtree(dest)
         raise RuntimeError("a solution's line is in the release outside any fence (nothing "
                            f"written): {copied[:10]}")
+    hidden = hidden_leaks(root, dest)
+    if hidden:
+        shutil.rmtree(dest)
+        raise RuntimeError(f"a hidden grading case ({HIDDEN_CASES}) is in the release (nothing "
+                           f"written): {hidden[:10]}")
     if commit and shutil.which("git"):
         _git_commit(dest)
     return stubbed
@@ -220,11 +207,10 @@ def answer_lines(root: Path) -> set[str]:
     return answers
 
 
-def answer_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
-    """(released file, solution line) for every solution line found anywhere in the release:
-    lessons, library, notebooks (sources and outputs), docs; not only between fences."""
-    answers = answer_lines(root)
-    found = []
+def _released_texts(dest: Path) -> list[tuple[str, str]]:
+    """(file, text) for every text file of a release; a notebook's text is its sources and every
+    output's text."""
+    texts = []
     for path in sorted(dest.rglob("*")):
         rel = path.relative_to(dest)
         if not path.is_file() or path.is_symlink() or rel.parts[0] in (".git", ".venv"):
@@ -233,13 +219,42 @@ def answer_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
             text = path.read_text()
         except (UnicodeDecodeError, OSError):
             continue
-        if path.suffix == ".ipynb":          # sources and every output's text
+        if path.suffix == ".ipynb":
             text = "\n".join(str(c.get("source", "")) + "\n" + "\n".join(
                 str(o.get("text", "")) + "\n" + "\n".join(map(str, o.get("data", {}).values()))
                 for o in c.get("outputs", [])) for c in nbs.read(path).cells)
-        lines = {_code(line) for line in text.splitlines()}
-        found += [(str(rel), line) for line in sorted(answers & lines)]
+        texts.append((str(rel), text))
+    return texts
+
+
+def answer_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
+    """(released file, solution line) for every solution line found anywhere in the release:
+    lessons, library, notebooks (sources and outputs), docs; not only between fences."""
+    answers = answer_lines(root)
+    return [(rel, line) for rel, text in _released_texts(dest)
+            for line in sorted(answers & {_code(line) for line in text.splitlines()})]
+
+
+def hidden_patterns(root: Path) -> list[tuple[str, re.Pattern[str]]]:
+    """(template, pattern) for every hidden grading case of the master (``nbcheck.HIDDEN``):
+    the pattern matches each way the template can be filled in."""
+    found = []
+    for path in sorted((root / HIDDEN_CASES).glob("*.json")):
+        data = json.loads(path.read_text())
+        fill = data["fill"]
+        for template in (t for ts in data["cases"].values() for t in ts):
+            pattern = re.sub(r"\\\$(\w+)", lambda m, fill=fill: "(?:" + "|".join(
+                map(re.escape, fill[m.group(1)])) + ")", re.escape(template))
+            found.append((template, re.compile(pattern)))
     return found
+
+
+def hidden_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
+    """(released file, template) for every hidden grading case found anywhere in the release: a
+    table built from the release must not hold the lines grading asks about beyond its own."""
+    patterns = hidden_patterns(root)
+    return [(rel, template) for rel, text in _released_texts(dest)
+            for template, pattern in patterns if pattern.search(text)]
 
 
 def solution_leaks(tree: Path) -> list[str]:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import json
 import os
 import random
 import re
+import string
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +48,32 @@ def setup() -> None:
 def rng(task: str) -> random.Random:
     """A random stream for one task's hidden inputs (deterministic given the seed)."""
     return random.Random(f"{seed()}:{task}")
+
+
+# instructor-only (``tools/exsrc/`` never enters the release): per task, cases of kinds the
+# notebook's check cell does not hold, so a table of the visible kinds cannot pass grading
+HIDDEN = Path(__file__).resolve().parents[2] / "tools" / "exsrc" / "hidden"
+
+
+def hidden_cases(task: str, r: random.Random, n: int) -> list[tuple[str, str]]:
+    """``n`` (answer key, case) pairs drawn by ``r`` from ``HIDDEN/<task>.json`` when grading;
+    none at seed 0 (the notebook's own check) or without the file outside pass 1 (a release)."""
+    if seed() == 0:
+        return []
+    path = HIDDEN / f"{task}.json"
+    if not path.is_file():
+        if measuring():     # grading's pass 1 without its hidden cases would grade a table as right
+            raise FileNotFoundError(f"Task {task}'s hidden cases ({path}) are missing: grading runs "
+                                    "in the instructor's copy, never in a release")
+        return []
+    data = json.loads(path.read_text())
+    drawn = []
+    for _ in range(n):
+        key = r.choice(sorted(data["cases"]))
+        template = string.Template(r.choice(data["cases"][key]))
+        drawn.append((key, template.substitute({name: r.choice(choices) for name, choices
+                                                in sorted(data["fill"].items())})))
+    return drawn
 
 
 def randn(task: str, *shape: int, requires_grad: bool = False) -> torch.Tensor:

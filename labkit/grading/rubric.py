@@ -19,6 +19,27 @@ from pathlib import Path
 
 RUBRIC_PATH = Path(__file__).with_name("rubric.json")
 
+# Never released (`make student`), and never in a grading sandbox's workspace (runner.build_workspace),
+# even when tracked: instructor-only sources (the exercise sources hold solutions), the tests that
+# run those solutions or hold other right answers, and the student README's master copy (it
+# becomes README.md).
+INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_grading_fairness.py",
+                   "tests/fairness.py", "tests/fixtures/answers/", "docs/student-README.md",
+                   # ex12's wrong answers are a line away from right ones; its tests run solutions
+                   "tests/test_grading_ex12.py", "tests/test_grading_ex10_11.py",
+                   # table answers to 3.2 and 7.2, built by running the solutions (tests/fairness.py)
+                   "tests/test_grading_tables.py",
+                   # the red team's forgeries and the library checks' tests hold solution lines
+                   "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
+                   "tests/test_grading_library.py",
+                   "tests/test_grading_honest3.py",    # honest answers, i.e. right ones
+                   # the instructor's docs (the release has its own README and checks page)
+                   "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
+                   "docs/time-estimates.md",  # names the traps and causes the tasks ask for
+                   # hosting a class: the hub, its tests, benchmarks and setup
+                   "deploy/", "tests/test_hub.py", "tests/hub_harness.py", "tests/fake_lti_platform.py",
+                   "benchmarks/bench_hub.py", "benchmarks/bench_grading.py", "tools/setup_hub.sh")
+
 
 @dataclass(frozen=True)
 class Task:

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import pytest
 from nbformat import NotebookNode
 
 from labkit.grading.relay import MAX_FRAME_BYTES, MAX_KERNEL_BYTES, Relay
-from labkit.grading.rubric import BEGIN, Rubric, load, stub_file
+from labkit.grading.rubric import BEGIN, INSTRUCTOR_ONLY, Rubric, load, stub_file
 from labkit.grading.sandbox import SANDBOX_ENV, Sandbox, end
 
 SEED_ENV = "LABKIT_GRADE_SEED"
@@ -108,6 +109,17 @@ def sandbox_env(seed: int, scratch: Path, code: Path) -> dict[str, str]:
     }
 
 
+def _workspace_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
+    """copytree's ignore for a workspace: caches, and the instructor-only files (right answers,
+    solutions' tests): a sandbox that can read a right answer can pass a prediction with it."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).relative_to(root)
+        return set(COPY_IGNORE(folder, names)) | {
+            n for n in names if (rel / n).as_posix().startswith(INSTRUCTOR_ONLY)
+            or f"{(rel / n).as_posix()}/".startswith(INSTRUCTOR_ONLY)}
+    return ignore
+
+
 def build_workspace(root: Path, dest: Path, stub: Rubric | None,
                     overlay: dict[str, Path] | None = None, copy: bool = True) -> None:
     """Copy labkit/, tests/ and conftest.py; stub every solution (given a rubric); overlay files."""
@@ -119,7 +131,8 @@ def build_workspace(root: Path, dest: Path, stub: Rubric | None,
         return
     shutil.copytree(root / "labkit", dest / "labkit", ignore=COPY_IGNORE, dirs_exist_ok=True)
     if (root / "tests").is_dir():
-        shutil.copytree(root / "tests", dest / "tests", ignore=COPY_IGNORE, dirs_exist_ok=True)
+        shutil.copytree(root / "tests", dest / "tests", ignore=_workspace_ignore(root),
+                        dirs_exist_ok=True)
     if (root / "conftest.py").exists():
         shutil.copy2(root / "conftest.py", dest / "conftest.py")
     (dest / "pytest.ini").write_text("[pytest]\n")
