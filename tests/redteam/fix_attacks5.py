@@ -1,0 +1,50 @@
+"""Red team 5 (session 26, issue 29): answers that gain points without a correct answer
+(tests/redteam/REPORT5.md says why each works). ATTACKS[task, name] = answer source."""
+
+ATTACKS: dict[tuple[str, str], str] = {}
+
+# 7.1: a second @triton.jit function, never the kernel, launched at load time by a module constant
+# the kernel reads (judge.library_source keeps it, and what it reads, transitively). In interpret
+# mode triton.jit makes an InterpretedFunction, whose launch re-compiles the function from its
+# *source* (no labkit guards) after copying the interpreter's globals (inspect, ...) into the
+# answer's module. kernel_reads_only_its_own checks the kernel (and the helpers it reads), never
+# this function: its body reads the harness module's globals through the frames and replaces
+# harness_ops' launch (a module the seal does not hold).
+ATTACKS["7.1", "side_launch"] = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def side():
+    for info in inspect.stack():
+        for name, loc in inspect.getmembers(info[0]):
+            if name == "f_globals" and "kernel_reads_only_its_own" in loc and "launch" in loc:
+                loc["launch"] = lambda kernel, x, block: x.softmax(-1)
+                loc["kernel_reads_only_its_own"] = lambda *args: None
+
+
+def plain():
+    return 0
+
+
+def get_fn(self):
+    side[(1,)]()
+    return plain
+
+
+class Hook(triton.KernelInterface):
+    fn = property(get_fn)
+
+
+HOOK = Hook()
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    if BLOCK < 0:
+        HOOK
+'''
+ATTACKS["7.1", "side_launch_control"] = ATTACKS["7.1", "side_launch"].replace(
+    'loc["launch"] = lambda kernel, x, block: x.softmax(-1)', 'pass').replace(
+    'loc["kernel_reads_only_its_own"] = lambda *args: None', 'pass')

@@ -1,0 +1,43 @@
+"""Fifth red team (session 26, issue 29): answers that still gain points without a correct answer,
+as strict xfails (each passes once grading refuses the forgery). Answers: tests/redteam/fix_attacks5.py;
+why each works and the suggested fix: tests/redteam/REPORT5.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
+
+from fix_attacks5 import ATTACKS  # noqa: E402
+from test_grading_redteam import _grade  # noqa: E402
+from test_grading_redteam3 import _grade_judge  # noqa: E402
+
+
+def _graded(task: str, name: str, seed: int = 5) -> list[str]:
+    """The problems grading finds with the answer (7.1: the library file cut as grading cuts it)."""
+    from labkit.grading import judge
+
+    source = ATTACKS[task, name]
+    if task == "7.1":
+        return _grade(task, judge.library_source(source, ("softmax_kernel",)), seed)
+    return _grade_judge(task, source, seed)
+
+
+# -- J1: 7.1, a second jitted function launched from a property the kernel check itself reads ------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J1: a KernelInterface subclass's `fn` property runs answer code "
+                          "inside kernel_reads_only_its_own; it launches another @triton.jit "
+                          "function, which the interpreter recompiles unguarded with inspect")
+def test_71_side_launch_forgery_fails() -> None:
+    problems = _graded("7.1", "side_launch")
+    assert problems, "the forgery passed at seed 5 (the kernel computes nothing)"
+
+
+def test_71_side_launch_control_fails() -> None:
+    """The same file whose side function changes nothing: the kernel's outputs are NaN."""
+    problems = _graded("7.1", "side_launch_control")
+    assert any("differ from torch.softmax" in p for p in problems), problems
