@@ -41,3 +41,17 @@ def test_71_side_launch_control_fails() -> None:
     """The same file whose side function changes nothing: the kernel's outputs are NaN."""
     problems = _graded("7.1", "side_launch_control")
     assert any("differ from torch.softmax" in p for p in problems), problems
+
+
+# -- K1: an honest 7.1 file whose constant is computed with an imported module ---------------------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 K1: judge.library_source keeps `NEG_INF = -math.inf` but not "
+                          "`import math` (only Triton's imports): NameError at grading")
+def test_71_constant_from_math_passes() -> None:
+    problems = _graded("7.1", "math_constant")
+    assert not problems, f"an honest kernel lost 7.1: {problems}"
+
+
+def test_71_honest_controls_pass() -> None:
+    for name in ("control", "jit_called"):
+        assert not _graded("7.1", name), name

@@ -48,3 +48,24 @@ def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.con
 ATTACKS["7.1", "side_launch_control"] = ATTACKS["7.1", "side_launch"].replace(
     'loc["launch"] = lambda kernel, x, block: x.softmax(-1)', 'pass').replace(
     'loc["kernel_reads_only_its_own"] = lambda *args: None', 'pass')
+
+
+# -- honest answers (graded like the forgeries) ---------------------------------------------------
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from honest3 import HONEST as _H3  # noqa: E402
+
+HONEST: dict[tuple[str, str], str] = {}
+# 7.1: a module constant computed with math (the student's file imports math; a plain float)
+HONEST["7.1", "math_constant"] = _H3["7.1", "jit_helper_control"].replace(
+    "import triton\n", "import math\n\nimport triton\n").replace(
+    "@triton.jit\ndef online_update", "NEG_INF = -math.inf\n\n\n@triton.jit\ndef online_update").replace(
+    'other=-float("inf")', "other=NEG_INF")
+# 7.1: the same honest kernel under @triton.jit(do_not_specialize=...) / @triton.jit()
+HONEST["7.1", "jit_called"] = _H3["7.1", "jit_helper_control"].replace(
+    "@triton.jit\ndef softmax_kernel", "@triton.jit()\ndef softmax_kernel")
+HONEST["7.1", "control"] = _H3["7.1", "jit_helper_control"]
+for _k, _v in list(HONEST.items()):
+    ATTACKS[_k] = _v
