@@ -43,6 +43,24 @@ def test_71_side_launch_control_fails() -> None:
     assert any("differ from torch.softmax" in p for p in problems), problems
 
 
+# -- J2: 11.2, the answer's own dispatch mode as checkpoint's recompute context ---------------------
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J2: torch.utils.checkpoint re-exports TorchDispatchMode; the "
+                          "answer's mode, checkpoint's recompute context, answers aten.mm with "
+                          "mul+sum below autograd: the check's mode counts no recomputed matmul")
+def test_112_recompute_mode_forgery_fails() -> None:
+    problems = _graded("11.2", "mm_as_mul_sum")
+    assert problems, "the forgery passed at seed 5 (the backward recomputes every matmul)"
+
+
+@pytest.mark.slow
+def test_112_recompute_mode_control_fails() -> None:
+    """The same answer whose mode hides nothing: full checkpointing, seen recomputing."""
+    problems = _graded("11.2", "mm_as_mul_sum_control")
+    assert any("recomputes 2 matmuls" in p for p in problems), problems
+
+
 # -- K1: an honest 7.1 file whose constant is computed with an imported module ---------------------
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="REPORT5 K1: judge.library_source keeps `NEG_INF = -math.inf` but not "

@@ -50,6 +50,43 @@ ATTACKS["7.1", "side_launch_control"] = ATTACKS["7.1", "side_launch"].replace(
     'loc["kernel_reads_only_its_own"] = lambda *args: None', 'pass')
 
 
+# 11.2: checkpoint the whole block (nothing kept), with a recompute context (checkpoint's context_fn)
+# that is the answer's own TorchDispatchMode (torch.utils.checkpoint re-exports the class): it
+# answers aten.mm with a broadcast multiply and a sum. Autograd, above the mode, saves what mm's
+# backward needs as before; the check's own mode, below it, counts aten.mm/addmm/bmm only: the
+# backward recomputes every matmul and is seen to recompute none.
+ATTACKS["11.2", "mm_as_mul_sum"] = '''
+import torch
+from torch.utils.checkpoint import TorchDispatchMode, checkpoint
+
+
+class Hide(TorchDispatchMode):
+    def __init__(self, on):
+        super().__init__()
+        self.on = on
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.on and func == torch.ops.aten.mm.default:
+            a, b = args
+            return (a.unsqueeze(-1) * b).sum(-2)
+        return func(*args, **(kwargs or {}))
+
+
+def body(x, weights):
+    for w in weights:
+        a = x @ w
+        x = torch.tanh(a) * torch.sigmoid(a) + x
+    return x.sum(dim=-1)
+
+
+def block_lean(x, weights):
+    return checkpoint(body, x, weights, use_reentrant=False,
+                      context_fn=lambda: (Hide(False), Hide(True)))
+'''
+ATTACKS["11.2", "mm_as_mul_sum_control"] = ATTACKS["11.2", "mm_as_mul_sum"].replace(
+    "Hide(True)))", "Hide(False)))")
+
+
 # -- honest answers (graded like the forgeries) ---------------------------------------------------
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
