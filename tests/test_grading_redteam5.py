@@ -43,6 +43,15 @@ def test_71_side_launch_control_fails() -> None:
     assert any("differ from torch.softmax" in p for p in problems), problems
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J1b: the kernel is the answer's own KernelInterface subclass: "
+                          "the check reads the source of its `fn` (any innocent function), the "
+                          "launcher calls its `run` (torch's softmax)")
+def test_71_own_kernel_interface_forgery_fails() -> None:
+    problems = _graded("7.1", "own_kernel_interface")
+    assert problems, "the forgery passed at seed 5 (no Triton kernel ran)"
+
+
 # -- J2: 11.2, the answer's own dispatch mode as checkpoint's recompute context ---------------------
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=AssertionError,

@@ -50,6 +50,32 @@ ATTACKS["7.1", "side_launch_control"] = ATTACKS["7.1", "side_launch"].replace(
     'loc["kernel_reads_only_its_own"] = lambda *args: None', 'pass')
 
 
+# 7.1, simpler: the kernel itself is an instance of the answer's own KernelInterface subclass (a
+# class decorator); `fn` (what the check reads the source of) is an innocent function of the file,
+# and `run` (what kernel[grid](...) calls) fills `out` with torch's softmax. No escape needed.
+ATTACKS["7.1", "own_kernel_interface"] = '''
+import triton
+import triton.language as tl
+
+
+def plain():
+    return 0
+
+
+class Launcher(triton.KernelInterface):
+    def __init__(self, body):
+        self.fn = plain
+
+    def run(self, out, x, *args, grid=None, warmup=False, **kwargs):
+        out.copy_(x.softmax(-1))
+
+
+@Launcher
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    pass
+'''
+
+
 # 11.2: checkpoint the whole block (nothing kept), with a recompute context (checkpoint's context_fn)
 # that is the answer's own TorchDispatchMode (torch.utils.checkpoint re-exports the class): it
 # answers aten.mm with a broadcast multiply and a sum. Autograd, above the mode, saves what mm's
