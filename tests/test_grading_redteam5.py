@@ -82,3 +82,40 @@ def test_71_constant_from_math_passes() -> None:
 def test_71_honest_controls_pass() -> None:
     for name in ("control", "jit_called"):
         assert not _graded("7.1", name), name
+
+
+# -- J3: torch.ops.<ns>.<op>.<overload>.<anything> is read unguarded (_under_ops) ------------------
+PY_KERNEL = '''
+import torch
+
+
+def handler(mode, *args, **kwargs):
+    return torch.zeros(1)
+
+
+torch.ops.aten.mul.Tensor.python_key_table[torch.Tensor] = handler
+PROBE = len(torch.ops.aten.mul.Tensor.python_key_table)
+'''
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J3: _under_ops skips every guard below torch.ops: an answer "
+                          "puts a Python kernel into aten.mul's python_key_table; neither the "
+                          "policy (py_kernels/py_impl are refused, python_key_table is not) nor "
+                          "OpWatch (torch.library's registrations only) sees it")
+def test_a_python_kernel_on_an_aten_op_is_refused_or_seen() -> None:
+    import torch
+
+    from labkit.grading import harness
+
+    table = torch.ops.aten.mul.Tensor.python_key_table
+    kept = dict(table)
+    try:
+        ns = harness.load_answer("3.3", PY_KERNEL, {"torch": torch, "__name__": "__main__"})
+        seen = harness._ops_changed(ns)
+        assert "__refused__" in ns or "__error__" in ns or seen, \
+            f"registered unseen: {ns.get('PROBE')} handler(s) on aten.mul.Tensor"
+    finally:
+        table.clear()
+        table.update(kept)
+        torch.ops.aten.mul.Tensor._dispatch_cache.clear()
