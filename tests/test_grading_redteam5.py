@@ -44,6 +44,14 @@ def test_71_side_launch_control_fails() -> None:
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J1 (variant): the answer's tl.constexpr subclass makes `value` a "
+                          "property; the check's _plain() reads it, which launches the side function")
+def test_71_constexpr_property_forgery_fails() -> None:
+    problems = _graded("7.1", "constexpr_property")
+    assert problems, "the forgery passed at seed 5 (the kernel computes nothing)"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="REPORT5 J1b: the kernel is the answer's own KernelInterface subclass: "
                           "the check reads the source of its `fn` (any innocent function), the "
                           "launcher calls its `run` (torch's softmax)")

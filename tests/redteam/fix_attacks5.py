@@ -50,6 +50,40 @@ ATTACKS["7.1", "side_launch_control"] = ATTACKS["7.1", "side_launch"].replace(
     'loc["kernel_reads_only_its_own"] = lambda *args: None', 'pass')
 
 
+# 7.1, J1 without KernelInterface: the check's _plain(value) reads `.value` of anything that is a
+# tl.constexpr; the answer's own subclass makes it a property, which launches `side` as in J1.
+ATTACKS["7.1", "constexpr_property"] = ATTACKS["7.1", "side_launch"].replace(
+    '''def plain():
+    return 0
+
+
+def get_fn(self):
+    side[(1,)]()
+    return plain
+
+
+class Hook(triton.KernelInterface):
+    fn = property(get_fn)
+
+
+HOOK = Hook()
+''', '''def get_value(self):
+    side[(1,)]()
+    return 0
+
+
+class Hook(tl.constexpr):
+    def __init__(self):
+        pass
+
+    value = property(get_value)
+
+
+HOOK = Hook()
+''')
+assert "get_value" in ATTACKS["7.1", "constexpr_property"]
+
+
 # 7.1, simpler: the kernel itself is an instance of the answer's own KernelInterface subclass (a
 # class decorator); `fn` (what the check reads the source of) is an innocent function of the file,
 # and `run` (what kernel[grid](...) calls) fills `out` with torch's softmax. No escape needed.
