@@ -17,6 +17,18 @@ from test_grading_redteam import _grade  # noqa: E402
 from test_grading_redteam3 import _grade_judge  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _harness_ops_restored():
+    """J1 replaces harness_ops' globals (launch, kernel_reads_only_its_own) for the rest of the
+    process: each test starts from, and leaves, the module's own."""
+    from labkit.grading import harness  # noqa: F401 - (harness_ops imports it first)
+    from labkit.grading import harness_ops
+
+    kept = dict(vars(harness_ops))
+    yield
+    vars(harness_ops).update(kept)
+
+
 def _graded(task: str, name: str, seed: int = 5) -> list[str]:
     """The problems grading finds with the answer (7.1: the library file cut as grading cuts it)."""
     from labkit.grading import judge
