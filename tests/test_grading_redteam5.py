@@ -72,6 +72,16 @@ def test_71_own_kernel_interface_forgery_fails() -> None:
     assert problems, "the forgery passed at seed 5 (no Triton kernel ran)"
 
 
+# -- J4: 2.2, G4 reopened: the harness's backend called from the answer's own backend ------------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT5 J4: inside its own backend (Dynamo compiling) the answer hands "
+                          "the recorder Dynamo's GraphModule of a trivial function with `forward` "
+                          "replaced by eager momentum, then calls the recorder's run by hand")
+def test_22_own_backend_forward_forgery_fails() -> None:
+    problems = _graded("2.2", "own_backend_forward")
+    assert problems, "the forgery passed at seed 5 (no step was compiled)"
+
+
 # -- J2: 11.2, the answer's own dispatch mode as checkpoint's recompute context ---------------------
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="REPORT5 J2: torch.utils.checkpoint re-exports TorchDispatchMode; the "

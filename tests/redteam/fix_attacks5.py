@@ -110,6 +110,47 @@ def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.con
 '''
 
 
+# 2.2, G4 again: the harness's backend called from inside the answer's own backend (Dynamo is
+# compiling: from_dynamo passes) with Dynamo's GraphModule of a trivial function, whose `forward`
+# the answer replaced first (an nn.Module reached from its own object, created after the answer
+# loaded: the store guard lets it through). Each step then calls the recorder's `run` by hand:
+# a "graph run" of eager momentum arithmetic; no step is ever compiled.
+ATTACKS["2.2", "own_backend_forward"] = '''
+import torch
+
+
+class Wrap:
+    def __init__(self, backend, momentum):
+        self.backend = backend
+        self.momentum = momentum
+        self.run = None
+
+    def step(self, *args):
+        if len(args) == 1:
+            return args[0] + 1
+        w, v, g, lr = args
+        v = self.momentum * v + g
+        return w - lr * v, v
+
+    def __call__(self, gm, example_inputs):
+        self.gm = gm
+        self.gm.forward = self.step
+        self.run = self.backend(gm, example_inputs)
+        return self.run
+
+
+def train_fixed(w, grads, lrs, backend="eager", momentum=0.9):
+    wrap = Wrap(backend, momentum)
+    torch.compile(lambda t: t + 1, backend=wrap)(torch.zeros(1))
+    v = torch.zeros_like(w)
+    norms = []
+    for g, lr in zip(grads, lrs):
+        w, v = wrap.run(w, v, g, lr)
+        norms.append(float(v.norm()))
+    return w, norms
+'''
+
+
 # 11.2: checkpoint the whole block (nothing kept), with a recompute context (checkpoint's context_fn)
 # that is the answer's own TorchDispatchMode (torch.utils.checkpoint re-exports the class): it
 # answers aten.mm with a broadcast multiply and a sum. Autograd, above the mode, saves what mm's
