@@ -21,8 +21,10 @@ from test_grading_redteam3 import _grade_judge  # noqa: E402
 def _harness_ops_restored():
     """J1 replaces harness_ops' globals (launch, kernel_reads_only_its_own) for the rest of the
     process: each test starts from, and leaves, the module's own."""
-    from labkit.grading import harness  # noqa: F401 - (harness_ops imports it first)
-    from labkit.grading import harness_ops
+    from labkit.grading import (
+        harness,  # noqa: F401 - (harness_ops imports it first)
+        harness_ops,
+    )
 
     kept = dict(vars(harness_ops))
     yield

@@ -15,7 +15,6 @@ from fix_attacks5 import ATTACKS
 from labkit.grading import grade as G
 from labkit.grading import rubric as R
 
-
 ROOT = Path.cwd()
 WHICH = {"ex12": ("notebooks/exercises/ex12_debugging.ipynb", ["12.1", "12.2", "12.3", "12.4"]),
          "ex03": ("notebooks/exercises/ex03_graph_breaks.ipynb", ["3.3"]),
