@@ -322,7 +322,7 @@ def nbs_read(path: Path):
 def test_release_has_only_tracked_files_no_solutions_and_self_checks(tmp_path: Path) -> None:
     import subprocess
 
-    from labkit.grading.commands import build_student, solution_leaks
+    from labkit.grading.release import build_student, solution_leaks
 
     repo = tmp_path / "master"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
@@ -435,13 +435,13 @@ import subprocess  # noqa: E402
 
 import nbformat  # noqa: E402
 
-from labkit.grading.commands import (  # noqa: E402
+from labkit.grading.release import (  # noqa: E402
     INSTRUCTOR_ONLY,
     RELEASED_CHECKS,
     STUDENT_README,
     checks_path,
 )
-from labkit.grading.commands import build_student as _build_student  # noqa: E402
+from labkit.grading.release import build_student as _build_student  # noqa: E402
 from labkit.grading.rubric import BEGIN, END  # noqa: E402
 
 NB03 = "notebooks/exercises/ex03_graph_breaks.ipynb"
@@ -558,7 +558,7 @@ def test_release_holds_no_hidden_grading_case(release: Path, tmp_path: Path,
     import json
     import string
 
-    from labkit.grading import commands as C
+    from labkit.grading import release as C
 
     assert len(C.hidden_patterns(ROOT)) >= 30
     assert C.hidden_leaks(ROOT, release) == []
@@ -578,6 +578,27 @@ def test_release_holds_no_hidden_grading_case(release: Path, tmp_path: Path,
     with pytest.raises(RuntimeError, match="hidden grading case") as err:
         C.build_student(ROOT, tmp_path / "student", rubric_mod.load(), commit=False)
     assert template in str(err.value) and not (tmp_path / "student").exists()
+
+
+def test_no_released_file_imports_an_instructor_only_module(release: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The red teams' and fairness helpers hold honest answers: a released test that imports one
+    would ship answers (or break), so `make student` refuses it (nothing written)."""
+    from labkit.grading import release as R
+
+    assert R.instructor_imports(ROOT, release) == []
+    assert not list((release / "tests").glob("test_grading_redteam*"))
+    assert not (release / "tests" / "test_grading_honest3.py").exists()
+    fences = R.solution_leaks
+
+    def plant(dest: Path) -> list[str]:       # in the tree being built, before the leak checks
+        (dest / "tests" / "test_more.py").write_text("import sys\nfrom honest3 import HONEST\n")
+        return fences(dest)
+
+    monkeypatch.setattr(R, "solution_leaks", plant)
+    with pytest.raises(RuntimeError, match="instructor-only module") as err:
+        R.build_student(ROOT, tmp_path / "student", rubric_mod.load(), commit=False)
+    assert "honest3" in str(err.value) and not (tmp_path / "student").exists()
 
 
 def _master_released_text() -> dict[str, str]:

@@ -23,7 +23,8 @@ import pytest
 from labkit.grading import grade as G
 from labkit.grading import notebooks as nbs
 from labkit.grading import rubric as R
-from labkit.grading.commands import build_student, solution_leaks, write_all
+from labkit.grading.commands import write_all
+from labkit.grading.release import build_student, solution_leaks
 from labkit.grading.rubric import BEGIN
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -438,7 +438,7 @@ def test_predictions_sandbox_has_no_torch_but_loads_the_evidence_module(tmp_path
 
 def test_release_build_fails_on_a_solution_line_anywhere(tmp_path, monkeypatch):
     """Not only fences: a solution's line in a lesson, the library or a doc stops `make student`."""
-    from labkit.grading import commands as C
+    from labkit.grading import release as C
     from labkit.grading import rubric as R
 
     if not C.answer_lines(ROOT):

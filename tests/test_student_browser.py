@@ -107,7 +107,7 @@ def test_a_student_runs_lessons_answers_gets_a_hint_checks_and_submits(tmp_path:
     from playwright.sync_api import sync_playwright
 
     from labkit.grading import rubric as R
-    from labkit.grading.commands import build_student
+    from labkit.grading.release import build_student
 
     repo = tmp_path / "student"
     build_student(ROOT, repo, R.load(), commit=False)

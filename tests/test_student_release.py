@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit.grading import rubric as R
-from labkit.grading.commands import RELEASED_CHECKS, build_student
+from labkit.grading.release import RELEASED_CHECKS, build_student
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTOR = ["docs/grading.md", "docs/hosting.md", "docs/student-checks.md", "docs/student-README.md",

@@ -10,8 +10,8 @@ import pytest
 
 from labkit.grading import evidence, status
 from labkit.grading import rubric as R
-from labkit.grading.commands import build_student
 from labkit.grading.grade import TaskScore, _cell_name
+from labkit.grading.release import build_student
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "answers"

@@ -30,9 +30,12 @@ INSTRUCTOR_ONLY = ("tools/exsrc/", "tests/test_exercise_tasks.py", "tests/test_g
                    # table answers to 3.2 and 7.2, built by running the solutions (tests/fairness.py)
                    "tests/test_grading_tables.py",
                    # the red team's forgeries and the library checks' tests hold solution lines
-                   "tests/redteam/", "tests/test_grading_redteam.py", "tests/test_grading_redteam2.py",
-                   "tests/test_grading_library.py",
-                   "tests/test_grading_honest3.py",    # honest answers, i.e. right ones
+                   # (every red team's file: test_grading_redteam, _redteam2 ... _redteam4_71, ...)
+                   "tests/redteam/", "tests/test_grading_redteam", "tests/test_grading_review",
+                   "tests/test_grading_library.py", "tests/test_grading_mutation.py",
+                   "tests/test_grading_honest",        # honest answers, i.e. right ones
+                   # it runs instructor-only helpers (tests/fairness.py) on wrong and right answers
+                   "tests/test_grading_forgery.py",
                    # the instructor's docs (the release has its own README and checks page)
                    "docs/grading.md", "docs/hosting.md", "docs/student-checks.md",
                    "docs/time-estimates.md",  # names the traps and causes the tasks ask for
