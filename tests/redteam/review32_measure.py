@@ -1,7 +1,13 @@
 """Reviewer 32: fairness.line_cause on every distinct hidden line (all fillings)."""
-import sys, json, itertools, string, re
+import itertools
+import json
+import re
+import string
+import sys
+
 sys.path.insert(0, "tests")
-import fairness
+import fairness  # noqa: E402
+
 C = fairness.causes()
 data = json.load(open("tools/exsrc/hidden/3.2.json"))
 rows = []
@@ -15,5 +21,6 @@ bad = []
 for k, t, line in rows:
     got = fairness.line_cause(line)
     if got != C[k]:
-        bad.append((k, line, got)); print("DIS", k, line, got, flush=True)
+        bad.append((k, line, got))
+        print("DIS", k, line, got, flush=True)
 print("distinct lines", len(rows), "disagreements", len(bad))
