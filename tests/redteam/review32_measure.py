@@ -18,7 +18,7 @@ for key, ts in data["cases"].items():
             rows.append((int(key), t, string.Template(t).substitute(dict(zip(names, combo)))))
 rows = sorted(set(rows))
 bad = []
-for k, t, line in rows:
+for k, _template, line in rows:
     got = fairness.line_cause(line)
     if got != C[k]:
         bad.append((k, line, got))
