@@ -185,7 +185,7 @@ def test_task3_2_honest_answers_agree_with_the_measurement_on_200_hidden_lines()
     seen: dict[str, int] = {}
     for seed in range(1, 3000):
         with fairness.grade_seed(seed):
-            for key, line in nbcheck.hidden_cases("3.2", nbcheck.rng(f"hidden {seed}"), 6):
+            for key, line in nbcheck.hidden_cases("3.2", nbcheck.rng(f"hidden {seed}"), 2):
                 seen.setdefault(line, int(key))
         if len(seen) >= 200:
             break

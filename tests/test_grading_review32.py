@@ -2,8 +2,9 @@
 
 Answers: tests/redteam/review32.py (instructor-only); findings and proposed fixes:
 tests/redteam/REVIEW32.md. The honest answers must pass every grading seed; the strict xfails
-are answers built without understanding that still pass some grading seeds, and copies of hidden
-lines that ``commands.hidden_leaks`` does not see. Each xfail passes once its fix lands.
+were answers built without understanding that passed some grading seeds, and copies of hidden
+lines that ``release.hidden_leaks`` did not see. Both are fixed (decoy templates and three hidden
+lines of every cause; a squeezed, unescaped match): the tests below hold the fixes.
 """
 
 from __future__ import annotations
@@ -34,23 +35,31 @@ def test_review32_honest_answers_pass_every_grading_seed(name):
         assert passed, (seed, printed)
 
 
-@pytest.mark.xfail(strict=True, reason="REVIEW32 C1: 6 hidden lines, 2 of 34 templates test that a "
-                   "tensor comparison stays a tensor; surface tables pass 24-74% of seeds")
-@pytest.mark.parametrize("name", ["cheat_naive", "cheat_widened"])
+@pytest.mark.parametrize("name", ["cheat_naive", "cheat_nearest"])
 def test_review32_a_surface_feature_table_fails_every_grading_seed(name):
-    """cheat_naive passes seeds 2, 4, 5 of 1-6; cheat_widened 1, 3, 4, 5, 6 (grading's path)."""
+    """Keyword tables from the release alone: with 6 hidden lines of any cause cheat_naive passed
+    seeds 2, 4, 5 of 1-6 (grading's path); with three of every cause, decoys among them, none."""
     passed = [seed for seed in SEEDS
               if fairness.grade_answer("3.2", {"cell": review32.ANSWERS[name]}, seed=seed)[0]]
     assert passed == [], f"{name} passes 3.2 at grading seeds {passed}"
 
 
-@pytest.mark.xfail(strict=True, reason="REVIEW32 L1: hidden_leaks matches only exact filled-in "
-                   "lines in decoded text")
+def test_review32_tables_pass_few_seeds_and_honest_answers_all():
+    """Over 400 seeds of the check cell's own draw (pure Python, no grading run): the widened
+    table (any reduction of ``h`` read as a value read) passed 74 % of seeds before the decoys,
+    and still passes some by luck: a known residual, kept under 15 %; honest answers pass all."""
+    seeds = [review32.draws(s) for s in range(1, 401)]
+    rate = {name: sum(all(review32.diagnoser(name)(line) == c for line, c in lines)
+                      for lines in seeds) / len(seeds) for name in review32.ANSWERS}
+    assert rate["honest_a"] == rate["honest_b"] == 1.0, rate
+    assert rate["cheat_widened"] < 0.15 and rate["cheat_naive"] < 0.05, rate
+
+
 @pytest.mark.parametrize("form", ["json", "spacing", "template"])
 def test_review32_hidden_leaks_sees_a_hidden_line_in_other_forms(tmp_path, form):
     """A hidden line in a released JSON file (quotes escaped), re-spaced, or its template unfilled
     is still the hidden line for a table: ``make student`` must refuse it."""
-    from labkit.grading import commands
+    from labkit.grading import release
 
     data = json.loads((ROOT / "tools/exsrc/hidden/3.2.json").read_text())
     template = data["cases"]["0"][-1]                           # logger.debug("$word")
@@ -59,4 +68,4 @@ def test_review32_hidden_leaks_sees_a_hidden_line_in_other_forms(tmp_path, form)
             "template": template}[form]
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / ("x.json" if form == "json" else "x.md")).write_text(text + "\n")
-    assert commands.hidden_leaks(ROOT, tmp_path), text
+    assert release.hidden_leaks(ROOT, tmp_path), text

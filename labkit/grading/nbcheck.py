@@ -55,9 +55,10 @@ def rng(task: str) -> random.Random:
 HIDDEN = Path(__file__).resolve().parents[2] / "tools" / "exsrc" / "hidden"
 
 
-def hidden_cases(task: str, r: random.Random, n: int) -> list[tuple[str, str]]:
-    """``n`` (answer key, case) pairs drawn by ``r`` from ``HIDDEN/<task>.json`` when grading;
-    none at seed 0 (the notebook's own check) or without the file outside pass 1 (a release)."""
+def hidden_cases(task: str, r: random.Random, per_key: int) -> list[tuple[str, str]]:
+    """``per_key`` (answer key, case) pairs for every answer key of ``HIDDEN/<task>.json``, drawn
+    and shuffled by ``r``, when grading; none at seed 0 (the notebook's own check) or without the
+    file outside pass 1 (a release). Every key is asked, so no answer can be left out cheaply."""
     if seed() == 0:
         return []
     path = HIDDEN / f"{task}.json"
@@ -68,11 +69,12 @@ def hidden_cases(task: str, r: random.Random, n: int) -> list[tuple[str, str]]:
         return []
     data = json.loads(path.read_text())
     drawn = []
-    for _ in range(n):
-        key = r.choice(sorted(data["cases"]))
-        template = string.Template(r.choice(data["cases"][key]))
-        drawn.append((key, template.substitute({name: r.choice(choices) for name, choices
-                                                in sorted(data["fill"].items())})))
+    for key in sorted(data["cases"]):
+        for _ in range(per_key):
+            template = string.Template(r.choice(data["cases"][key]))
+            drawn.append((key, template.substitute({name: r.choice(choices) for name, choices
+                                                    in sorted(data["fill"].items())})))
+    r.shuffle(drawn)        # the order says nothing about the answers
     return drawn
 
 

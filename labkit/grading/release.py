@@ -220,26 +220,37 @@ def answer_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
             for line in sorted(answers & {_code(line) for line in text.splitlines()})]
 
 
+def _squeezed(text: str) -> str:
+    """``text`` without whitespace, quotes and backslashes unescaped once: a hidden line re-spaced
+    or stored in a string literal (a JSON file, a Python string) reads as the line itself."""
+    return re.sub(r"\s+", "", text.replace('\\"', '"').replace("\\'", "'").replace("\\\\", "\\"))
+
+
 def hidden_patterns(root: Path) -> list[tuple[str, re.Pattern[str]]]:
-    """(template, pattern) for every hidden grading case of the master (``nbcheck.HIDDEN``):
-    the pattern matches each way the template can be filled in."""
+    """(template, pattern) for every hidden grading case of the master (``nbcheck.HIDDEN``): the
+    pattern matches, in :func:`_squeezed` text, each way the template can be filled in, and the
+    template itself with its blanks unfilled."""
     found = []
     for path in sorted((root / HIDDEN_CASES).glob("*.json")):
         data = json.loads(path.read_text())
         fill = data["fill"]
         for template in (t for ts in data["cases"].values() for t in ts):
-            pattern = re.sub(r"\\\$(\w+)", lambda m, fill=fill: "(?:" + "|".join(
-                map(re.escape, fill[m.group(1)])) + ")", re.escape(template))
+            parts = re.split(r"\$(\w+)", template)     # literal, name, literal, ..., literal
+            pattern = "".join(re.escape(_squeezed(part)) if i % 2 == 0 else "(?:" + "|".join(
+                [re.escape(_squeezed(f)) for f in fill[part]] + [re.escape("$" + part)]) + ")"
+                for i, part in enumerate(parts))
             found.append((template, re.compile(pattern)))
     return found
 
 
 def hidden_leaks(root: Path, dest: Path) -> list[tuple[str, str]]:
-    """(released file, template) for every hidden grading case found anywhere in the release: a
-    table built from the release must not hold the lines grading asks about beyond its own."""
+    """(released file, template) for every hidden grading case found anywhere in the release, in
+    any spacing, inside a string literal or unfilled: a table built from the release must not hold
+    the lines grading asks about beyond its own."""
     patterns = hidden_patterns(root)
     return [(rel, template) for rel, text in _released_texts(dest)
-            for template, pattern in patterns if pattern.search(text)]
+            for squeezed in [_squeezed(text)]
+            for template, pattern in patterns if pattern.search(squeezed)]
 
 
 def solution_leaks(tree: Path) -> list[str]:

@@ -221,7 +221,7 @@ ANSWERS = {"honest_a": HONEST_A, "honest_b": HONEST_B, "cheat_naive": CHEAT_NAIV
 
 
 def draws(seed: int) -> list[tuple[str, int]]:
-    """(line, right cause index) for the 15 lines grading asks about at ``seed``: the check cell's
+    """(line, right cause index) for the lines grading asks about at ``seed``: the check cell's
     own draw (its ``random_line`` and salted ``KEY``) and ``nbcheck.hidden_cases``."""
     import os
     import re
@@ -246,7 +246,8 @@ def draws(seed: int) -> list[tuple[str, int]]:
                  ("t", "peak = h.abs().max().item()"),
                  ("r", "return torch.softmax(h * (1 + 0.1 * self.calls), dim=-1)")]
         lines += [ns["random_line"](r) for _ in range(6)]
-        hidden = nc.hidden_cases("3.2", r, 6)
+        per_key = int(re.search(r'hidden_cases\("3\.2", r, (\d+)\)', cell).group(1))
+        hidden = nc.hidden_cases("3.2", r, per_key)
     finally:
         if old is None:
             os.environ.pop(nc.SEED_ENV)
@@ -271,5 +272,5 @@ if __name__ == "__main__":
         d = diagnoser(name)
         passed = sum(all(d(line) == c for line, c in lines) for lines in seeds)
         hidden = [d(line) == c for lines in seeds for line, c in lines[9:]]
-        print(f"{name:14s} all 15 right at {passed}/{n} seeds ({passed / n:.1%}); "
+        print(f"{name:14s} all right at {passed}/{n} seeds ({passed / n:.1%}); "
               f"hidden lines right {sum(hidden)}/{len(hidden)} ({sum(hidden) / len(hidden):.1%})")
