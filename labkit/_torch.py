@@ -468,6 +468,14 @@ def triton_kernel_types() -> tuple[type, ...]:
             _api("triton.runtime.interpreter", "InterpretedFunction"))
 
 
+def triton_interpreter_names() -> frozenset[str]:
+    """The names Triton's interpreter module binds: it copies them into a kernel's module before
+    it runs the kernel's recompiled source, unless the module binds them already (triton 3.9,
+    runtime/interpreter.py FunctionRewriter._compile_and_exec), and that source calls some
+    (``interpreter_semantic``, ``_InterpreterComparison``)."""
+    return frozenset(vars(_api("triton.runtime.interpreter")))
+
+
 def jit_kernel_function(obj: Any) -> types.FunctionType | None:
     """The Python function a ``@triton.jit`` kernel was made from, if ``obj``'s type is exactly
     Triton's JITFunction or InterpretedFunction (never a subclass or another KernelInterface);

@@ -192,6 +192,9 @@ def test_71_every_jit_function_is_checked() -> None:
     ("import math\nfrom math import inf as INF\njit = triton.jit\nNEG = tl.constexpr(-math.inf)\n"
      "LOG2E: tl.constexpr = math.log2(math.e)\n\n\n@jit(do_not_specialize=[2])\ndef k():\n    pass\n", None),
     ("import os\n", "may import only"),
+    ("interpreter_semantic = math\n", "a name Triton's interpreter uses"),
+    ("import math as np\n", "a name Triton's interpreter uses"),
+    ("from __future__ import annotations\nimport math\nimport triton\nimport triton.language as tl\n", None),
 ])
 def test_71_file_shape(source: str, why: str | None) -> None:
     from labkit.grading.harness_ops import file_shape71

@@ -223,8 +223,12 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
 def answer_kernels(ns: dict[str, Any]) -> list[Any]:
     """The ``@triton.jit`` functions the answer module ``ns`` defines (Triton's own classes, their
     function's globals ``ns``); Refused if one has pre-run hooks (answer code at each launch)."""
-    found = []
-    for value in list(ns.values()):
+    found: list[Any] = []
+    values = list(ns.values())
+    for value in values:
+        if type(value) is tuple:          # (a constant may be a tuple of names)
+            values.extend(value)
+            continue
         fn = _torch.jit_kernel_function(value)
         if fn is None or fn.__globals__ is not ns:
             continue
@@ -276,6 +280,11 @@ def file_shape71(source: str) -> None:
     except SyntaxError:
         return                        # check_source reports it
     aliases = _file_aliases(tree)
+    # (the interpreter's names as the interpreter binds them, or not at all: its recompiled
+    # kernels call `interpreter_semantic` from the kernel's module)
+    for name in sorted(set(aliases) & _torch.triton_interpreter_names()):
+        if aliases[name] != {"tl": "triton.language"}.get(name, name):
+            raise Refused(f"a 7.1 answer may not bind '{name}' (a name Triton's interpreter uses)")
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
@@ -329,7 +338,7 @@ def _file_aliases(tree: ast.Module) -> dict[str, str | None]:
         if isinstance(node, ast.Import):
             binds = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
                      for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":   # (a feature)
             binds = [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names]
         elif isinstance(node, ast.FunctionDef | ast.ClassDef):
             binds = [(node.name, None)]
