@@ -462,9 +462,28 @@ def interpret_triton_without_gpu() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
-def is_triton_kernel(obj: Any) -> bool:
-    """Whether ``obj`` is a ``@triton.jit`` kernel (compiled, or run by the interpreter)."""
-    return isinstance(obj, _api("triton.runtime.jit", "KernelInterface"))
+def triton_kernel_types() -> tuple[type, ...]:
+    """The classes ``@triton.jit`` makes: JITFunction, and the interpreter's InterpretedFunction."""
+    return (_api("triton.runtime.jit", "JITFunction"),
+            _api("triton.runtime.interpreter", "InterpretedFunction"))
+
+
+def triton_interpreter_names() -> frozenset[str]:
+    """The names Triton's interpreter module binds: it copies them into a kernel's module before
+    it runs the kernel's recompiled source, unless the module binds them already (triton 3.9,
+    runtime/interpreter.py FunctionRewriter._compile_and_exec), and that source calls some
+    (``interpreter_semantic``, ``_InterpreterComparison``)."""
+    return frozenset(vars(_api("triton.runtime.interpreter")))
+
+
+def jit_kernel_function(obj: Any) -> types.FunctionType | None:
+    """The Python function a ``@triton.jit`` kernel was made from, if ``obj``'s type is exactly
+    Triton's JITFunction or InterpretedFunction (never a subclass or another KernelInterface);
+    read from the instance's own dict, so no property or ``__getattr__`` of anyone else runs."""
+    if not any(type(obj) is kind for kind in triton_kernel_types()):
+        return None
+    fn = vars(obj).get("fn")    # (triton 3.9: JITCallable.__init__ / InterpretedFunction.__init__)
+    return fn if type(fn) is types.FunctionType else None
 
 
 def operator_names() -> frozenset[str]:
@@ -489,11 +508,6 @@ def library_registrations() -> frozenset[str]:
         if getattr(entry.torch_dispatch_rules, "_data", None):
             out.add(f"{name}/torch_dispatch")
     return frozenset(out)
-
-
-def triton_function(kernel: Any) -> Any:
-    """The Python function a ``@triton.jit`` kernel (compiled or interpreted) was made from."""
-    return getattr(kernel, "fn", None)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
 
-from fix_attacks5 import ATTACKS  # noqa: E402
+from fix_attacks5 import ATTACKS, HONEST  # noqa: E402
 from test_grading_redteam import _grade  # noqa: E402
 from test_grading_redteam3 import _grade_judge  # noqa: E402
 
@@ -42,36 +42,194 @@ def _graded(task: str, name: str, seed: int = 5) -> list[str]:
 
 
 # -- J1: 7.1, a second jitted function launched from a property the kernel check itself reads ------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J1: a KernelInterface subclass's `fn` property runs answer code "
-                          "inside kernel_reads_only_its_own; it launches another @triton.jit "
-                          "function, which the interpreter recompiles unguarded with inspect")
+# (fixed: a 7.1 file holds only @triton.jit functions and constants, harness_ops.file_shape71; the
+# check takes kernels by exact type and reads no attribute of the answer's objects; every jit
+# function of the answer is checked; the seal holds harness_ops, its functions' code included)
 def test_71_side_launch_forgery_fails() -> None:
     problems = _graded("7.1", "side_launch")
-    assert problems, "the forgery passed at seed 5 (the kernel computes nothing)"
+    assert any("was refused" in p for p in problems), problems
 
 
 def test_71_side_launch_control_fails() -> None:
-    """The same file whose side function changes nothing: the kernel's outputs are NaN."""
+    """The same file whose side function changes nothing: refused the same way."""
     problems = _graded("7.1", "side_launch_control")
-    assert any("differ from torch.softmax" in p for p in problems), problems
+    assert any("was refused" in p for p in problems), problems
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J1 (variant): the answer's tl.constexpr subclass makes `value` a "
-                          "property; the check's _plain() reads it, which launches the side function")
 def test_71_constexpr_property_forgery_fails() -> None:
     problems = _graded("7.1", "constexpr_property")
-    assert problems, "the forgery passed at seed 5 (the kernel computes nothing)"
+    assert any("was refused" in p for p in problems), problems
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J1b: the kernel is the answer's own KernelInterface subclass: "
-                          "the check reads the source of its `fn` (any innocent function), the "
-                          "launcher calls its `run` (torch's softmax)")
+# -- J1b: the kernel is the answer's own KernelInterface subclass ----------------------------------
 def test_71_own_kernel_interface_forgery_fails() -> None:
     problems = _graded("7.1", "own_kernel_interface")
-    assert problems, "the forgery passed at seed 5 (no Triton kernel ran)"
+    assert any("was refused" in p for p in problems), problems
+
+
+def _without_file_shape():
+    """harness.TASKS["7.1"] without its file check: what the kernel check does on its own."""
+    import dataclasses
+
+    from labkit.grading import harness
+
+    kept = harness.TASKS["7.1"]
+    harness.TASKS["7.1"] = dataclasses.replace(kept, vet=None)
+    return kept
+
+
+def _measured(source: str, measure: bool = True) -> tuple[dict, dict]:
+    """The answer loaded and measured as grading does (the file cut by library_source), seed 5."""
+    import fairness
+
+    from labkit.grading import evidence as ev
+    from labkit.grading import harness, judge
+    from labkit.grading import nbcheck as nc
+
+    ctx, _ = fairness.run_cells("7.1", None, until_check=False, seed=5)
+    with fairness.grade_seed(5):
+        params = ev.canonical(harness.TASKS["7.1"].params(nc.rng("7.1")))
+    ns = harness.load_answer("7.1", judge.library_source(source, ("softmax_kernel",)), ctx)
+    return ns, harness.measure("7.1", ns, params, ctx) if measure else {}
+
+
+# a property and a constexpr subclass whose `value` is one, each recording whether anything read it
+RECORDS = '''
+import triton
+import triton.language as tl
+
+CALLS = []
+
+
+def plain():
+    return 0
+
+
+def get_fn(self):
+    CALLS.append("fn")
+    return plain
+
+
+def get_value(self):
+    CALLS.append("value")
+    return 0
+
+
+class Hook(triton.KernelInterface):
+    fn = property(get_fn)
+
+
+class Const(tl.constexpr):
+    def __init__(self):
+        pass
+
+    value = property(get_value)
+
+
+HOOK = Hook()
+CONST = Const()
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.constexpr):
+    if BLOCK < 0:
+        WHICH
+'''
+
+
+@pytest.mark.parametrize("which", ["HOOK", "CONST"])
+def test_71_kernel_check_runs_nothing_of_the_answers(which: str) -> None:
+    """Behind the file check: the kernel check refuses what it cannot read by exact type, and
+    no property of the answer's runs (the getters would record it)."""
+    from labkit.grading import harness
+
+    kept = _without_file_shape()
+    try:
+        ns, found = _measured(RECORDS.replace("WHICH", which))
+    finally:
+        harness.TASKS["7.1"] = kept
+    assert f"reads '{which}', which is not Triton's" in found.get("refused", ""), found
+    assert ns["CALLS"] == [], ns["CALLS"]
+
+
+def test_71_own_kernel_interface_is_not_a_kernel() -> None:
+    """Behind the file check: a kernel of the answer's own KernelInterface subclass is no kernel."""
+    from labkit.grading import harness
+
+    kept = _without_file_shape()
+    try:
+        _, found = _measured(ATTACKS["7.1", "own_kernel_interface"])
+    finally:
+        harness.TASKS["7.1"] = kept
+    assert found == {"kernel": False}, found
+
+
+def test_71_every_jit_function_is_checked() -> None:
+    """Behind the file check: `side`, which the kernel never names, is checked too (it holds
+    lambdas and reads inspect), before the first launch."""
+    from labkit.grading import harness
+
+    kept = _without_file_shape()
+    try:
+        _, found = _measured(ATTACKS["7.1", "side_launch"])
+    finally:
+        harness.TASKS["7.1"] = kept
+    assert "side may not hold nested functions" in found.get("refused", ""), found
+
+
+@pytest.mark.parametrize("source,why", [
+    ("class K:\n    pass\n", "only @triton.jit functions and constants"),
+    ("def f():\n    return 0\n", "f is not a @triton.jit function"),
+    ("@triton.jit\ndef side():\n    pass\n\n\nX = side[(1,)]\n", "numbers, names and arithmetic"),
+    ("@triton.jit\ndef side():\n    pass\n\n\nX = side[(1,)]()\n", "may call only"),
+    ("@triton.jit\ndef side(x):\n    pass\n\n\nX = side(1)\n", "may call only"),
+    ("@triton.jit\ndef side(x):\n    pass\n\n\nf = float\nf = side\nX = f(1)\n", "may call only"),
+    ("@triton.jit\ndef side(x):\n    pass\n\n\n@side\ndef k():\n    pass\n", "k is not a @triton.jit"),
+    ("@triton.jit\ndef side(x):\n    pass\n\n\n@triton.jit(repr=side)\ndef k():\n    pass\n",
+     "k is not a @triton.jit"),
+    ("@triton.jit\ndef k(x=float(1)):\n    pass\n", None),
+    ("@triton.jit\ndef k(x: tl.constexpr = 2) -> tl.tensor:\n    pass\n", None),
+    ("import math\nfrom math import inf as INF\njit = triton.jit\nNEG = tl.constexpr(-math.inf)\n"
+     "LOG2E: tl.constexpr = math.log2(math.e)\n\n\n@jit(do_not_specialize=[2])\ndef k():\n    pass\n", None),
+    ("import os\n", "may import only"),
+    ("interpreter_semantic = math\n", "a name Triton's interpreter uses"),
+    ("import math as np\n", "a name Triton's interpreter uses"),
+    ("from __future__ import annotations\nimport math\nimport triton\nimport triton.language as tl\n", None),
+])
+def test_71_file_shape(source: str, why: str | None) -> None:
+    from labkit.grading.harness_ops import file_shape71
+    from labkit.grading.restrict import Refused
+
+    if why is None:
+        file_shape71(source)
+        return
+    with pytest.raises(Refused, match=why):
+        file_shape71(source)
+
+
+def test_71_seal_holds_harness_ops() -> None:
+    """The backstop: a replaced launch or kernel check, by binding or by `__code__`, is seen."""
+    from labkit.grading import harness_ops
+
+    def replace_launch() -> None:
+        harness_ops.launch = lambda kernel, x, block: x.softmax(-1)
+
+    def replace_code() -> None:
+        harness_ops.kernel_reads_only_its_own.__code__ = (lambda *args: None).__code__
+
+    from labkit.grading import harness
+
+    launch, code = harness_ops.launch, harness_ops.kernel_reads_only_its_own.__code__
+    for change, name in ((replace_launch, "harness_ops.launch"),
+                         (replace_code, "harness_ops.kernel_reads_only_its_own")):
+        ns, _ = _measured(HONEST["7.1", "control"], measure=False)
+        try:
+            change()
+            # (the seal is compared before measuring too: no case runs)
+            found = harness.measure("7.1", ns, {"shapes": [], "x": []}, {})
+        finally:
+            harness_ops.launch, harness_ops.kernel_reads_only_its_own.__code__ = launch, code
+        assert name in found.get("error", ""), found
 
 
 # -- J4: 2.2, G4 reopened: the harness's backend called from the answer's own backend ------------
@@ -101,9 +259,6 @@ def test_112_recompute_mode_control_fails() -> None:
 
 
 # -- K1: an honest 7.1 file whose constant is computed with an imported module ---------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 K1: judge.library_source keeps `NEG_INF = -math.inf` but not "
-                          "`import math` (only Triton's imports): NameError at grading")
 def test_71_constant_from_math_passes() -> None:
     problems = _graded("7.1", "math_constant")
     assert not problems, f"an honest kernel lost 7.1: {problems}"

@@ -164,6 +164,7 @@ class Fix:
     modules: tuple[str, ...] = ()      # modules the answer may use beyond restrict.MODULES
     source: str = ""                   # a library file: its ``answer`` definitions and what they read
     denied: tuple[str, ...] = ()       # names (imported, called or read) this task's answer may not use
+    vet: Callable[[str], None] | None = None   # the task's own check of the source (Refused), first
 
 
 def _p22(r: Any) -> dict[str, Any]:
@@ -308,6 +309,7 @@ from labkit.grading.harness_ops import (  # noqa: E402
     _r91,
     _r93,
     _triton_names_kept,  # noqa: F401
+    file_shape71,
     launch,  # noqa: F401
 )
 from labkit.grading.harness_training import (  # noqa: E402
@@ -333,7 +335,7 @@ TASKS: dict[str, Fix] = {
     "9.1": Fix((), _p91, _r91, _m91, modules=("torch.library",)),
     "9.3": Fix(("clip2_",), _p93, _r93, _m93, modules=("torch.library",)),
     "7.1": Fix(("softmax_kernel",), _p71, _r71, _m71, modules=("triton", "triton.language"),
-               source="labkit/exercises/triton_softmax.py"),
+               source="labkit/exercises/triton_softmax.py", vet=file_shape71),
     "10.2": Fix(("pooled_fixed", "prepare"), _p102, _r102, _m102),
     # 11.2 measures memory through torch's dispatcher and storages: memory kept outside it (numpy
     # copies, Python lists, CPU offload, a saved-tensor hook or an autograd.Function of its own that
@@ -401,6 +403,8 @@ def load_answer(task: str, source: str, ctx: dict[str, Any]) -> dict[str, Any]:
     extra = TASKS[task].modules
     try:
         _deny(source, TASKS[task].denied)
+        if TASKS[task].vet is not None:
+            TASKS[task].vet(source)
         code = check_source(source, filename, extra)
     except Refused as exc:
         return {"__refused__": str(exc)}
@@ -446,6 +450,11 @@ def _sealed() -> list[tuple[str, Any]]:
               ("nbcheck", nc), ("evidence", ev), ("restrict", restrict),
               ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
               ("contextlib", contextlib), ("io", io), ("the harness's tasks", TASKS)]
+    # every labkit.grading module loaded (harness_ops was outside the seal: REPORT5 J1 replaced
+    # its launch and kernel check), with its functions' code and its classes (Seal.parts)
+    held = {id(space) for _, space in spaces}
+    spaces += [(m, sys.modules[m]) for m in sorted(sys.modules) if m.startswith("labkit.grading.")
+               and id(sys.modules[m]) not in held]
     return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
                      if m in sys.modules]
 

@@ -200,18 +200,44 @@ def _r71(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    kernel = ns["softmax_kernel"]
-    if not _torch.is_triton_kernel(kernel):
+    # Nothing of the answer's may run here but the kernels' checked source in Triton's interpreter:
+    # an answer's KernelInterface subclass as the kernel ran its own `run` (REPORT5 J1b), and a
+    # property the check read launched an unchecked jit function (J1). So the kernels are taken
+    # once, by exact type, and every other value only through type() and vars().
+    fn = _torch.jit_kernel_function(ns["softmax_kernel"])
+    if fn is None or fn.__globals__ is not ns:
         return {"kernel": False}
+    kernel, kernels = ns["softmax_kernel"], answer_kernels(ns)
 
     def run(x: torch.Tensor, block: int) -> torch.Tensor:
-        _triton_names_kept(kernel)
-        kernel_reads_only_its_own(kernel)
+        for each in kernels:         # every jit function of the answer, not just the launched one
+            _triton_names_kept(each)
+            kernel_reads_only_its_own(each)
         return launch(kernel, x, block)
 
     found = _outputs71(p, run)
     _triton_names_kept(kernel)
     return {"kernel": True, **found}
+
+
+def answer_kernels(ns: dict[str, Any]) -> list[Any]:
+    """The ``@triton.jit`` functions the answer module ``ns`` defines (Triton's own classes, their
+    function's globals ``ns``); Refused if one has pre-run hooks (answer code at each launch)."""
+    found: list[Any] = []
+    values = list(ns.values())
+    for value in values:
+        if type(value) is tuple:          # (a constant may be a tuple of names)
+            values.extend(value)
+            continue
+        fn = _torch.jit_kernel_function(value)
+        if fn is None or fn.__globals__ is not ns:
+            continue
+        hooks = vars(value).get("pre_run_hooks")
+        if type(hooks) is not list or hooks:
+            raise Refused(f"{fn.__name__} has pre-run hooks")
+        if all(value is not k for k in found):
+            found.append(value)
+    return found
 
 
 def _triton_names_kept(kernel: Any) -> None:
@@ -221,12 +247,148 @@ def _triton_names_kept(kernel: Any) -> None:
     import triton
     import triton.language
 
-    scope = getattr(_torch.triton_function(kernel), "__globals__", None)
-    if not isinstance(scope, dict):
+    fn = _torch.jit_kernel_function(kernel)
+    if fn is None:
         raise Refused("softmax_kernel is not a plain @triton.jit function")
+    scope = fn.__globals__
     for name, want in (("tl", triton.language), ("triton", triton)):
         if name in scope and scope[name] is not want:
             raise Refused(f"'{name}' in softmax_kernel's module is not {want.__name__}")
+
+
+# -- what a 7.1 file may hold ----------------------------------------------------------------------
+# A jit function runs unguarded whenever it is called or launched (the interpreter recompiles it
+# from its source: see below), and anything of the answer's that runs inside the check can launch
+# one (REPORT5 J1). So a 7.1 answer, as judge.library_source cuts it, holds only @triton.jit
+# functions and constants: no class (no property, no KernelInterface of its own), no plain
+# function, and at load time no call but these, no subscript (`side[(1,)]()` would launch).
+FILE_CALLS = frozenset({"triton.language.constexpr", "triton.cdiv", "triton.next_power_of_2",
+                        "float", "int", "bool", "abs", "min", "max", "round"})
+FILE_MODULES = ("triton", "triton.language", "math", "__future__")
+JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
+CONSTANT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp,
+                  ast.Compare, ast.IfExp, ast.Tuple, ast.Call, ast.keyword, ast.Load,
+                  ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
+
+
+def file_shape71(source: str) -> None:
+    """Refused unless a 7.1 answer is only imports of triton/math, ``@triton.jit`` functions (as
+    the decorator, keyword options literal, defaults constant) and constants (literals, names,
+    arithmetic and the calls :data:`FILE_CALLS` and ``math.*``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return                        # check_source reports it
+    aliases = _file_aliases(tree)
+    # (the interpreter's names as the interpreter binds them, or not at all: its recompiled
+    # kernels call `interpreter_semantic` from the kernel's module)
+    for name in sorted(set(aliases) & _torch.triton_interpreter_names()):
+        if aliases[name] != {"tl": "triton.language"}.get(name, name):
+            raise Refused(f"a 7.1 answer may not bind '{name}' (a name Triton's interpreter uses)")
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if any(m not in FILE_MODULES for m in modules) or getattr(node, "level", 0):
+                raise Refused(f"line {node.lineno}: a 7.1 answer may import only triton, "
+                              "triton.language and math")
+        elif isinstance(node, ast.FunctionDef):
+            if len(node.decorator_list) != 1 or not _jit_decorator(node.decorator_list[0], aliases):
+                raise Refused(f"line {node.lineno}: {node.name} is not a @triton.jit function (a 7.1 "
+                              "answer's functions are @triton.jit kernels and helpers only)")
+            for sub in [*node.args.defaults, *node.args.kw_defaults]:
+                _constant(sub, aliases) if sub is not None else None
+            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                        node.args.vararg, node.args.kwarg]:
+                if arg is not None and arg.annotation is not None and \
+                        _dotted(arg.annotation) is None and not isinstance(arg.annotation, ast.Constant):
+                    raise Refused(f"line {arg.lineno}: a kernel's annotations may only name a type")
+            if node.returns is not None and _dotted(node.returns) is None and \
+                    not isinstance(node.returns, ast.Constant):
+                raise Refused(f"line {node.lineno}: a kernel's annotations may only name a type")
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t for target in targets for t in ast.walk(target)]
+            if not all(isinstance(t, ast.Name | ast.Tuple | ast.Store) for t in names):
+                raise Refused(f"line {node.lineno}: a 7.1 answer may assign only names")
+            if isinstance(node, ast.AnnAssign) and _dotted(node.annotation) is None:
+                raise Refused(f"line {node.lineno}: a constant's annotation may only name a type")
+            _constant(node.value, aliases)
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            raise Refused(f"line {node.lineno}: a 7.1 answer may hold only @triton.jit functions "
+                          "and constants (no classes, plain functions or other statements)")
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` of a chain of names and attributes, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def _file_aliases(tree: ast.Module) -> dict[str, str | None]:
+    """What each top-level name of a 7.1 file stands for: ``tl``/``triton``/``math`` and a name an
+    import or a one-time ``x = a.b`` binds, their dotted names; any other binding None."""
+    found: dict[str, str | None] = {"tl": "triton.language", "triton": "triton"}
+    count: dict[str, int] = {}
+    for node in tree.body:
+        binds: list[tuple[str, str | None]] = []
+        if isinstance(node, ast.Import):
+            binds = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                     for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":   # (a feature)
+            binds = [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            binds = [(node.name, None)]
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = _dotted(node.value) if node.value is not None else None
+            binds = [(t.id, value if isinstance(target, ast.Name) else None)
+                     for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)]
+        for name, what in binds:
+            count[name] = count.get(name, 0) + 1
+            found[name] = _resolve(what, found) if count[name] == 1 else None
+    return found
+
+
+def _resolve(dotted: str | None, aliases: dict[str, str | None]) -> str | None:
+    """A dotted name with its first part replaced by what the file binds it to (None: unknown)."""
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    if head not in aliases:
+        return dotted                 # a builtin, or a name of the notebook's
+    base = aliases[head]
+    return None if base is None else f"{base}.{rest}" if rest else base
+
+
+def _jit_decorator(node: ast.expr, aliases: dict[str, str | None]) -> bool:
+    """``@triton.jit`` (by any name the file binds to it), or called with literal options only."""
+    if isinstance(node, ast.Call):
+        if node.args or any(k.arg not in JIT_OPTIONS for k in node.keywords):
+            return False
+        try:
+            [ast.literal_eval(k.value) for k in node.keywords]
+        except ValueError:
+            return False
+        node = node.func
+    return _resolve(_dotted(node), aliases) == "triton.jit"
+
+
+def _constant(node: ast.expr, aliases: dict[str, str | None]) -> None:
+    """Refused unless ``node`` computes a constant without running anything of the answer's."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, CONSTANT_NODES) or \
+                isinstance(sub, ast.Attribute) and _dotted(sub) is None:
+            raise Refused(f"line {sub.lineno if hasattr(sub, 'lineno') else node.lineno}: a 7.1 "
+                          "answer's constants may hold numbers, names and arithmetic only")
+        if isinstance(sub, ast.Call):
+            called = _resolve(_dotted(sub.func), aliases) or ""
+            if called not in FILE_CALLS and not called.startswith("math."):
+                raise Refused(f"line {sub.lineno}: a 7.1 answer's constants may call only "
+                              f"{', '.join(sorted(FILE_CALLS))} and math's functions")
 
 
 # -- what a 7.1 kernel may read ---------------------------------------------------------------------
@@ -299,13 +461,23 @@ def _triton_objects() -> frozenset[int]:
                      for n in _module_attrs()[id(m)])
 
 
-def _plain(value: Any) -> bool:
-    """A constant a kernel may read: a number, a string, None, a Triton dtype, a constexpr of one."""
+@cache
+def _dtype_classes() -> tuple[type, ...]:
+    """Triton's dtype classes (tl.dtype, pointer_type, block_type, ...), from its own module."""
     import triton.language as tl
 
-    if isinstance(value, tl.constexpr):
-        return _plain(value.value)
-    return value is None or isinstance(value, int | float | str | tl.dtype)
+    return tuple(v for v in vars(tl.core).values() if isinstance(v, type) and issubclass(v, tl.dtype))
+
+
+def _plain(value: Any) -> bool:
+    """A constant a kernel may read: a number, a string, None, a Triton dtype, a constexpr of one;
+    by exact type (an answer's subclass could make ``value`` a property: REPORT5 J1)."""
+    import triton.language as tl
+
+    kind = type(value)
+    if kind is tl.constexpr:
+        return _plain(vars(value).get("value"))
+    return value is None or any(kind is k for k in (int, float, bool, str, *_dtype_classes()))
 
 
 def kernel_source(fn: Any) -> ast.FunctionDef:
@@ -333,13 +505,13 @@ def kernel_reads_only_its_own(kernel: Any, seen: set[int] | None = None) -> None
     import builtins
 
     seen = set() if seen is None else seen
-    fn = _torch.triton_function(kernel)
+    fn = _torch.jit_kernel_function(kernel)
+    if fn is None:
+        raise Refused("softmax_kernel is not a plain @triton.jit function")
     if id(fn) in seen:
         return
     seen.add(id(fn))
-    scope = getattr(fn, "__globals__", None)
-    if not isinstance(scope, dict):
-        raise Refused("softmax_kernel is not a plain @triton.jit function")
+    scope = fn.__globals__
     node = kernel_source(fn)
     name = node.name
     local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
@@ -370,7 +542,9 @@ def kernel_reads_only_its_own(kernel: Any, seen: set[int] | None = None) -> None
 
 def _builtin(scope: dict[str, Any], name: str) -> Any:
     table = scope.get("__builtins__")
-    return (table if isinstance(table, dict) else vars(table)).get(name) if table is not None else None
+    if type(table) is types.ModuleType:
+        table = vars(table)
+    return table.get(name) if type(table) is dict else None
 
 
 def _global_ok(name: str, value: Any, scope: dict[str, Any], kernel: str, seen: set[int]) -> None:
@@ -378,8 +552,8 @@ def _global_ok(name: str, value: Any, scope: dict[str, Any], kernel: str, seen: 
     Triton's own public objects, plain constants; else Refused."""
     if id(value) in _module_attrs() or _plain(value) or id(value) in _triton_objects():
         return
-    if _torch.is_triton_kernel(value) and \
-            getattr(_torch.triton_function(value), "__globals__", None) is scope:
+    helper = _torch.jit_kernel_function(value)      # (by exact type: nothing of the answer's runs)
+    if helper is not None and helper.__globals__ is scope:
         kernel_reads_only_its_own(value, seen)
         return
     raise Refused(f"{kernel} reads '{name}', which is not Triton's, a @triton.jit helper of its "
@@ -397,4 +571,4 @@ def _module_named(node: ast.AST, local: set[str], scope: dict[str, Any]) -> type
         value = getattr(module, node.attr)
     else:
         return None
-    return value if isinstance(value, types.ModuleType) and id(value) in _module_attrs() else None
+    return value if type(value) is types.ModuleType and id(value) in _module_attrs() else None

@@ -83,9 +83,10 @@ def used_names(source: str) -> set[str]:
 def library_source(text: str, names: tuple[str, ...]) -> str:
     """What grading loads of a student's library file: the top-level functions and classes
     ``names``, and the file's top-level functions, classes and assignments they read (a
-    ``@triton.jit`` helper, a ``tl.constexpr`` constant), transitively, in the file's order, with
-    their decorators; nothing else runs (imports, calls, the given launcher). A file that does not
-    parse gives source that raises SyntaxError."""
+    ``@triton.jit`` helper, a ``tl.constexpr`` constant, an import of Triton or of
+    :data:`KEPT_IMPORTS` they read), transitively, in the file's order, with their decorators;
+    nothing else runs (other imports, calls, the given launcher). A file that does not parse gives
+    source that raises SyntaxError."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -103,28 +104,43 @@ def library_source(text: str, names: tuple[str, ...]) -> str:
                     kept.append(node)
                     todo.append(node)
     lines = text.splitlines(keepends=True)
-    return "".join(_triton_import(n) if isinstance(n, ast.Import | ast.ImportFrom) else
+    return "".join(_kept_import(n) if isinstance(n, ast.Import | ast.ImportFrom) else
                    "".join(lines[_first_line(n) - 1:n.end_lineno]) + "\n"
                    for n in tree.body if any(n is k for k in kept))
 
 
 TRITON_MODULES = ("triton", "triton.language")
+# modules whose import a kept constant may read (`NEG_INF = -math.inf`: the fifth red team's K1);
+# kept as the import statement, which the policy checks like any answer's import
+KEPT_IMPORTS = ("math",)
 
 
-def _triton_import(node: ast.Import | ast.ImportFrom) -> str:
-    """A kept import from Triton as the assignments it makes (``from triton import jit`` ->
+def _kept_import(node: ast.Import | ast.ImportFrom) -> str:
+    """A kept import: from Triton as the assignments it makes (``from triton import jit`` ->
     ``jit = triton.jit``): the policy checks them as attribute reads of the notebook's triton
-    (the fourth red team's H11); ``tl`` and ``triton`` themselves are the notebook's."""
+    (the fourth red team's H11; ``tl`` and ``triton`` themselves are the notebook's); of
+    :data:`KEPT_IMPORTS` as an import of each such name."""
     module = node.module if isinstance(node, ast.ImportFrom) else None
+    if module in KEPT_IMPORTS:
+        return "".join(f"from {module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                       + "\n" for a in node.names if a.name != "*")
+    if module is None and all(a.name in KEPT_IMPORTS for a in node.names):
+        return "".join(f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n"
+                       for a in node.names)
     return "".join(f"{a.asname or a.name} = {f'{module}.{a.name}' if module else a.name}\n"
                    for a in node.names if (a.asname or a.name) not in ("tl", *TRITON_MODULES))
 
 
 def _top_binds(node: ast.stmt) -> list[str]:
-    """The names a top-level definition, plain assignment or import from Triton (see
-    :func:`_triton_import`) binds (other imports and statements: none; they are not loaded)."""
+    """The names a top-level definition, plain assignment or import from Triton or of
+    :data:`KEPT_IMPORTS` (see :func:`_kept_import`) binds (other imports and statements: none;
+    they are not loaded)."""
     if isinstance(node, ast.FunctionDef | ast.ClassDef):
         return [node.name]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module in KEPT_IMPORTS:
+        return [a.asname or a.name for a in node.names if a.name != "*"]
+    if isinstance(node, ast.Import) and all(a.name in KEPT_IMPORTS for a in node.names):
+        return [a.asname or a.name for a in node.names]
     if isinstance(node, ast.ImportFrom) and not node.level and node.module in TRITON_MODULES or \
             isinstance(node, ast.Import) and all(a.name in TRITON_MODULES for a in node.names):
         return [a.asname or a.name for a in node.names
