@@ -27,8 +27,11 @@ nc.setup()
 # reads the row at most twice (hint: when the running maximum grows, what happens to the partial sum
 # you already have?). Values up to ±1000 must not overflow. Reload the module after each edit
 # (the check does). `@triton.jit` helpers and constants (`NEG_INF: tl.constexpr = ...`) of the
-# same file are fine: the check and grading load the kernel with the file's functions and
-# assignments it uses; nothing else of the file runs (its imports and `softmax()` neither).
+# same file are fine, and so is `math` for constants: the check and grading load the kernel with
+# the file's functions and assignments it uses; nothing else of the file runs (its imports and
+# `softmax()` neither). What the kernel uses may hold only `@triton.jit` functions and constants
+# (numbers, `tl.constexpr(...)`, arithmetic, `math.*`): a plain Python function, a class or
+# `triton.autotune` there is refused, with its line named.
 # %% id=c7-1
 # NBVAL_CHECK_OUTPUT
 from labkit.grading import harness
