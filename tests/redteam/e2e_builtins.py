@@ -1,6 +1,7 @@
-"""Red teams 3 and 4 end to end: `make grade`'s path (pass 1, judge notebooks, sandboxes, nbval) with
-one forgery (fix_attacks3.py's, e.g. `from torch import builtins`, or fix_attacks4.py's, e.g.
-chainmap_update) in the answer cells of one notebook's fix tasks, next to the honest master.
+"""Red teams 3, 4 and 5 end to end: `make grade`'s path (pass 1, judge notebooks, sandboxes, nbval)
+with one forgery (fix_attacks3.py's, e.g. `from torch import builtins`, fix_attacks4.py's, e.g.
+chainmap_update, or fix_attacks5.py's, e.g. mm_as_mul_sum) in the answer cells of one notebook's fix
+tasks, next to the honest master.
 python tests/redteam/e2e_builtins.py [ex12|ex03|ex02|ex09|...] [ATTACK]"""
 import copy
 import dataclasses
@@ -13,11 +14,13 @@ import nbformat
 sys.path.insert(0, "tests/redteam")
 from fix_attacks3 import ATTACKS as ATTACKS3
 from fix_attacks4 import ATTACKS as ATTACKS4
+from fix_attacks5 import ATTACKS as ATTACKS5
 
 from labkit.grading import grade as G
 from labkit.grading import rubric as R
 
-ATTACKS = {**ATTACKS3, **ATTACKS4}   # no (task, name) in both
+ATTACKS = {**ATTACKS3, **ATTACKS4, **ATTACKS5}
+assert len(ATTACKS) == len(ATTACKS3) + len(ATTACKS4) + len(ATTACKS5), "a (task, name) in two tables"
 
 ROOT = Path.cwd()
 WHICH = {"ex12": ("notebooks/exercises/ex12_debugging.ipynb", ["12.1", "12.2", "12.3", "12.4"]),
