@@ -72,8 +72,7 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
 
 @register_decomposition(aten._softmax.default)
 def softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
-    """softmax(x) = exp(x - max) * (1 / sum(exp(x - max))) along ``dim`` (max subtracted for safety; one
-    division a row, as ATen's CPU kernel, not one an element)."""
+    """softmax(x) = exp(x - max) * (1 / sum(exp(x - max))) along ``dim``: one division a row, as ATen's CPU kernel."""
     dtype, x = x.dtype, upcast(x)
     m = torch.amax(x, dim, keepdim=True)
     e = torch.exp(x - m)

@@ -87,12 +87,11 @@ template <typename U> static inline void lk_transpose8(const U* src, int64_t ld,
   for (int k = 0; k < 4; ++k) { const int row = (k & 1) * 2 + (k >> 1);  // u0..u3 hold rows 0, 2, 1, 3
     v lo = LK_SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11), hi = LK_SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     std::memcpy(dst + row * ldd, &lo, sizeof(v)); std::memcpy(dst + (row + 4) * ldd, &hi, sizeof(v)); } }
-// A B x B tile of a transposed read made contiguous, dst[j*B + i] = src[i*ld + j]: 8x8 register
-// transposes for a whole tile (on the bits, any element type), element by element at the edges.
-// Fold a[0..N) into a[0] by halves, a[l] = f(a[l], a[l + N/2]): log2(N) vector steps, not N dependent ones
-// (layer_norm 2000x768: a row's two sums ended in 16-long chains of scalar adds; 0.577 -> 0.553 ms).
+// Fold a[0..N) into a[0] by halves: log2(N) vector steps, not a chain of N dependent scalar ones.
 template <int N, typename T, typename F> static inline void lk_fold(T* a, F f) {
   if constexpr (N > 1) { _Pragma("omp simd") for (int l = 0; l < N / 2; ++l) a[l] = f(a[l], a[l + N / 2]); lk_fold<N / 2>(a, f); } }
+// A B x B tile of a transposed read made contiguous, dst[j*B + i] = src[i*ld + j]: 8x8 register
+// transposes for a whole tile (on the bits, any element type), element by element at the edges.
 template <int B, typename T> static inline void lk_tile_transpose(const T* src, int64_t ld, T* dst, int64_t rows, int64_t cols) {
   typedef std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>> U;
   if (rows == B && cols == B) { for (int i = 0; i < B; i += 8) for (int j = 0; j < B; j += 8)
@@ -257,15 +256,15 @@ class CppKernelWriter(KernelWriter):
             return self.node_value(self.members[name]) if self.recompute else self.cse(self.scratch_ref(name))
         return super().load(name, index)
 
-    def output_row(self) -> str:
-        """This row of the kernel's last output when its last loop writes it along the row: a scratch there (softmax's
-        exp where its quotient goes) streams to memory while exp computes, not in a last loop of its own (4.43 -> 3.98 ms)."""
-        out = self.kernel.nodes[-1]
-        if self.kernel.column or out.name not in self.writes or not self.per_element(out):
+    def output_row(self, name: str) -> str:
+        """This row of the last output, if its last loop writes it along the row in the type of scratch ``name``: the scratch
+        goes there (softmax's exp where its quotient goes: stored while exp computes, not by a last loop alone; 4.43 -> 3.98 ms)."""
+        out = self.kernel.nodes[-1].name
+        if self.kernel.column or out not in self.writes or CTYPES[self.dtypes[out]] != VALUE_CTYPES[self.dtypes[name]]:
             return ""
-        at = sympy.expand(store_index(out, self.space).subs(self.subs))
+        at = sympy.expand(store_index(self.members[out], self.space).subs(self.subs))
         start = at.subs({r: 0 for r in self.rvars})
-        return f"{self.ptr[out.name]} + {self.printer.doprint(start)}" if sympy.expand(at - start - self.r_flat()) == 0 else ""
+        return f"{self.ptr[out]} + {self.printer.doprint(start)}" if sympy.expand(at - start - self.r_flat()) == 0 else ""
 
     def use_scratch(self, node: Any) -> bool:
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
@@ -296,14 +295,11 @@ class CppKernelWriter(KernelWriter):
             if column:
                 x, n = self.rows[-1], self.row_sizes[-1]
                 loops.enter_context(self.blocks(x, n, self.width, "" if outer else self.parallel(1)))
-            row = self.output_row()
+            in_out = [n for n in sorted(self.scratch) if self.output_row(n)][:1]  # one scratch may use the output row
             for name in sorted(self.scratch) if not self.recompute else ():  # stays in L1/L2 between loops
                 size, ctype = numel(self.space.rdims) * (self.width if column else 1), VALUE_CTYPES[self.dtypes[name]]
-                if row and ctype == CTYPES[self.dtypes[self.kernel.nodes[-1].name]]:
-                    self.emit(f"{ctype}* scratch_{name} = {row};")
-                    row = ""
-                else:
-                    self.emit(f"alignas(64) {ctype} scratch_{name}[{size}];")
+                self.emit(f"{ctype}* scratch_{name} = {self.output_row(name)};" if name in in_out else
+                          f"alignas(64) {ctype} scratch_{name}[{size}];")
             segment: list[Any] = []
             for node in self.kernel.nodes:
                 if not (node.is_reduction or self.per_element(node)):  # once per row, after the loops
