@@ -307,9 +307,7 @@ def to_copy(x: Any, **kwargs: Any) -> Any:
     return pointwise(lambda v: v, x, compute=out_dtype())  # one direct cast (0.5 -> True)
 
 
-@register_lowering(aten.copy.default)
-def copy(dst: Any, src: Any, non_blocking: bool = False) -> Pointwise:
-    return pointwise(lambda v: v, src, compute=out_dtype())
+register_lowering(aten.copy.default)(lambda dst, src, non_blocking=False: to_copy(src))  # dst's values: unused
 
 
 @register_lowering(aten.full.default, aten.scalar_tensor.default)

@@ -231,8 +231,7 @@ class CppKernelWriter(KernelWriter):
                     loops.enter_context(self.block(f"for (int64_t {v} = {v}_outer; {v} < {v}_end; ++{v})", pragma))
             else:
                 for d, (x, n) in enumerate(zip(rows, sizes)):
-                    last = d == len(rows) - 1
-                    pragma = "#pragma omp simd" if last else (self.parallel(len(rows) - 1) if d == 0 else "")
+                    pragma = "#pragma omp simd" if d == len(rows) - 1 else (self.parallel(len(rows) - 1) if d == 0 else "")
                     loops.enter_context(self.loop(x, n, pragma))
             for node in self.kernel.nodes:
                 self.compute(node)
@@ -257,14 +256,12 @@ class CppKernelWriter(KernelWriter):
         return super().load(name, index)
 
     def output_row(self, name: str) -> str:
-        """This row of the last output, if its last loop writes it along the row in the type of scratch ``name``: the scratch
-        goes there (softmax's exp where its quotient goes: stored while exp computes, not by a last loop alone; 4.43 -> 3.98 ms)."""
+        """This row of the last output when the last loop writes it along the row, in scratch ``name``'s type; else ''."""
         out = self.kernel.nodes[-1].name
-        if self.kernel.column or out not in self.writes or CTYPES[self.dtypes[out]] != VALUE_CTYPES[self.dtypes[name]]:
-            return ""
         at = sympy.expand(store_index(self.members[out], self.space).subs(self.subs))
         start = at.subs({r: 0 for r in self.rvars})
-        return f"{self.ptr[out]} + {self.printer.doprint(start)}" if sympy.expand(at - start - self.r_flat()) == 0 else ""
+        fits = out in self.writes and CTYPES[self.dtypes[out]] == VALUE_CTYPES[self.dtypes[name]] and not self.kernel.column
+        return f"{self.ptr[out]} + {self.printer.doprint(start)}" if fits and sympy.expand(at - start - self.r_flat()) == 0 else ""
 
     def use_scratch(self, node: Any) -> bool:
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
@@ -295,8 +292,9 @@ class CppKernelWriter(KernelWriter):
             if column:
                 x, n = self.rows[-1], self.row_sizes[-1]
                 loops.enter_context(self.blocks(x, n, self.width, "" if outer else self.parallel(1)))
-            in_out = [n for n in sorted(self.scratch) if self.output_row(n)][:1]  # one scratch may use the output row
-            for name in sorted(self.scratch) if not self.recompute else ():  # stays in L1/L2 between loops
+            # One scratch may be the output's row (softmax's exp where exp / sum goes: no copy loop; 128x50257 4.43 -> 3.98 ms).
+            in_out = [n for n in sorted(self.scratch) if self.output_row(n)][:1]
+            for name in sorted(self.scratch) if not self.recompute else ():
                 size, ctype = numel(self.space.rdims) * (self.width if column else 1), VALUE_CTYPES[self.dtypes[name]]
                 self.emit(f"{ctype}* scratch_{name} = {self.output_row(name)};" if name in in_out else
                           f"alignas(64) {ctype} scratch_{name}[{size}];")
@@ -358,9 +356,8 @@ class CppKernelWriter(KernelWriter):
         accs, clauses, partials = {}, [], []
         for n in reductions:
             kind, ctype = n.data.reduction_type, VALUE_CTYPES[n.dtype]
-            acc, nan = self.new_var("acc"), None
-            if kind != "sum" and n.dtype.is_floating_point:
-                nan = self.new_var("nan")
+            acc = self.new_var("acc")
+            nan = self.new_var("nan") if kind != "sum" and n.dtype.is_floating_point else None
             ident = CppOverrides.constant(REDUCTION_IDENTITY[kind], n.dtype)
             if column:
                 self.emit(f"{ctype} {acc}[{self.width}];" + (f" int {nan}[{self.width}];" if nan else ""))
