@@ -72,11 +72,11 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
 
 @register_decomposition(aten._softmax.default)
 def softmax(x: Tensor, dim: int, half_to_float: bool) -> Tensor:
-    """softmax(x) = exp(x - max) * (1 / sum(exp(x - max))) along ``dim``: one division a row, as ATen's CPU kernel."""
+    """softmax(x) = exp(x - max) / sum(exp(x - max)) along ``dim`` (max subtracted for safety)."""
     dtype, x = x.dtype, upcast(x)
     m = torch.amax(x, dim, keepdim=True)
     e = torch.exp(x - m)
-    return (e * torch.reciprocal(torch.sum(e, dim, keepdim=True))).to(torch.float32 if half_to_float else dtype)
+    return (e / torch.sum(e, dim, keepdim=True)).to(torch.float32 if half_to_float else dtype)
 
 
 @register_decomposition(aten._log_softmax.default)
