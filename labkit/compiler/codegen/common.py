@@ -220,12 +220,12 @@ class KernelWriter:
             self.emit(line.format(var=var, value=value, size=size))
         return var
 
-    def r_flat(self) -> sympy.Expr:
+    def r_flat(self) -> str:
         """Position within the row (0 .. rnumel-1) at the current reduction loop position."""
         flat, stride = sympy.Integer(0), 1
         for var, size in reversed(list(zip(self.rvars, self.r_sizes))):
             flat, stride = flat + var * stride, stride * size
-        return flat
+        return self.printer.doprint(flat)
 
     def node_value(self, node: ComputedBuffer) -> str:
         """Run the node's body at the current loop position; return the variable of its value."""

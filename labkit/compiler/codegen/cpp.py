@@ -261,15 +261,14 @@ class CppKernelWriter(KernelWriter):
         at = sympy.expand(store_index(self.members[out], self.space).subs(self.subs))
         start = at.subs({r: 0 for r in self.rvars})
         fits = out in self.writes and CTYPES[self.dtypes[out]] == VALUE_CTYPES[self.dtypes[name]] and not self.kernel.column
-        return f"{self.ptr[out]} + {self.printer.doprint(start)}" if fits and sympy.expand(at - start - self.r_flat()) == 0 else ""
+        return f"{self.ptr[out]} + {self.printer.doprint(start)}" if fits and self.printer.doprint(sympy.expand(at - start)) == self.r_flat() else ""
 
     def use_scratch(self, node: Any) -> bool:
         return self.kernel.column or numel(self.space.rdims) * 4 <= SCRATCH_BYTES
 
     def scratch_ref(self, name: str) -> str:
         """This element's slot in the scratch: one row of it, or [rows x width] in column order."""
-        flat = self.printer.doprint(self.r_flat())
-        at = f"({flat}) * {self.width} + {self.slot()}" if self.kernel.column else flat
+        at = f"({self.r_flat()}) * {self.width} + {self.slot()}" if self.kernel.column else self.r_flat()
         return f"scratch_{name}[{at}]"
 
     def store(self, name: str, value: str) -> None:
