@@ -238,6 +238,27 @@ def test_column_softmax_keeps_exp_in_a_scratch_that_fits(rows: int, dtype: torch
     assert (f"x0_outer += {width})" in source) if width else ("scratch_" not in source)
 
 
+@pytest.mark.parametrize("dtype,dim,in_output", [(torch.float32, -1, True), (torch.float64, -1, True),
+                                                  (torch.bfloat16, -1, False), (torch.float32, 0, False)])
+def test_row_scratch_is_the_output_row_only_where_it_fits(dtype: torch.dtype, dim: int, in_output: bool) -> None:
+    """softmax over rows keeps exp in the output's own row (the last loop divides it in place); a bf16 output
+    cannot hold float exp and a column kernel's scratch is [rows x block], so those keep a stack array."""
+    x = torch.randn(8, 5000, dtype=dtype) * 3
+    tol = {"rtol": None, "atol": None} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    p = assert_same_as_eager(lambda x: torch.softmax(x, dim), x, **tol)
+    (source,) = [k.source for k in p.kernels.values()]
+    assert ("* scratch_buf1 = out_ptr0 + 5000*x0;" in source) == in_output, source
+    assert ("alignas(64)" in source and "scratch_" in source) != in_output, source
+
+
+def test_loop_order_counts_only_reads_along_both_dims() -> None:
+    """layer_norm's weight gradient sums (x - mean[r]) * rstd[r] over rows r: mean and rstd run along r
+    alone, x along the kept dim, so the loops swap (column order) as for a plain column sum."""
+    x, mean, rstd = torch.randn(64, 48), torch.randn(64, 1), torch.rand(64, 1)
+    p = assert_same_as_eager(lambda x, m, r: ((x - m) * r).sum(0), x, mean, rstd)
+    assert [k.column for k in p.schedule.kernels] == [True]
+
+
 def test_online_softmax_is_found_only_for_sum_of_exp_minus_that_max() -> None:
     """The schedule pairs a max with sum(exp(v - max)) of the same v; anything else stays apart."""
     x = torch.randn(3, 17000)

@@ -88,11 +88,10 @@ class GraphLowering:
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
         val = node.meta.get("val")
-        multi = isinstance(val, list | tuple)
         dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
         layout = meta_layout(val, exact=True) if isinstance(val, torch.Tensor) else Layout([], [])
         buf = ExternBuffer(f"buf{len(self.buffers)}", dtype, layout, [node.name], op=node.target,
-                           args=args, kwargs=kwargs, fallback_reason=reason, multi=multi)
+                           args=args, kwargs=kwargs, fallback_reason=reason, multi=isinstance(val, list | tuple))
         self.buffers.append(buf)
         if reason:
             name = str(getattr(node.target, "__name__", node.target))
@@ -147,8 +146,7 @@ class GraphLowering:
         if lowering is None:
             return self.extern(node, UNCHECKED_REASON if withheld_in_training(node.target)
                                else "labkit has no lowering for this op")
-        bad = _bad_dtype(node)
-        if bad:
+        if bad := _bad_dtype(node):
             return self.extern(node, bad)
         args = torch.fx.graph.map_arg(node.args, lambda n: self.env[n])
         kwargs = torch.fx.graph.map_arg(node.kwargs, lambda n: self.env[n])

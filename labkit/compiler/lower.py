@@ -52,7 +52,7 @@ INLINE_OP_LIMIT = 12
 lowerings: dict[Any, Callable[..., Any]] = {}
 extern_lowerings: set[Callable[..., Any]] = set()  # lowerings that run the op as an ATen call
 # ops.* names that cost tens of cycles per element (transcendentals): registered with expensive=True.
-EXPENSIVE_OPS: set[str] = {"sigmoid", "pow", "log1p"}  # the hand-written lowerings below; the rest register
+EXPENSIVE_OPS: set[str] = {"pow", "log1p"}  # the hand-written lowerings below; the rest register
 
 
 class Metrics:
@@ -217,6 +217,7 @@ register_pointwise(aten.cos, expensive=True)
 register_pointwise(aten.tanh, expensive=True)
 register_pointwise(aten.relu)
 register_pointwise(aten.erf, expensive=True)
+register_pointwise(aten.sigmoid, expensive=True)  # an int x loads as eager's float
 register_pointwise(aten.add)
 register_pointwise(aten.sub)
 register_pointwise(aten.mul)
@@ -231,12 +232,6 @@ register_pointwise(aten.lt, compare=True)
 register_pointwise(aten.le, compare=True)
 register_pointwise(aten.gt, compare=True)
 register_pointwise(aten.ge, compare=True)
-
-
-@register_lowering(aten.sigmoid)
-def sigmoid(x: Any) -> Pointwise:
-    """sigmoid(x)[i] = 1 / (1 + exp(-x[i])) as one ``ops.sigmoid``, in eager's output dtype."""
-    return pointwise(lambda v: ops.sigmoid(v), x)  # pointwise() casts an int x to eager's float
 
 
 @register_lowering(aten.log1p)
@@ -312,9 +307,7 @@ def to_copy(x: Any, **kwargs: Any) -> Any:
     return pointwise(lambda v: v, x, compute=out_dtype())  # one direct cast (0.5 -> True)
 
 
-@register_lowering(aten.copy.default)
-def copy(dst: Any, src: Any, non_blocking: bool = False) -> Pointwise:
-    return pointwise(lambda v: v, src, compute=out_dtype())
+register_lowering(aten.copy.default)(lambda dst, src, non_blocking=False: to_copy(src))  # dst's values: unused
 
 
 @register_lowering(aten.full.default, aten.scalar_tensor.default)

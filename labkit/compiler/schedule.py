@@ -340,7 +340,8 @@ def loop_order(k: FusedKernel) -> tuple[bool, str]:
     rows, rvars = loop_vars(k.space)
     members = {m.name for m in k.nodes}
     reads = [sympy.expand(i) for m in k.nodes for b, i in reads_of(m, k.space) if b not in members]
-    unit = {v for v in rows[-1:] + rvars[-1:] if any(i.coeff(v) == 1 for i in reads)}
+    last = rows[-1:] + rvars[-1:]  # only reads along both count (layer_norm's weight gradient reads mean[r0] too)
+    unit = {v for v in last if any(i.coeff(v) == 1 and all(i.has(u) for u in last) for i in reads)}
     if rows and rvars[-1] not in unit and rows[-1] in unit:
         cols = math.prod(k.space.rows)
         c, r, w = this_gpu().column_tile(cols, n)

@@ -365,7 +365,10 @@ print("matches eager:", torch.allclose(compiled_col(xc), colsum(xc), atol=1e-5))
 # %% [markdown]
 # The same decision covers softmax or layer_norm over dim 0, with one more wrinkle: softmax needs
 # `exp(x - max)` twice, once to add it up and once to divide it by that sum. A row kernel keeps one
-# row of it in a scratch array on the stack between the two loops. A column kernel would have to
+# row of it between the two loops: in the output's own row when the last loop writes its result
+# there along the row (softmax stores `exp` where `exp / sum` goes, then divides it in place, so the
+# row reaches memory while `exp` is computed, not in a last loop that only copies), else in a
+# scratch array on the stack. A column kernel would have to
 # keep a whole block of columns down *all* the rows, so labkit narrows the block until that
 # `rows x columns` scratch fits its cache budget (`SCRATCH_BYTES`); if not even 16 columns fit, it
 # computes `exp` a second time instead. For 1024 rows the block is 64 columns wide:

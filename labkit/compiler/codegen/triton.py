@@ -233,12 +233,10 @@ class TritonKernelWriter(KernelWriter):
             self.emit(f"xmask = (yindex < {numel(ysizes)}) & (xindex < {self.row_sizes[-1]})")
             self.unravel("yindex", ys, ysizes)
             self.emit(f"{self.rows[-1]} = xindex")
-            for node in self.kernel.nodes:
-                self.compute(node)
-            return
-        self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
-        self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
-        self.unravel("xindex", self.rows, self.row_sizes)
+        else:
+            self.emit("xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+            self.emit(f"xmask = xindex < {numel(self.row_sizes)}")
+            self.unravel("xindex", self.rows, self.row_sizes)
         for node in self.kernel.nodes:
             self.compute(node)
 
@@ -309,8 +307,7 @@ class TritonKernelWriter(KernelWriter):
             return
         kind, ttype = node.data.reduction_type, VALUE_TYPES[node.dtype]
         ident = _literal(REDUCTION_IDENTITY[kind], node.dtype)
-        acc = self.new_var("acc")
-        combine = f"_lk_{kind}"
+        acc, combine = self.new_var("acc"), f"_lk_{kind}"
         if self.persistent:
             value = self.node_value(node)
             if self.mask:
