@@ -89,6 +89,27 @@ def dynamo_compiling() -> bool:
     return _api("torch._guards", "CompileContext", "current_compile_id")() is not None
 
 
+# the module whose OutputGraph calls a backend (torch/_dynamo/output_graph.py, 2.11 to 2.15)
+DYNAMO_CALLS_BACKEND = "torch._dynamo.output_graph"
+
+
+def called_by_dynamo(depth: int) -> bool:
+    """Whether the function ``depth`` frames above the caller (0: the caller itself) was called
+    by Dynamo's backend call itself: only torch's own frames (its backend wrappers) between it and Dynamo's OutputGraph,
+    no frame of any other module (a backend of the answer's that handed on Dynamo's graph)."""
+    import sys
+
+    frame = sys._getframe(depth + 1).f_back
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module == DYNAMO_CALLS_BACKEND:
+            return True
+        if module != "torch" and not module.startswith("torch."):
+            return False
+        frame = frame.f_back
+    return False
+
+
 def interned_files() -> dict[int, str]:
     """The structured log's file-name table (its stacks say ``"filename": 3``), number -> name."""
     try:
