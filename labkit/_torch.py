@@ -220,6 +220,23 @@ def dispatch_mode_base() -> type:
     return _api("torch.utils._python_dispatch", "TorchDispatchMode")
 
 
+# the special methods through which Python code answers torch's operators (modes, tensor subclasses)
+PYTHON_HANDLERS = ("__torch_dispatch__", "__torch_function__")
+
+
+def python_handlers() -> list[str]:
+    """The modules whose ``__torch_dispatch__``/``__torch_function__`` (a mode's or a tensor
+    subclass's handler) is running on the stack now, innermost first."""
+    import sys
+
+    frame, found = sys._getframe(1), []
+    while frame is not None:
+        if frame.f_code.co_name in PYTHON_HANDLERS:
+            found.append(str(frame.f_globals.get("__name__", "")))
+        frame = frame.f_back
+    return found
+
+
 def storage_weak_ref(t: torch.Tensor) -> Any:
     """A weak reference to ``t``'s storage (``.expired()`` once nothing holds the memory)."""
     return _api("torch.multiprocessing.reductions", "StorageWeakRef")(t.untyped_storage())
@@ -510,6 +527,29 @@ def library_registrations() -> frozenset[str]:
         if getattr(entry.torch_dispatch_rules, "_data", None):
             out.add(f"{name}/torch_dispatch")
     return frozenset(out)
+
+
+PYTHON_KERNEL_TABLES = ("py_kernels", "python_key_table", "functorch_table")
+
+
+def python_kernels() -> frozenset[tuple[str, str, str]]:
+    """The Python kernels on every operator object created so far (overloads and higher-order
+    operators under ``torch.ops``), as (operator, "table[key]", the kernel's module): what
+    ``py_impl`` or a write into an operator's ``python_key_table`` adds (torch/_ops.py
+    OperatorBase, 2.11 to 2.15)."""
+    base, packet = _api("torch._ops", "OperatorBase"), _api("torch._ops", "OpOverloadPacket")
+    found = set()
+    for space in list(vars(torch.ops).values()):
+        for value in list(getattr(space, "__dict__", {}).values()):
+            ops = [value] if isinstance(value, base) else (
+                [v for v in list(vars(value).values()) if isinstance(v, base)]
+                if isinstance(value, packet) else [])
+            for op in ops:
+                for table in PYTHON_KERNEL_TABLES:
+                    for key, fn in list(getattr(op, table, {}).items()):
+                        module = getattr(fn, "__module__", None) or type(fn).__module__
+                        found.add((str(op), f"{table}[{getattr(key, '__name__', key)}]", str(module)))
+    return frozenset(found)
 
 
 def triton_function(kernel: Any) -> Any:

@@ -42,13 +42,16 @@ def _root(node: ast.AST) -> ast.AST:
 
 
 def _under_ops(node: ast.Attribute) -> bool:
-    """``torch.ops.<namespace>.<op>...``: operator names are the answer's own (custom ops)."""
+    """``torch.ops.<namespace>``, ``.<op>`` or ``.<overload>``: operator names are the answer's
+    own (custom ops). Not what lies below an overload: its Python-kernel tables and the like are
+    read like any other attribute (REPORT5 J3: a handler in aten.mul.Tensor.python_key_table)."""
     chain = []
     value: ast.AST = node.value
     while isinstance(value, ast.Attribute):
         chain.append(value.attr)
         value = value.value
-    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"]
+    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"] and \
+        len(chain) <= 3
 
 
 class Rewriter(ast.NodeTransformer):
