@@ -95,8 +95,8 @@ DYNAMO_CALLS_BACKEND = "torch._dynamo.output_graph"
 
 def called_by_dynamo(depth: int) -> bool:
     """Whether the function ``depth`` frames above the caller (0: the caller itself) was called
-    by Dynamo's backend call itself: only torch's own frames (its backend wrappers) between it and Dynamo's OutputGraph,
-    no frame of any other module (a backend of the answer's that handed on Dynamo's graph)."""
+    by Dynamo's backend call itself: only torch's own frames (its backend wrappers) between it
+    and Dynamo's OutputGraph, no frame of any other module (an answer's backend passing it on)."""
     import sys
 
     frame = sys._getframe(depth + 1).f_back
