@@ -288,3 +288,22 @@ def test_opwatch_sees_a_python_kernel_written_past_the_policy() -> None:
         table.update(kept)
         torch.ops.aten.mul.Tensor._dispatch_cache.clear()
     assert watch.broken() == []
+
+
+@pytest.mark.parametrize("source", [
+    'opts = {"options": {"max_autotune": True}}\nf = torch.compile(lambda t: t + 1, **opts)\n',
+    'f = torch.compile(lambda t: t + 1, backend="eager", **{"options": {}})\n',
+])
+def test_a_denied_keyword_unpacked_from_a_dict_is_refused(source: str) -> None:
+    """`f(**d)` passed `options=` (Inductor's compiler command) past the policy's keyword check
+    (found by fix5b while closing J4's backend routes); its keys are checked at run time now,
+    and honest unpacking still works."""
+    import torch
+
+    from labkit.grading import harness
+
+    ns = harness.load_answer("2.2", source, {"torch": torch, "__name__": "__main__"})
+    assert "options=" in ns.get("__refused__", ""), ns.get("__refused__")
+    ns = harness.load_answer("2.2", "def f(**kw):\n    return kw\n\nK = f(**{'a': 1}, b=2)\n",
+                             {"torch": torch, "__name__": "__main__"})
+    assert ns.get("K") == {"a": 1, "b": 2}, ns.get("__refused__")

@@ -18,6 +18,7 @@ import types
 from typing import Any
 
 from labkit.grading.restrict import (
+    KEYWORDS_DENIED,
     MODULES,
     Refused,
     metaclass,
@@ -25,7 +26,7 @@ from labkit.grading.restrict import (
     module_allowed,
     torch_namespaces,
 )
-from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
+from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, KWARGS, LOAD, METHOD, STORE, TYPE
 
 # containers an item store, a method or an in-place operator may change when no module or class
 # holds them (see _foreign); their subclasses too
@@ -191,8 +192,18 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
             raise Refused(f"line {line}: a graded answer may not use the mode class '{name}'")
         return found
 
+    def kwargs(mapping: Any, line: int) -> dict[str, Any]:
+        """``f(**mapping)``'s keywords, refused where ``f(key=...)`` would be (``**{"options": ...}``
+        reached Inductor's compiler command past the policy's keyword check)."""
+        found = dict(mapping)
+        for key in found:
+            if key in KEYWORDS_DENIED:
+                raise Refused(f"line {line}: the keyword '{key}=' is not allowed in a graded answer")
+        return found
+
     return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
-            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind}
+            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind,
+            KWARGS: kwargs}
 
 
 class Seal:
