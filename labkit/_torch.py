@@ -89,6 +89,27 @@ def dynamo_compiling() -> bool:
     return _api("torch._guards", "CompileContext", "current_compile_id")() is not None
 
 
+# the module whose OutputGraph calls a backend (torch/_dynamo/output_graph.py, 2.11 to 2.15)
+DYNAMO_CALLS_BACKEND = "torch._dynamo.output_graph"
+
+
+def called_by_dynamo(depth: int) -> bool:
+    """Whether the function ``depth`` frames above the caller (0: the caller itself) was called
+    by Dynamo's backend call itself: only torch's own frames (its backend wrappers) between it
+    and Dynamo's OutputGraph, no frame of any other module (an answer's backend passing it on)."""
+    import sys
+
+    frame = sys._getframe(depth + 1).f_back
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module == DYNAMO_CALLS_BACKEND:
+            return True
+        if module != "torch" and not module.startswith("torch."):
+            return False
+        frame = frame.f_back
+    return False
+
+
 def interned_files() -> dict[int, str]:
     """The structured log's file-name table (its stacks say ``"filename": 3``), number -> name."""
     try:
@@ -197,6 +218,23 @@ def compile_counter(backend: str) -> Any:
 def dispatch_mode_base() -> type:
     """``TorchDispatchMode``: subclass it to see every ATen call (the exercises count matmuls)."""
     return _api("torch.utils._python_dispatch", "TorchDispatchMode")
+
+
+# the special methods through which Python code answers torch's operators (modes, tensor subclasses)
+PYTHON_HANDLERS = ("__torch_dispatch__", "__torch_function__")
+
+
+def python_handlers() -> list[str]:
+    """The modules whose ``__torch_dispatch__``/``__torch_function__`` (a mode's or a tensor
+    subclass's handler) is running on the stack now, innermost first."""
+    import sys
+
+    frame, found = sys._getframe(1), []
+    while frame is not None:
+        if frame.f_code.co_name in PYTHON_HANDLERS:
+            found.append(str(frame.f_globals.get("__name__", "")))
+        frame = frame.f_back
+    return found
 
 
 def storage_weak_ref(t: torch.Tensor) -> Any:
@@ -508,6 +546,29 @@ def library_registrations() -> frozenset[str]:
         if getattr(entry.torch_dispatch_rules, "_data", None):
             out.add(f"{name}/torch_dispatch")
     return frozenset(out)
+
+
+PYTHON_KERNEL_TABLES = ("py_kernels", "python_key_table", "functorch_table")
+
+
+def python_kernels() -> frozenset[tuple[str, str, str]]:
+    """The Python kernels on every operator object created so far (overloads and higher-order
+    operators under ``torch.ops``), as (operator, "table[key]", the kernel's module): what
+    ``py_impl`` or a write into an operator's ``python_key_table`` adds (torch/_ops.py
+    OperatorBase, 2.11 to 2.15)."""
+    base, packet = _api("torch._ops", "OperatorBase"), _api("torch._ops", "OpOverloadPacket")
+    found = set()
+    for space in list(vars(torch.ops).values()):
+        for value in list(getattr(space, "__dict__", {}).values()):
+            ops = [value] if isinstance(value, base) else (
+                [v for v in list(vars(value).values()) if isinstance(v, base)]
+                if isinstance(value, packet) else [])
+            for op in ops:
+                for table in PYTHON_KERNEL_TABLES:
+                    for key, fn in list(getattr(op, table, {}).items()):
+                        module = getattr(fn, "__module__", None) or type(fn).__module__
+                        found.add((str(op), f"{table}[{getattr(key, '__name__', key)}]", str(module)))
+    return frozenset(found)
 
 
 @contextlib.contextmanager

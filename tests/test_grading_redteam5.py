@@ -1,5 +1,6 @@
 """Fifth red team (session 26, issue 29): answers that still gain points without a correct answer,
-as strict xfails (each passes once grading refuses the forgery). Answers: tests/redteam/fix_attacks5.py;
+as strict xfails (each passes once grading refuses the forgery); J2, J3 and J4 are fixed (session 26,
+fix5b) and their tests assert the forgery now fails. Answers: tests/redteam/fix_attacks5.py;
 why each works and the suggested fix: tests/redteam/REPORT5.md.
 """
 
@@ -233,29 +234,123 @@ def test_71_seal_holds_harness_ops() -> None:
 
 
 # -- J4: 2.2, G4 reopened: the harness's backend called from the answer's own backend ------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J4: inside its own backend (Dynamo compiling) the answer hands "
-                          "the recorder Dynamo's GraphModule of a trivial function with `forward` "
-                          "replaced by eager momentum, then calls the recorder's run by hand")
 def test_22_own_backend_forward_forgery_fails() -> None:
+    """REPORT5 J4 (fixed): inside its own backend (Dynamo compiling) the answer handed the recorder
+    Dynamo's GraphModule of a trivial function with `forward` replaced by eager momentum, then
+    called the recorder's run by hand; the recorder now takes a graph only from Dynamo's own call."""
     problems = _graded("2.2", "own_backend_forward")
-    assert problems, "the forgery passed at seed 5 (no step was compiled)"
+    assert problems and "refused" in problems[0], problems
+
+
+def test_the_recorder_refuses_a_graph_handed_on_by_another_backend() -> None:
+    """Dynamo's real graph, passed on by a backend of someone else's (here a lambda of the test's
+    own module): refused, whatever that backend did to the graph first; called by Dynamo, taken."""
+    import torch
+
+    from labkit.grading import harness
+    from labkit.grading.restrict import Refused
+
+    backend, graphs, runs = harness.recorder()
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as caught:      # (Dynamo wraps it: BackendCompilerFailed)
+        torch.compile(lambda t: t + 1, backend=lambda gm, ex: backend(gm, ex))(torch.zeros(2))
+    assert "called by code of yours" in str(harness._refusal(caught.value)), caught.value
+    assert isinstance(harness._refusal(caught.value), str) and graphs == []
+    assert harness._refusal(Refused("x")) == "x" and harness._refusal(ValueError("x")) is None
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: t * 3, backend=backend)(torch.ones(2))
+    assert torch.equal(out, torch.full((2,), 3.0)) and len(graphs) == 1 and len(runs) == 1
 
 
 # -- J2: 11.2, the answer's own dispatch mode as checkpoint's recompute context ---------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J2: torch.utils.checkpoint re-exports TorchDispatchMode; the "
-                          "answer's mode, checkpoint's recompute context, answers aten.mm with "
-                          "mul+sum below autograd: the check's mode counts no recomputed matmul")
 def test_112_recompute_mode_forgery_fails() -> None:
+    """REPORT5 J2 (fixed): the answer's TorchDispatchMode (re-exported by torch.utils.checkpoint)
+    as checkpoint's recompute context answered aten.mm with mul+sum below autograd; an answer may
+    no longer define __torch_dispatch__ or reach a mode class."""
     problems = _graded("11.2", "mm_as_mul_sum")
-    assert problems, "the forgery passed at seed 5 (the backward recomputes every matmul)"
+    assert problems and "refused" in problems[0], problems
 
 
-def test_112_recompute_mode_control_fails() -> None:
-    """The same answer whose mode hides nothing: full checkpointing, seen recomputing."""
-    problems = _graded("11.2", "mm_as_mul_sum_control")
-    assert any("recomputes 2 matmuls" in p for p in problems), problems
+MODE_ROUTES = {
+    "import": "from torch.utils.checkpoint import TorchDispatchMode\n",
+    "attribute": "import torch.utils.checkpoint\nM = torch.utils.checkpoint.TorchDispatchMode\n",
+    "definition": "class T:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+                  "        return func(*args)\n",
+    "function_mode": "class T:\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+                     "        return func(*args)\n",
+    # selective checkpointing's own caching mode, by the type of an instance (then subclassed)
+    "sac_type": "from torch.utils.checkpoint import create_selective_checkpoint_contexts\n"
+                "M = type(create_selective_checkpoint_contexts([])[0])\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(MODE_ROUTES))
+def test_an_answer_reaches_no_mode_class(route: str) -> None:
+    import torch
+
+    from labkit.grading import harness
+
+    ns = harness.load_answer("11.2", MODE_ROUTES[route], {"torch": torch, "__name__": "__main__"})
+    assert "__refused__" in ns, route
+
+
+def test_a_notebook_mode_is_not_handed_to_the_answer() -> None:
+    import torch
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    from labkit import _torch
+    from labkit.grading.restrict import allowed_context
+
+    class Lesson(_torch.dispatch_mode_base()):
+        pass
+
+    ctx = {"torch": torch, "Lesson": Lesson, "mode": Lesson(),
+           "sac": create_selective_checkpoint_contexts([])[0], "n": 3}
+    assert sorted(allowed_context(ctx)) == ["n", "torch"]
+
+
+def test_112_a_mode_above_the_count_is_seen() -> None:
+    """The backstop behind the policy: REPORT5 J2's mode (trusted code here, past any policy) is
+    seen by 11.2's count, hiding matmuls or not; selective checkpointing's own modes are not."""
+    import torch
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    from labkit import _torch
+    from labkit.grading import harness, harness_training
+
+    class Hide(_torch.dispatch_mode_base()):
+        def __init__(self, on: bool) -> None:
+            super().__init__()
+            self.on = on
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            if self.on and func == torch.ops.aten.mm.default:
+                a, b = args
+                return (a.unsqueeze(-1) * b).sum(-2)
+            return func(*args, **(kwargs or {}))
+
+    def body(x, weights):  # noqa: ANN001, ANN202
+        for w in weights:            # (block's layer, written unlike the solution: the release
+            m = torch.mm(x, w)       # refuses a test that repeats a solution's line)
+            x = x + torch.sigmoid(m) * torch.tanh(m)
+        return x.sum(dim=-1)
+
+    def lean(on):  # noqa: ANN001, ANN202
+        return lambda x, ws: checkpoint(body, x, ws, use_reentrant=False,
+                                        context_fn=lambda: (Hide(False), Hide(on)))
+
+    def sac(x, ws):  # noqa: ANN001, ANN202
+        return checkpoint(body, x, ws, use_reentrant=False, context_fn=lambda:
+                          create_selective_checkpoint_contexts([torch.ops.aten.mm.default]))
+
+    p = {"n": 7, "d": 5, "x": 1, "w": [2, 3]}
+    rules = [r for r in harness_training._r112(p, {"block": body}) if r["field"] == "foreign_ops"]
+    hidden = harness_training._kept(lean(True), *harness_training._in112(p))
+    assert hidden["recomputed_mm"] == 0 and hidden["foreign_ops"] > 0      # the forgery, seen
+    assert harness_training._kept(lean(False), *harness_training._in112(p))["foreign_ops"] > 0
+    honest = harness_training._kept(sac, *harness_training._in112(p))
+    assert honest["foreign_ops"] == 0 and honest["recomputed_mm"] == 0
+    assert len(rules) == 1 and harness.ev.rule_problem(rules[0], hidden["foreign_ops"])
 
 
 # -- K1: an honest 7.1 file whose constant is computed with an imported module ---------------------
@@ -283,12 +378,9 @@ PROBE = len(torch.ops.aten.mul.Tensor.python_key_table)
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT5 J3: _under_ops skips every guard below torch.ops: an answer "
-                          "puts a Python kernel into aten.mul's python_key_table; neither the "
-                          "policy (py_kernels/py_impl are refused, python_key_table is not) nor "
-                          "OpWatch (torch.library's registrations only) sees it")
 def test_a_python_kernel_on_an_aten_op_is_refused_or_seen() -> None:
+    """REPORT5 J3 (fixed): below torch.ops.<ns>.<op>.<overload> attributes are guarded again, and
+    the kernel tables are refused by name."""
     import torch
 
     from labkit.grading import harness
@@ -300,7 +392,73 @@ def test_a_python_kernel_on_an_aten_op_is_refused_or_seen() -> None:
         seen = harness._ops_changed(ns)
         assert "__refused__" in ns or "__error__" in ns or seen, \
             f"registered unseen: {ns.get('PROBE')} handler(s) on aten.mul.Tensor"
+        assert dict(table) == kept
     finally:
         table.clear()
         table.update(kept)
         torch.ops.aten.mul.Tensor._dispatch_cache.clear()
+
+
+@pytest.mark.parametrize("source", [
+    "t = torch.ops.aten.mul.Tensor.tags\n",                       # not public: the load guard
+    "op = torch.ops.aten.mul.Tensor\nt = op.python_key_table\n",  # by name, wherever it is read
+    "k = torch.ops.aten.mul.Tensor.redispatch\n",
+])
+def test_attributes_below_an_overload_are_guarded(source: str) -> None:
+    import torch
+
+    from labkit.grading import harness
+
+    ns = harness.load_answer("9.1", source, {"torch": torch, "__name__": "__main__"})
+    assert "__refused__" in ns, source
+
+
+def test_overloads_and_their_public_names_still_read() -> None:
+    import torch
+
+    from labkit.grading import harness
+
+    source = ("op = torch.ops.aten.mm.default\nP = op.overloadpacket\n"
+              "Q = torch.ops.aten.mm.default.overloadpacket\nN = torch.ops.aten.mm.default.name()\n")
+    ns = harness.load_answer("11.2", source, {"torch": torch, "__name__": "__main__"})
+    assert "__refused__" not in ns and ns["N"] == "aten::mm", ns.get("__refused__")
+
+
+def test_opwatch_sees_a_python_kernel_written_past_the_policy() -> None:
+    """The backstop: a handler put into an existing overload's table (by code past any policy,
+    here the test's own) is named; torch's own registrations are not."""
+    import torch
+
+    from labkit.grading.guards import OpWatch
+
+    table = torch.ops.aten.mul.Tensor.python_key_table
+    kept = dict(table)
+    watch = OpWatch()
+    assert watch.broken() == []
+    try:
+        table[torch.Tensor] = lambda *args, **kwargs: None
+        assert any("aten.mul.Tensor" in b for b in watch.broken()), watch.broken()
+    finally:
+        table.clear()
+        table.update(kept)
+        torch.ops.aten.mul.Tensor._dispatch_cache.clear()
+    assert watch.broken() == []
+
+
+@pytest.mark.parametrize("source", [
+    'opts = {"options": {"max_autotune": True}}\nf = torch.compile(lambda t: t + 1, **opts)\n',
+    'f = torch.compile(lambda t: t + 1, backend="eager", **{"options": {}})\n',
+])
+def test_a_denied_keyword_unpacked_from_a_dict_is_refused(source: str) -> None:
+    """`f(**d)` passed `options=` (Inductor's compiler command) past the policy's keyword check
+    (found by fix5b while closing J4's backend routes); its keys are checked at run time now,
+    and honest unpacking still works."""
+    import torch
+
+    from labkit.grading import harness
+
+    ns = harness.load_answer("2.2", source, {"torch": torch, "__name__": "__main__"})
+    assert "options=" in ns.get("__refused__", ""), ns.get("__refused__")
+    ns = harness.load_answer("2.2", "def f(**kw):\n    return kw\n\nK = f(**{'a': 1}, b=2)\n",
+                             {"torch": torch, "__name__": "__main__"})
+    assert ns.get("K") == {"a": 1, "b": 2}, ns.get("__refused__")

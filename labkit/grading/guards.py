@@ -17,8 +17,16 @@ import operator
 import types
 from typing import Any
 
-from labkit.grading.restrict import MODULES, Refused, metaclass, module_allowed, torch_namespaces
-from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, LOAD, METHOD, STORE, TYPE
+from labkit.grading.restrict import (
+    KEYWORDS_DENIED,
+    MODULES,
+    Refused,
+    metaclass,
+    mode_class,
+    module_allowed,
+    torch_namespaces,
+)
+from labkit.grading.rewrite import ARG, ARG_MUTATORS, IOP, ITEM, KWARGS, LOAD, METHOD, STORE, TYPE
 
 # containers an item store, a method or an in-place operator may change when no module or class
 # holds them (see _foreign); their subclasses too
@@ -162,6 +170,8 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         found = type(obj)
         if issubclass(found, type):
             raise Refused(f"line {line}: a graded answer may not take the type of a class")
+        if mode_class(found):         # (selective checkpointing's modes: REPORT5 J2)
+            raise Refused(f"line {line}: a graded answer may not take the type of a mode")
         return found
 
     def inplace(value: Any, other: Any, op: str, line: int) -> Any:
@@ -178,10 +188,22 @@ def guards(answer: str, lesson: str, writable: tuple[type, ...], readable: tuple
         found = getattr(obj, name)
         if metaclass(found):          # type by another name makes any class (REPORT4 G3)
             raise Refused(f"line {line}: a graded answer may not use the metaclass '{name}'")
+        if mode_class(found):         # a mode of its own below autograd (REPORT5 J2)
+            raise Refused(f"line {line}: a graded answer may not use the mode class '{name}'")
+        return found
+
+    def kwargs(mapping: Any, line: int) -> dict[str, Any]:
+        """``f(**mapping)``'s keywords, refused where ``f(key=...)`` would be (``**{"options": ...}``
+        reached Inductor's compiler command past the policy's keyword check)."""
+        found = dict(mapping)
+        for key in found:
+            if key in KEYWORDS_DENIED:
+                raise Refused(f"line {line}: the keyword '{key}=' is not allowed in a graded answer")
         return found
 
     return {STORE: store, LOAD: load, IOP: inplace, ITEM: item, METHOD: method,
-            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind}
+            ARG: lambda fn, line: checked(fn, getattr(fn, "__name__", "?"), line, 1), TYPE: kind,
+            KWARGS: kwargs}
 
 
 class Seal:
@@ -273,15 +295,17 @@ def torch_state() -> dict[str, Any]:
 
 class OpWatch:
     """The dispatcher's operators and Python's registrations on them, taken before an answer
-    runs: :meth:`broken` names any registration since on torch's own operators, or any kernel
-    put on an operator that existed before (a backstop behind the policy's torch.library rules:
-    an aten kernel that made allclose say True forged 2.2 for the red team of session 24)."""
+    runs: :meth:`broken` names any registration since on torch's own operators, any kernel put
+    on an operator that existed before (a backstop behind the policy's torch.library rules: an
+    aten kernel that made allclose say True forged 2.2 for the red team of session 24), and any
+    Python kernel not torch's own put into an operator object's tables (REPORT5 J3)."""
 
     def __init__(self) -> None:
         from labkit import _torch
 
         torch_namespaces()                 # fixed now, before the answer defines any namespace
         self.ops, self.registered = _torch.operator_names(), _torch.library_registrations()
+        self.kernels = _torch.python_kernels()
 
     def broken(self) -> list[str]:
         """One line per registration since: torch's operators, kernels of existing ones."""
@@ -294,4 +318,9 @@ class OpWatch:
                 out.append(f"torch's operator {name} ({what})")
             elif what != "fake" and name.partition(".")[0] in self.ops:
                 out.append(f"the {what} kernel of the existing operator {name}")
+        # a Python kernel put straight into an operator's tables (REPORT5 J3), not by torch's own
+        # modules (which register theirs as they are first imported, measuring included)
+        for op, table, module in sorted(_torch.python_kernels() - self.kernels):
+            if module != "torch" and not module.startswith("torch."):
+                out.append(f"a Python kernel in {op}'s {table}")
         return out

@@ -15,6 +15,7 @@ with nbval, outside. :func:`check` is the same protocol inside a notebook's chec
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import types
@@ -53,12 +54,22 @@ def tensor(t: Any) -> dict[str, Any] | None:
 
 
 def from_dynamo(gm: Any) -> None:
-    """Refuse a graph a backend was not handed by Dynamo, compiling a frame right now: called by
-    hand with an object holding .graph.nodes and .forward, the recorder counted a "graph" and
-    recorded eager runs, and no compile happened at all (the fourth red team's G4)."""
+    """Refuse a graph a backend was not handed by Dynamo itself, compiling a frame right now: called
+    by hand with an object holding .graph.nodes and .forward, the recorder counted a "graph" and
+    recorded eager runs (the fourth red team's G4); called from a backend of the answer's, it was
+    handed Dynamo's graph of a trivial function with ``forward`` replaced by eager code, and its
+    ``run`` was returned to the answer to call by hand (REPORT5 J4). Called by Dynamo directly,
+    the graph is the one Dynamo traced and ``run`` goes to Dynamo's compiled code only."""
     if not (isinstance(gm, torch.fx.GraphModule) and _torch.dynamo_compiling()):
         raise RuntimeError("the backend was called by something other than torch.compile: "
                            "hand it to torch.compile(..., backend=backend)")
+    if not _torch.called_by_dynamo(1):          # (who called the backend that called this)
+        raise Refused("the check's backend was called by code of yours, not by torch.compile: "
+                      "pass it to torch.compile(..., backend=backend) itself")
+    shadowed = sorted(k for k in vars(gm) if callable(inspect.getattr_static(type(gm), k, None)))
+    if shadowed:                                # (an instance's forward hides the traced code)
+        raise Refused(f"the graph's '{shadowed[0]}' was replaced: the check runs the graph "
+                      "Dynamo traced")
 
 
 def recorder(calls: list[tuple[Any, ...]] | None = None
@@ -498,10 +509,23 @@ def _measure(task: str, ns: dict[str, Any], params: dict[str, Any], ctx: dict[st
     except NotImplementedError:
         return {"error": f"{', '.join(TASKS[task].answer) or 'the answer'} is not implemented yet"}
     except Exception as exc:  # noqa: BLE001 - reported by name only
+        refused = _refusal(exc)
+        if refused is not None:      # a recorder's refusal, wrapped by Dynamo (BackendCompilerFailed)
+            return {"refused": refused}
         if "NotImplementedError" in str(exc):          # a stub, wrapped by Triton's interpreter
             return {"error": f"{', '.join(TASKS[task].answer)} is not implemented yet"}
         return {"error": f"the check raised {type(exc).__name__} running your answer"}
     return found
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """The text of a :class:`Refused` that ``exc`` was raised from (or while handling), if any."""
+    found: BaseException | None = exc
+    for _ in range(8):
+        if found is None or isinstance(found, Refused):
+            break
+        found = found.__cause__ or found.__context__
+    return str(found) if isinstance(found, Refused) else None
 
 
 def emit_evidence(task: str, ns: dict[str, Any], params_json: str, ctx: dict[str, Any]) -> None:

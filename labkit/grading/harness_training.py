@@ -75,12 +75,19 @@ def _in112(p: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     return x, [(gen(s, p["d"], p["d"]) / p["d"] ** 0.5).requires_grad_() for s in p["w"]]
 
 
+# the modules whose dispatch handlers may stand between an answer and the count: torch's own
+# (selective checkpointing's caching modes) and the harness's
+TRUSTED_HANDLERS = ("torch.", "labkit.grading.")
+
+
 def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) -> dict[str, Any]:
     """Run ``fn`` forward and backward: its output and gradients, the bytes the forward leaves
     alive for the backward (every storage an op wrote that is still held once the forward
     returned, the output and the inputs excepted: checkpointing's own saves included, which
-    saved-tensor hooks do not see), and the matmuls (mm, addmm, bmm) run forward and during the
-    backward."""
+    saved-tensor hooks do not see), the matmuls (mm, addmm, bmm) run forward and during the
+    backward, and how many ops reached the count from inside a handler that is not torch's own
+    (a mode entered above this one, e.g. as checkpoint's recompute context, sees each op first
+    and may answer it with other ops: REPORT5 J2's matmuls as mul and sum)."""
     import gc
 
     aten = torch.ops.aten
@@ -88,10 +95,12 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
     class Ops(_torch.dispatch_mode_base()):
         def __init__(self) -> None:
             super().__init__()
-            self.mm, self.refs = 0, []
+            self.mm, self.refs, self.foreign = 0, [], 0
 
         def __torch_dispatch__(self, func: Any, kinds: Any, args: Any = (), kwargs: Any = None
                                ) -> Any:
+            self.foreign += any(not m.startswith(TRUSTED_HANDLERS)
+                                for m in _torch.python_handlers()[1:])     # (this one first)
             out = func(*args, **(kwargs or {}))
             self.mm += func in (aten.mm.default, aten.addmm.default, aten.bmm.default)
             for o in out if isinstance(out, tuple | list) else (out,):
@@ -112,6 +121,7 @@ def _kept(fn: Callable[..., Any], x: torch.Tensor, weights: list[torch.Tensor]) 
     with Ops() as backward:
         grads = torch.autograd.grad(out.sum(), [x, *weights])
     return {"out": out, "grads": grads, "kept": sum(alive.values()),
+            "foreign_ops": forward.foreign + backward.foreign,
             "recomputed_mm": backward.mm - 2 * forward.mm, "backward_mm": backward.mm,
             "forward_mm": forward.mm}
 
@@ -135,14 +145,18 @@ def _r112(p: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
             # one per layer: a forward that also works out the gradients (the second red team of
             # session 24: the backward then needs no matmul and keeps almost nothing) runs more
             {"field": "forward_mm", "rule": "at_most", "value": len(weights),
-             "say": "the forward runs {got} matmuls, more than the block's {limit}"}]
+             "say": "the forward runs {got} matmuls, more than the block's {limit}"},
+            {"field": "foreign_ops", "rule": "at_most", "value": 0,
+             "say": "{got} operators were answered by a dispatch handler that is not torch's "
+                    "(a mode of your own, or the notebook's): the check counts what torch runs"}]
 
 
 def _m112(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     found = _kept(ns["block_lean"], *_in112(p))
     return {"out": tensor(found["out"]), "grads": [tensor(g) for g in found["grads"]],
             "kept": found["kept"], "recomputed_mm": found["recomputed_mm"],
-            "backward_mm": found["backward_mm"], "forward_mm": found["forward_mm"]}
+            "backward_mm": found["backward_mm"], "forward_mm": found["forward_mm"],
+            "foreign_ops": found["foreign_ops"]}
 
 
 # -- Tasks 12.1-12.4: SensorNet, the exercise notebook's own model -------------------------------

@@ -87,10 +87,16 @@ ATTRS_DENIED = ATTRS_NEVER | frozenset({
     "register_multi_grad_hook", "assume_constant_result", "set_default_backend", "wrap_numpy",
     # opaque to Dynamo the way a custom op is (run eagerly, or traced without guards), and
     # torch.ops' importer of any module by name
-    "nonstrict_trace", "import_module", "py_impl", "py_kernels", "exec",
+    "nonstrict_trace", "import_module", "exec",
     # containers that write through to another one they were handed (REPORT4 G1: a ChainMap or
     # a UserDict whose data is a lesson's dict changed it past the guards, which see the wrapper)
-    "ChainMap", "UserDict", "UserList", "UserString", "proxy"})
+    "ChainMap", "UserDict", "UserList", "UserString", "proxy",
+    # dispatch and function modes (torch.utils.checkpoint re-exports TorchDispatchMode: REPORT5
+    # J2); a mode's class is refused wherever it is reached (:func:`mode_class`)
+    "TorchDispatchMode", "TorchFunctionMode",
+    # an operator's Python kernels and its ways around the dispatcher (REPORT5 J3: a handler put
+    # into aten.mul.Tensor.python_key_table replaced the operator under a mode's class)
+    "python_key_table", "functorch_table", "redispatch", "decompose", "py_kernels", "py_impl"})
 # names of the same families, by pattern: unsafe guard switches, caches and pickles from files
 ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$|^set_default")
 # The attribute names an answer's own classes define or assign (`self.config`, `def reset`) are
@@ -99,8 +105,10 @@ ATTRS_DENIED_PATTERN = re.compile(r"unsafe|^load_|^save_(?!for_)|pickle|_hooks?$
 OWN_NEVER = re.compile(r"unsafe|pickle|_hooks?$")
 ASSIGNABLE_ROOTS = frozenset({"self", "ctx", "cls"})
 # the special methods an answer may define (a __setattr__ or __getattr__ of its own would see
-# whatever a library call stores into or reads from its objects)
-DUNDER_METHODS = frozenset({"__init__", "__call__", "__torch_dispatch__"})
+# whatever a library call stores into or reads from its objects; a __torch_dispatch__ of its own,
+# a mode or a tensor subclass, answers torch's operators with what it likes below autograd, under
+# the modes that measure: REPORT5 J2's recomputed matmuls as mul and sum). No task's answer needs one.
+DUNDER_METHODS = frozenset({"__init__", "__call__"})
 # keyword arguments that reach a compiler's configuration (Inductor's options name the C++ compiler
 # it runs: a command of the answer's choosing)
 KEYWORDS_DENIED = frozenset({"options", "allow_pickle", "weights_only"})   # (pickles: F2 below)
@@ -225,7 +233,7 @@ class _Policy(ast.NodeVisitor):
 
         value = getattr(importlib.import_module(module), name, None) if module != "__future__" else None
         if denied(name) or (name in BUILTINS_DENIED and value is getattr(builtins, name, 0)) or \
-                metaclass(value) or (
+                metaclass(value) or mode_class(value) or (
                 isinstance(value, types.ModuleType) and not module_allowed(value, self.modules)):
             self.refuse(node, f"'from {module} import {name}' is not allowed in a graded answer")
 
@@ -427,7 +435,7 @@ def public_names(extra: tuple[str, ...] = ()) -> frozenset[str]:
             if name.startswith("_"):
                 continue
             value = getattr(space, name, None)
-            if metaclass(value):      # numbers.ABCMeta is `type` by another name (REPORT4 G3)
+            if metaclass(value) or mode_class(value):  # (ABCMeta is `type` by another name: G3)
                 metaclasses.add(name)
             if isinstance(value, types.ModuleType) and name not in KEEP:
                 continue
@@ -439,6 +447,17 @@ def metaclass(value: Any) -> bool:
     """Whether ``value`` is a class of classes (``type``, ``abc.ABCMeta``, ``enum.EnumMeta``):
     called with three arguments it makes a class with any special method."""
     return isinstance(value, type) and issubclass(value, type)
+
+
+def mode_class(value: Any) -> bool:
+    """Whether ``value`` is a dispatch or function mode's class (torch's own included: a subclass
+    of selective checkpointing's caching mode inherits its hooks)."""
+    from torch.overrides import TorchFunctionMode
+
+    from labkit import _torch
+
+    return isinstance(value, type) and issubclass(value, (_torch.dispatch_mode_base(),
+                                                          TorchFunctionMode))
 
 
 def check_source(source: str, filename: str, extra: tuple[str, ...] = ()) -> types.CodeType:
@@ -467,8 +486,8 @@ def allowed_context(ctx: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[st
             continue
         if type(value).__module__.startswith(("IPython", "ipykernel", "labkit.grading")):
             continue                       # the shell (run_cell!), the harness's own objects
-        if _opaque(value, LIBRARY in extra):
-            continue
+        if _opaque(value, LIBRARY in extra) or mode_class(value) or mode_class(type(value)):
+            continue                       # (a lesson's mode: the counting modes' peer)
         out[name] = value
     return out
 

@@ -14,6 +14,7 @@ import ast
 # policy refuses in a student's source, so only the rewritten code can reach them.
 STORE, LOAD, IOP, ITEM = "__labkit_store__", "__labkit_load__", "__labkit_iop__", "__labkit_item__"
 METHOD, ARG, TYPE = "__labkit_method__", "__labkit_arg__", "__labkit_type__"
+KWARGS = "__labkit_kwargs__"
 # Mutation without a store: methods that change their container (list, dict, set, deque, bytearray,
 # OrderedDict, Counter) or an nn.Module in place. Every read of one of these attributes goes through
 # the method guard, which refuses it on what a loaded module holds (the same rule as an item store).
@@ -42,13 +43,16 @@ def _root(node: ast.AST) -> ast.AST:
 
 
 def _under_ops(node: ast.Attribute) -> bool:
-    """``torch.ops.<namespace>.<op>...``: operator names are the answer's own (custom ops)."""
+    """``torch.ops.<namespace>``, ``.<op>`` or ``.<overload>``: operator names are the answer's
+    own (custom ops). Not what lies below an overload: its Python-kernel tables and the like are
+    read like any other attribute (REPORT5 J3: a handler in aten.mul.Tensor.python_key_table)."""
     chain = []
     value: ast.AST = node.value
     while isinstance(value, ast.Attribute):
         chain.append(value.attr)
         value = value.value
-    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"]
+    return isinstance(value, ast.Name) and value.id == "torch" and chain[-1:] == ["ops"] and \
+        len(chain) <= 3
 
 
 class Rewriter(ast.NodeTransformer):
@@ -67,6 +71,9 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        for kw in node.keywords:
+            if kw.arg is None:        # f(**d): its keys are checked as the policy checks f(k=v)
+                kw.value = self._call(KWARGS, kw.value, ast.Constant(getattr(node, "lineno", 0)))
         if isinstance(node.func, ast.Name) and node.func.id == "type":    # (one argument: policy)
             return self._call(TYPE, *node.args, ast.Constant(getattr(node, "lineno", 0)))
         return node
