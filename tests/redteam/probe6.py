@@ -1,0 +1,13 @@
+"""Red team 6: load one answer of fix_attacks6.py as 7.1's harness does and print the refusal/error."""
+import sys
+sys.path.insert(0, "tests"); sys.path.insert(0, "tests/redteam")
+from fix_attacks6 import ATTACKS, HONEST
+import fairness
+from labkit.grading import harness, judge
+task, name = sys.argv[1], sys.argv[2]
+src = {**ATTACKS, **HONEST}[task, name]
+if task == "7.1":
+    src = judge.library_source(src, ("softmax_kernel",))
+ns, _ = fairness.run_cells(task, None if task == "7.1" else "", until_check=False, seed=5)
+loaded = harness.load_answer(task, src, ns)
+print({k: loaded.get(k) for k in ("__refused__", "__error__")})
