@@ -60,3 +60,19 @@ def test_71_min_key_device_call_forgery_fails() -> None:
 def test_71_min_key_device_call_control_fails() -> None:
     problems = _graded("7.1", "min_key_device_call_control")
     assert any("differ from torch.softmax" in p for p in problems), problems
+
+
+# -- honest 7.1 variants -----------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT6 K2: `-math.inf` inside the kernel (works in Triton's interpreter and "
+                          "compiled Triton) is refused: the kernel may read no module but Triton's")
+def test_71_math_inside_kernel_passes() -> None:
+    problems = _graded("7.1", "math_in_kernel")
+    assert not problems, problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for t, n in HONEST if t == "7.1" and n != "math_in_kernel"))
+def test_71_honest_variant_passes(name: str) -> None:
+    problems = _graded("7.1", name)
+    assert not problems, problems
