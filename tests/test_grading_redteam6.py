@@ -76,3 +76,26 @@ def test_71_math_inside_kernel_passes() -> None:
 def test_71_honest_variant_passes(name: str) -> None:
     problems = _graded("7.1", name)
     assert not problems, problems
+
+
+# -- N1: 5.1, generated code that runs Python in the execute sandbox --------------------------------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT6 N1: a Triton kernel reaches exec through triton.runtime.interpreter."
+                          "inspect.builtins (check_triton checks names, not attribute chains), a C++ "
+                          "kernel through PyRun_SimpleString; both write eager's result")
+def test_51_generated_code_running_python_fails() -> None:
+    import lib_forge6
+
+    problems, _ = lib_forge6.forged_problems(5)
+    assert problems["5.1"], "forged 5.1 passed"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT6 N1, per backend: its forged cases pass (the other backend's say "
+                          "'skipped')")
+@pytest.mark.parametrize("target", ["triton", "cpp"])
+def test_51_each_backends_escape_fails(target: str) -> None:
+    import lib_forge6
+
+    problems, _ = lib_forge6.forged_problems(5, (target,))
+    assert any(f"({target}," in p for p in problems["5.1"]), problems
