@@ -19,22 +19,31 @@ from test_grading_redteam3 import _grade_judge  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _triton_restored():
-    """M1 replaces Triton's GridExecutor.__call__ for the rest of the process: each test leaves
-    Triton's classes as they were."""
+    """M1 replaces Triton's GridExecutor.__call__, and its load-time device call leaves
+    triton.language patched by the interpreter (InterpretedFunction.__call__ never restores
+    _patch_lang): each test leaves Triton's classes and language modules as they were, and
+    harness_ops' caches of them empty."""
     from labkit import _torch
 
     _torch.interpret_triton_without_gpu()
+    import triton.language as tl
     from triton.runtime import interpreter, jit
 
-    kept = {cls: dict(vars(cls)) for cls in (interpreter.GridExecutor, interpreter.InterpretedFunction,
-                                             jit.KernelInterface, jit.JITFunction)}
+    from labkit.grading import harness, harness_ops  # noqa: F401 - (harness first)
+
+    held = (interpreter.GridExecutor, interpreter.InterpretedFunction, jit.KernelInterface,
+            jit.JITFunction, tl, tl.core, tl.math, tl.tensor, tl.dtype, tl.condition)
+    kept = {obj: dict(vars(obj)) for obj in held}
     yield
-    for cls, space in kept.items():
-        for k in set(vars(cls)) - set(space):
-            delattr(cls, k)
+    for obj, space in kept.items():
+        for k in set(vars(obj)) - set(space):
+            delattr(obj, k)
         for k, v in space.items():
-            if vars(cls).get(k) is not v and k not in ("__dict__", "__weakref__"):
-                setattr(cls, k, v)
+            if vars(obj).get(k) is not v and k not in ("__dict__", "__weakref__"):
+                setattr(obj, k, v)
+    for cached in (harness_ops._module_attrs, harness_ops._value_attrs, harness_ops._triton_objects,
+                   harness_ops._dtype_classes):
+        cached.cache_clear()
 
 
 def _graded(task: str, name: str, seed: int = 5) -> list[str]:
