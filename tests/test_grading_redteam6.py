@@ -66,6 +66,14 @@ def test_71_min_key_device_call_forgery_fails() -> None:
     assert problems, "forged 7.1 passed"
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT6 M1b: the same route; the payload is an item of Triton's "
+                          "InterpretedFunction.rewritten_fn (the kernel's checked source never runs)")
+def test_71_rewritten_fn_item_forgery_fails() -> None:
+    problems = _graded("7.1", "rewritten_fn_item")
+    assert problems, "forged 7.1 passed"
+
+
 def test_71_min_key_device_call_control_fails() -> None:
     problems = _graded("7.1", "min_key_device_call_control")
     assert any("differ from torch.softmax" in p for p in problems), problems

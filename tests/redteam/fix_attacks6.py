@@ -93,3 +93,18 @@ _v("fstring_static_print", _C.replace("row = tl.program_id(0)\n", "row = tl.prog
 _v("kernel_docstring_def_word", _C.replace("BLOCK: tl.constexpr):\n",
    'BLOCK: tl.constexpr):\n    """Row softmax.\n\n    define: one program per row; two passes over the row.\n    """\n', 1))
 
+
+# M1b: the same route, the payload a dict item instead of a class attribute: Triton's cache of
+# rewritten functions gets, for the kernel's own function, a lambda that copies torch's softmax
+# into the launch's `out` (found in GridExecutor.__call__'s frame); the kernel's checked source is
+# never compiled. Sealing Triton's class attributes alone would not see it.
+ATTACKS["7.1", "rewritten_fn_item"] = ATTACKS["7.1", "min_key_device_call"].replace(
+    '''    members = dict(inspect.getmembers(inspect))
+    put = dict(inspect.getmembers(members["builtins"]))["setattr"]
+    put(GridExecutor, "__call__", lambda self, *a, **k: a[0].copy_(a[1].softmax(-1)))
+''', '''    frame = inspect.currentframe
+    grab = inspect.getmembers
+    InterpretedFunction.rewritten_fn[softmax_kernel.fn] = lambda *a, **k: [
+        d[0].copy_(d[1].softmax(-1)) for d in [dict(grab(dict(grab(frame()))["f_back"]))["f_locals"]["args_dev"]]]
+''')
+assert "rewritten_fn" in ATTACKS["7.1", "rewritten_fn_item"]
