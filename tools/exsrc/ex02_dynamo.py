@@ -96,7 +96,8 @@ nc.check_predictions("2.1", predict_compiles, sequences, measure, "sequences", "
 # `train_fixed(w, grads, lrs, backend)`: the same results (final `w` and the list of norms, as
 # Python floats) with **at most two graphs compiled in total and no graph break**, whatever the
 # schedule's length, learning rates or tensor size. Compile with `torch.compile(...,
-# backend=backend)`; the check passes a cheap backend.
+# backend=backend)`, handing `backend` to `torch.compile` as it is (the check passes a cheap
+# backend that records the graphs; a backend of your own around it is refused).
 # %% id=storm
 def train_storm(w, grads, lrs, backend="eager", momentum=0.9):
     v = torch.zeros_like(w)
