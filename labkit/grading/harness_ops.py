@@ -21,6 +21,7 @@ import torch
 
 from labkit import _torch
 from labkit.grading import nbcheck as nc
+from labkit.grading.guards import CodeSeal
 from labkit.grading.harness import close_rule, gen, tensor
 from labkit.grading.restrict import Refused
 
@@ -213,7 +214,11 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
         for each in kernels:         # every jit function of the answer, not just the launched one
             _triton_names_kept(each)
             kernel_reads_only_its_own(each)
-        return launch(kernel, x, block)
+        _runtime_kept(ns, kernels)
+        try:
+            return launch(kernel, x, block)
+        finally:
+            _runtime_kept(ns, kernels, launched=True)
 
     found = _outputs71(p, run)
     _triton_names_kept(kernel)
@@ -238,6 +243,44 @@ def answer_kernels(ns: dict[str, Any]) -> list[Any]:
         if all(value is not k for k in found):
             found.append(value)
     return found
+
+
+@cache
+def _triton_before_answers() -> CodeSeal:
+    """Triton's interpreter and jit runtime as they are before any answer runs (taken at the first
+    7.1 file checked: the answer loads after), and the allow-lists below computed from it (REPORT6
+    K3: a device call outside a launch leaves ``tl`` patched, which a later first use would see)."""
+    _module_attrs(), _value_attrs(), _triton_objects(), _dtype_classes()
+    return CodeSeal(_torch.triton_runtime_modules())
+
+
+def _runtime_kept(ns: dict[str, Any], kernels: list[Any], launched: bool = False) -> None:
+    """Refused if Triton's runtime changed since :func:`_triton_before_answers` (REPORT6 M1), if an
+    interpreted kernel would recompile another function than its checked one, or if Triton's cache
+    of recompiled functions holds one of the answer's before a launch (M1b: a lambda in the
+    kernel's place); after a launch, the answer's entries are dropped, so each launch recompiles
+    the checked source and an entry found before one was put there by something else."""
+    changed = _triton_before_answers().broken()
+    if changed:
+        raise Refused(f"your answer changed Triton's {changed[0]}, which the check launches with")
+    interpreted = _torch.triton_kernel_types()[1]
+    for each in kernels:
+        fn = _torch.jit_kernel_function(each)
+        if type(each) is interpreted and _torch.triton_rewriter_function(each) is not fn:
+            raise Refused(f"{fn.__name__ if fn else 'a kernel'} would run other code than its own")
+    cache, wrong = _torch.triton_rewritten_functions(), []
+    for key, value in list(cache.items()):      # (what is wrong is dropped too: the next answer's
+        if type(key) is not types.FunctionType or type(value) is not types.FunctionType or \
+                value.__globals__ is not key.__globals__ or value.__name__ != key.__name__ or \
+                value.__code__.co_filename != key.__code__.co_filename:      # check starts clean)
+            wrong.append("a function that is not a kernel's recompiled source")
+        elif key.__globals__ is ns:
+            wrong += [] if launched else [f"{key.__name__}, which no launch of the check put there"]
+        else:
+            continue
+        del cache[key]
+    if wrong:
+        raise Refused(f"Triton's cache of recompiled kernels holds {wrong[0]}")
 
 
 def _triton_names_kept(kernel: Any) -> None:
@@ -275,11 +318,12 @@ def file_shape71(source: str) -> None:
     """Refused unless a 7.1 answer is only imports of triton/math, ``@triton.jit`` functions (as
     the decorator, keyword options literal, defaults constant) and constants (literals, names,
     arithmetic and the calls :data:`FILE_CALLS` and ``math.*``)."""
+    _triton_before_answers()
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return                        # check_source reports it
-    aliases = _file_aliases(tree)
+    aliases, constants = _file_aliases(tree), _file_constants(tree)
     # (the interpreter's names as the interpreter binds them, or not at all: its recompiled
     # kernels call `interpreter_semantic` from the kernel's module)
     for name in sorted(set(aliases) & _torch.triton_interpreter_names()):
@@ -296,7 +340,7 @@ def file_shape71(source: str) -> None:
                 raise Refused(f"line {node.lineno}: {node.name} is not a @triton.jit function (a 7.1 "
                               "answer's functions are @triton.jit kernels and helpers only)")
             for sub in [*node.args.defaults, *node.args.kw_defaults]:
-                _constant(sub, aliases) if sub is not None else None
+                _constant(sub, aliases, constants) if sub is not None else None
             for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
                         node.args.vararg, node.args.kwarg]:
                 if arg is not None and arg.annotation is not None and \
@@ -312,7 +356,7 @@ def file_shape71(source: str) -> None:
                 raise Refused(f"line {node.lineno}: a 7.1 answer may assign only names")
             if isinstance(node, ast.AnnAssign) and _dotted(node.annotation) is None:
                 raise Refused(f"line {node.lineno}: a constant's annotation may only name a type")
-            _constant(node.value, aliases)
+            _constant(node.value, aliases, constants)
         elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             raise Refused(f"line {node.lineno}: a 7.1 answer may hold only @triton.jit functions "
                           "and constants (no classes, plain functions or other statements)")
@@ -377,8 +421,36 @@ def _jit_decorator(node: ast.expr, aliases: dict[str, str | None]) -> bool:
     return _resolve(_dotted(node), aliases) == "triton.jit"
 
 
-def _constant(node: ast.expr, aliases: dict[str, str | None]) -> None:
-    """Refused unless ``node`` computes a constant without running anything of the answer's."""
+def _file_constants(tree: ast.Module) -> frozenset[str]:
+    """The names a 7.1 file binds only by assignments (never by a ``def``, a class or an import)."""
+    assigned, other = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigned |= {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            other.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            other |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return frozenset(assigned - other)
+
+
+def _constant_name(dotted: str, aliases: dict[str, str | None], constants: frozenset[str]) -> bool:
+    """A name or chain a constant may read: another constant of the file, or what tl, math and
+    triton.cdiv/next_power_of_2 hold (by public names): never a function of the file's."""
+    if dotted in constants:
+        return True
+    found = _resolve(dotted, aliases) or "_"
+    return not any(p.startswith("_") for p in found.split(".")) and (
+        found in ("math", "triton.language", "triton.cdiv", "triton.next_power_of_2")
+        or found.startswith(("math.", "triton.language.")))
+
+
+def _constant(node: ast.expr, aliases: dict[str, str | None], constants: frozenset[str]) -> None:
+    """Refused unless ``node`` computes a constant without running anything of the answer's: no
+    keyword (``min(t, key=f)`` called a jit function at load time: REPORT6 M1) and no name but
+    the file's other constants and the allowed modules' public names."""
+    seen: set[int] = set()            # (the parts of a call's function or of a checked chain)
     for sub in ast.walk(node):
         if not isinstance(sub, CONSTANT_NODES) or \
                 isinstance(sub, ast.Attribute) and _dotted(sub) is None:
@@ -389,6 +461,16 @@ def _constant(node: ast.expr, aliases: dict[str, str | None]) -> None:
             if called not in FILE_CALLS and not called.startswith("math."):
                 raise Refused(f"line {sub.lineno}: a 7.1 answer's constants may call only "
                               f"{', '.join(sorted(FILE_CALLS))} and math's functions")
+            if sub.keywords:
+                raise Refused(f"line {sub.lineno}: a 7.1 answer's constants may call functions "
+                              "with positional arguments only (no keywords)")
+            seen |= {id(part) for part in ast.walk(sub.func)}
+        elif isinstance(sub, ast.Name | ast.Attribute) and id(sub) not in seen:
+            seen |= {id(part) for part in ast.walk(sub)}
+            if not _constant_name(_dotted(sub) or "_", aliases, constants):
+                raise Refused(f"line {sub.lineno}: a 7.1 answer's constant may read '{_dotted(sub)}' "
+                              "only if it is another constant of the file, or of tl, triton.language "
+                              "or math (never a function of the file's)")
 
 
 # -- what a 7.1 kernel may read ---------------------------------------------------------------------
@@ -423,16 +505,20 @@ def _triton_object(value: Any) -> bool:
 
 
 @cache
-def _module_attrs() -> dict[int, frozenset[str]]:
-    """Per module a kernel may name (by id): the attributes it may read of it."""
+def _module_attrs() -> types.MappingProxyType[int, frozenset[str]]:
+    """Per module a kernel may name (by id): the attributes it may read of it (tl's from its
+    ``__all__``: the interpreter's leftover patches, ``static_print = print``, are no Triton
+    objects, REPORT6 K3)."""
     import triton
     import triton.language as tl
 
-    def public(module: types.ModuleType) -> frozenset[str]:
-        return frozenset(n for n in dir(module) if not n.startswith("_")
-                         and _triton_object(getattr(module, n)))
+    def public(module: types.ModuleType, names: Any) -> frozenset[str]:
+        return frozenset(n for n in names if not n.startswith("_")
+                         and (_triton_object(getattr(module, n)) or module is tl))
 
-    return {id(triton): TRITON_ATTRS, id(tl): public(tl) | {"math"}, id(tl.math): public(tl.math)}
+    language = public(tl, [n for n in tl.__all__ if not isinstance(getattr(tl, n), types.ModuleType)])
+    return types.MappingProxyType({id(triton): TRITON_ATTRS, id(tl): language | {"math"},
+                                   id(tl.math): public(tl.math, dir(tl.math))})
 
 
 @cache
@@ -458,7 +544,7 @@ def _triton_objects() -> frozenset[int]:
     import triton.language as tl
 
     return frozenset(id(getattr(m, n)) for m in (triton, tl, tl.math)
-                     for n in _module_attrs()[id(m)])
+                     for n in _module_attrs()[id(m)] if _triton_object(getattr(m, n)))
 
 
 @cache
@@ -557,7 +643,8 @@ def _global_ok(name: str, value: Any, scope: dict[str, Any], kernel: str, seen: 
         kernel_reads_only_its_own(value, seen)
         return
     raise Refused(f"{kernel} reads '{name}', which is not Triton's, a @triton.jit helper of its "
-                  "file or a constant")
+                  "file or a constant (bind what it needs to a constant of the file, "
+                  "e.g. NEG_INF = -math.inf, and read that)")
 
 
 def _module_named(node: ast.AST, local: set[str], scope: dict[str, Any]) -> types.ModuleType | None:
