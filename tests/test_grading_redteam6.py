@@ -126,7 +126,8 @@ CONSTANTS_REFUSED = {
 }
 CONSTANTS_KEPT = ['import math\nNEG = -math.inf', 'NEG = tl.constexpr(float("-inf"))', "ACC = tl.float32",
                   "B = triton.next_power_of_2(100)\nD = max(B * 2, 16)",
-                  "from triton.language import float32\nF = float32", "C = triton.language.float16"]
+                  "from triton.language import float32\nF = float32", "C = triton.language.float16",
+                  "jit = triton.jit\nlanguage = triton.language"]
 HEAD = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef side(v):\n    return v\n\n\n"
 
 

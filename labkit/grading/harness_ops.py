@@ -436,13 +436,14 @@ def _file_constants(tree: ast.Module) -> frozenset[str]:
 
 
 def _constant_name(dotted: str, aliases: dict[str, str | None], constants: frozenset[str]) -> bool:
-    """A name or chain a constant may read: another constant of the file, or what tl, math and
-    triton.cdiv/next_power_of_2 hold (by public names): never a function of the file's."""
+    """A name or chain a constant may read: another constant of the file, what tl and math hold
+    and the names a kernel may read of triton (``from triton import jit`` is cut to ``jit =
+    triton.jit``), by public names: never a function of the file's."""
     if dotted in constants:
         return True
     found = _resolve(dotted, aliases) or "_"
     return not any(p.startswith("_") for p in found.split(".")) and (
-        found in ("math", "triton.language", "triton.cdiv", "triton.next_power_of_2")
+        found in ("math", *(f"triton.{n}" for n in TRITON_ATTRS))
         or found.startswith(("math.", "triton.language.")))
 
 
