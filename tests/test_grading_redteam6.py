@@ -1,6 +1,7 @@
 """Sixth red team (session 26, issue 29): answers that still gain points without a correct answer,
-and honest answers that lose them, as strict xfails (each passes once grading is fixed). Answers:
-tests/redteam/fix_attacks6.py; why each works and the suggested fix: tests/redteam/REPORT6.md.
+and honest answers that lose them. 7.1's (M1, M1b, K2, K3) are fixed: tests that the forgeries
+fail, with a test per layer; the rest are strict xfails (each passes once grading is fixed).
+Answers: tests/redteam/fix_attacks6.py; why each works: tests/redteam/REPORT6.md.
 """
 
 from __future__ import annotations
