@@ -514,6 +514,30 @@ def triton_interpreter_names() -> frozenset[str]:
     return frozenset(vars(_api("triton.runtime.interpreter")))
 
 
+def triton_runtime_modules() -> list[types.ModuleType]:
+    """Triton's modules an interpreted launch runs through: the interpreter (GridExecutor,
+    InterpretedFunction, FunctionRewriter, _patch_lang) and the jit runtime (KernelInterface,
+    JITFunction)."""
+    return [_api("triton.runtime.interpreter"), _api("triton.runtime.jit")]
+
+
+def triton_rewritten_functions() -> dict[Any, Any]:
+    """The interpreter's cache of recompiled functions: a jit function's Python function -> what
+    its source compiled to, which every later launch or device call runs (triton 3.9:
+    ``InterpretedFunction.rewritten_fn``, filled by ``InterpretedFunction.rewrite``)."""
+    return _api("triton.runtime.interpreter", "InterpretedFunction", "rewritten_fn")
+
+
+def triton_rewriter_function(obj: Any) -> types.FunctionType | None:
+    """The function whose source an interpreted kernel recompiles when it runs, if ``obj`` is
+    exactly an InterpretedFunction whose rewriter is exactly Triton's FunctionRewriter."""
+    rewriter = vars(obj).get("rewriter") if type(obj) is triton_kernel_types()[1] else None
+    if type(rewriter) is not _api("triton.runtime.interpreter", "FunctionRewriter"):
+        return None
+    fn = vars(rewriter).get("fn")
+    return fn if type(fn) is types.FunctionType else None
+
+
 def jit_kernel_function(obj: Any) -> types.FunctionType | None:
     """The Python function a ``@triton.jit`` kernel was made from, if ``obj``'s type is exactly
     Triton's JITFunction or InterpretedFunction (never a subclass or another KernelInterface);

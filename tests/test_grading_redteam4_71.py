@@ -90,7 +90,10 @@ ROUTES = {
     "second_def_line": ('    s = """\ndef softmax_kernel(out_ptr):\n    pass\n"""\n', "one line that begins with 'def'"),
 }
 CONSTANTS = {   # a module name bound to something a kernel may not read, then read by the kernel
-    "a_module": ("STASH = torch\n", "    STASH.zeros(1)\n", "reads 'STASH'"),
+    # (math passes the file's constant rule: the kernel check refuses it)
+    "a_module": ("import math\nSTASH = math\n", "    STASH.floor(1)\n", "reads 'STASH'"),
+    # (refused at load since REPORT6 M1: a constant names only constants, tl's and math's names)
+    "a_notebook_module": ("STASH = torch\n", "    STASH.zeros(1)\n", "may read 'torch'"),
     # (refused at load since REPORT5: a 7.1 file holds jit functions and constants only)
     "a_function": ("def helper(x):\n    return x\n", "    helper(1)\n", "helper is not a @triton.jit function"),
 }

@@ -1,6 +1,7 @@
 """Sixth red team (session 26, issue 29): answers that still gain points without a correct answer,
-and honest answers that lose them, as strict xfails (each passes once grading is fixed). Answers:
-tests/redteam/fix_attacks6.py; why each works and the suggested fix: tests/redteam/REPORT6.md.
+and honest answers that lose them. 7.1's (M1, M1b, K2, K3) are fixed: tests that the forgeries
+fail, with a test per layer; the rest are strict xfails (each passes once grading is fixed).
+Answers: tests/redteam/fix_attacks6.py; why each works: tests/redteam/REPORT6.md.
 """
 
 from __future__ import annotations
@@ -56,36 +57,118 @@ def _graded(task: str, name: str, seed: int = 5) -> list[str]:
     return _grade_judge(task, source, seed)
 
 
+def _refusal(source: str, vet: object = None) -> str | None:
+    """The refusal 7.1's harness reports for ``source`` (cut as grading cuts it) at seed 5; with
+    ``vet``, that in place of file_shape71 (to test the layers behind it)."""
+    import dataclasses
+
+    import fairness
+
+    from labkit.grading import evidence as ev
+    from labkit.grading import harness, judge
+    from labkit.grading import nbcheck as nc
+
+    fix = harness.TASKS["7.1"]
+    ns, _ = fairness.run_cells("7.1", None, until_check=False, seed=5)
+    if vet is not None:
+        harness.TASKS["7.1"] = dataclasses.replace(fix, vet=vet)
+    try:
+        loaded = harness.load_answer("7.1", judge.library_source(source, ("softmax_kernel",)), ns)
+        with fairness.grade_seed(5):
+            params = ev.canonical(fix.params(nc.rng("7.1")))
+        return harness.measure("7.1", loaded, params, ns).get("refused")
+    finally:
+        harness.TASKS["7.1"] = fix
+
+
 # -- M1: 7.1, a constant `min((1,), key=side)` calls a jit function at load time ------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT6 M1: min's key= calls a @triton.jit function as a device function at "
-                          "load time; the interpreter runs its source unguarded and it replaces "
-                          "Triton's GridExecutor.__call__")
-def test_71_min_key_device_call_forgery_fails() -> None:
-    problems = _graded("7.1", "min_key_device_call")
-    assert problems, "forged 7.1 passed"
+# closed at the root (file_shape71: a constant calls with positional arguments only and names
+# only other constants and tl/triton.language/math's public names), and behind it by
+# harness_ops._runtime_kept (Triton's runtime code sealed before any answer runs, its cache of
+# recompiled functions holding none of the answer's before a launch)
+M1 = ["min_key_device_call", "rewritten_fn_item", "rewritten_fn_item_hidden", "rewritten_fn_item_named"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT6 M1b: the same route; the payload is an item of Triton's "
-                          "InterpretedFunction.rewritten_fn (the kernel's checked source never runs)")
-def test_71_rewritten_fn_item_forgery_fails() -> None:
-    problems = _graded("7.1", "rewritten_fn_item")
+@pytest.mark.parametrize("name", M1)
+def test_71_load_time_device_call_forgery_fails(name: str) -> None:
+    problems = _graded("7.1", name)
     assert problems, "forged 7.1 passed"
+    assert "no keywords" in (_refusal(ATTACKS["7.1", name]) or "")
 
 
 def test_71_min_key_device_call_control_fails() -> None:
     problems = _graded("7.1", "min_key_device_call_control")
-    assert any("differ from torch.softmax" in p for p in problems), problems
+    assert problems, "the control passed"
+
+
+@pytest.mark.parametrize("name,says", [("min_key_device_call", "changed Triton's triton.runtime"
+                                        ".interpreter.GridExecutor"),
+                                       ("rewritten_fn_item", "Triton's cache of recompiled kernels"),
+                                       ("rewritten_fn_item_hidden", "is not a kernel's recompiled"),
+                                       ("rewritten_fn_item_named", "softmax_kernel, which no launch")])
+def test_71_patched_triton_runtime_refused_without_file_shape(name: str, says: str) -> None:
+    """The second layer alone: file_shape71 replaced by the snapshot it takes first, the load-time
+    device call runs, and the launch check refuses what it left in Triton."""
+    from labkit.grading import harness_ops
+
+    refused = _refusal(ATTACKS["7.1", name], vet=lambda source: harness_ops._triton_before_answers())
+    assert refused is not None and says in refused, refused
+
+
+CONSTANTS_REFUSED = {
+    "keyword": "C = min((1,), key=side)",
+    "function positional": "C = min((1,), side)",
+    "function in a tuple": "C = (1, side)",
+    "function as a default": "@triton.jit\ndef k(x, f=side):\n    pass",
+    "unbound name": "C = inf",
+    "triton runtime": "C = triton.runtime.interpreter.GridExecutor",
+    "private name": "C = tl._x",
+    "keyword of constexpr": "C = tl.constexpr(value=3)",
+}
+CONSTANTS_KEPT = ['import math\nNEG = -math.inf', 'NEG = tl.constexpr(float("-inf"))', "ACC = tl.float32",
+                  "B = triton.next_power_of_2(100)\nD = max(B * 2, 16)",
+                  "from triton.language import float32\nF = float32", "C = triton.language.float16",
+                  "jit = triton.jit\nlanguage = triton.language"]
+HEAD = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef side(v):\n    return v\n\n\n"
+
+
+@pytest.mark.parametrize("case", sorted(CONSTANTS_REFUSED))
+def test_71_constant_naming_or_keywords_refused(case: str) -> None:
+    from labkit.grading import harness_ops
+    from labkit.grading.restrict import Refused
+
+    with pytest.raises(Refused, match="7.1 answer's constant"):
+        harness_ops.file_shape71(HEAD + CONSTANTS_REFUSED[case] + "\n")
+
+
+@pytest.mark.parametrize("text", CONSTANTS_KEPT)
+def test_71_plain_constants_kept(text: str) -> None:
+    from labkit.grading import harness_ops
+
+    harness_ops.file_shape71(HEAD + text + "\n")
+
+
+def test_71_allow_lists_ignore_interpreter_leftovers() -> None:
+    """K3: the interpreter's device-call patches (static_print = print) left in tl before the
+    allow-lists are first computed take nothing from them; and they are read-only."""
+    import triton.language as tl
+
+    from labkit.grading import harness_ops
+
+    harness_ops._module_attrs.cache_clear()
+    tl.static_print = print                  # (the fixture puts tl back)
+    attrs = harness_ops._module_attrs()
+    assert "static_print" in attrs[id(tl)] and "exp" in attrs[id(tl)]
+    with pytest.raises(TypeError):
+        attrs[id(print)] = frozenset({"x"})  # type: ignore[index]
 
 
 # -- honest 7.1 variants -----------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT6 K2: `-math.inf` inside the kernel (works in Triton's interpreter and "
-                          "compiled Triton) is refused: the kernel may read no module but Triton's")
-def test_71_math_inside_kernel_passes() -> None:
-    problems = _graded("7.1", "math_in_kernel")
-    assert not problems, problems
+def test_71_math_inside_kernel_refusal_says_bind_a_constant() -> None:
+    """K2, a documented limit: `-math.inf` read inside the kernel is refused, and the refusal tells
+    the student to bind it to a constant of the file."""
+    refused = _refusal(HONEST["7.1", "math_in_kernel"])
+    assert refused is not None and "NEG_INF = -math.inf" in refused, refused
 
 
 @pytest.mark.slow

@@ -257,6 +257,24 @@ class Seal:
         return out + (["Dynamo's counters"] if self.counters() is not self.counted else [])
 
 
+class CodeSeal:
+    """A library's ``modules`` as they are when taken, before any answer runs: :meth:`broken` names
+    every module name rebound since and every function or class of theirs whose code, defaults or
+    class attributes changed (Triton's interpreter: a jit function run unguarded at load time
+    replaced ``GridExecutor.__call__``, REPORT6 M1)."""
+
+    def __init__(self, modules: list[types.ModuleType]) -> None:
+        self.taken = [(m, dict(vars(m))) for m in modules]
+        self.parts = [(f"{m.__name__}.{k}", v, _made_of(v)) for m in modules
+                      for k, v in list(vars(m).items()) if _own(v, m.__name__)]
+
+    def broken(self) -> list[str]:
+        """``module.name`` for each name gone or rebound, then each function or class changed."""
+        out = [f"{m.__name__}.{k}" for m, before in self.taken for k, v in before.items()
+               if k not in vars(m) or vars(m)[k] is not v]
+        return out + [label for label, obj, parts in self.parts if not _same(_made_of(obj), parts)]
+
+
 def _own(value: Any, module: str) -> bool:
     """Whether ``value`` is a function (a cached one too) or a class the module ``module`` defines."""
     inner = getattr(value, "__wrapped__", value) if hasattr(value, "cache_clear") else value

@@ -21,8 +21,11 @@ import torch
 
 from labkit import _torch
 from labkit.grading import nbcheck as nc
+from labkit.grading import shape71
+from labkit.grading.guards import CodeSeal
 from labkit.grading.harness import close_rule, gen, tensor
 from labkit.grading.restrict import Refused
+from labkit.grading.shape71 import TRITON_ATTRS
 
 OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
@@ -213,7 +216,11 @@ def _m71(p: dict[str, Any], ns: dict[str, Any], ctx: dict[str, Any]) -> dict[str
         for each in kernels:         # every jit function of the answer, not just the launched one
             _triton_names_kept(each)
             kernel_reads_only_its_own(each)
-        return launch(kernel, x, block)
+        _runtime_kept(ns, kernels)
+        try:
+            return launch(kernel, x, block)
+        finally:
+            _runtime_kept(ns, kernels, launched=True)
 
     found = _outputs71(p, run)
     _triton_names_kept(kernel)
@@ -240,6 +247,51 @@ def answer_kernels(ns: dict[str, Any]) -> list[Any]:
     return found
 
 
+@cache
+def _triton_before_answers() -> CodeSeal:
+    """Triton's interpreter and jit runtime as they are before any answer runs (taken at the first
+    7.1 file checked: the answer loads after), and the allow-lists below computed from it (REPORT6
+    K3: a device call outside a launch leaves ``tl`` patched, which a later first use would see)."""
+    _module_attrs(), _value_attrs(), _triton_objects(), _dtype_classes()
+    return CodeSeal(_torch.triton_runtime_modules())
+
+
+def _runtime_kept(ns: dict[str, Any], kernels: list[Any], launched: bool = False) -> None:
+    """Refused if Triton's runtime changed since :func:`_triton_before_answers` (REPORT6 M1), if an
+    interpreted kernel would recompile another function than its checked one, or if Triton's cache
+    of recompiled functions holds one of the answer's before a launch (M1b: a lambda in the
+    kernel's place); after a launch, the answer's entries are dropped, so each launch recompiles
+    the checked source and an entry found before one was put there by something else."""
+    changed = _triton_before_answers().broken()
+    if changed:
+        raise Refused(f"your answer changed Triton's {changed[0]}, which the check launches with")
+    interpreted = _torch.triton_kernel_types()[1]
+    for each in kernels:
+        fn = _torch.jit_kernel_function(each)
+        if type(each) is interpreted and _torch.triton_rewriter_function(each) is not fn:
+            raise Refused(f"{fn.__name__ if fn else 'a kernel'} would run other code than its own")
+    cache, wrong = _torch.triton_rewritten_functions(), []
+    for key, value in list(cache.items()):      # (what is wrong is dropped too: the next answer's
+        if type(key) is not types.FunctionType or type(value) is not types.FunctionType or \
+                value.__globals__ is not key.__globals__ or value.__name__ != key.__name__ or \
+                value.__code__.co_filename != key.__code__.co_filename:      # check starts clean)
+            wrong.append("a function that is not a kernel's recompiled source")
+        elif key.__globals__ is ns:
+            wrong += [] if launched else [f"{key.__name__}, which no launch of the check put there"]
+        else:
+            continue
+        del cache[key]
+    if wrong:
+        raise Refused(f"Triton's cache of recompiled kernels holds {wrong[0]}")
+
+
+def file_shape71(source: str) -> None:
+    """Refused unless a 7.1 answer's file holds only what :func:`shape71.check` allows; first
+    takes Triton's runtime as it is before the answer loads (:func:`_triton_before_answers`)."""
+    _triton_before_answers()
+    shape71.check(source)
+
+
 def _triton_names_kept(kernel: Any) -> None:
     """The policy lets 7.1's kernel read ``tl.load`` (else refused: torch.load runs pickles) on the
     understanding that ``tl`` is Triton's language module and ``triton`` Triton: checked at each
@@ -256,141 +308,6 @@ def _triton_names_kept(kernel: Any) -> None:
             raise Refused(f"'{name}' in softmax_kernel's module is not {want.__name__}")
 
 
-# -- what a 7.1 file may hold ----------------------------------------------------------------------
-# A jit function runs unguarded whenever it is called or launched (the interpreter recompiles it
-# from its source: see below), and anything of the answer's that runs inside the check can launch
-# one (REPORT5 J1). So a 7.1 answer, as judge.library_source cuts it, holds only @triton.jit
-# functions and constants: no class (no property, no KernelInterface of its own), no plain
-# function, and at load time no call but these, no subscript (`side[(1,)]()` would launch).
-FILE_CALLS = frozenset({"triton.language.constexpr", "triton.cdiv", "triton.next_power_of_2",
-                        "float", "int", "bool", "abs", "min", "max", "round"})
-FILE_MODULES = ("triton", "triton.language", "math", "__future__")
-JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
-CONSTANT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp,
-                  ast.Compare, ast.IfExp, ast.Tuple, ast.Call, ast.keyword, ast.Load,
-                  ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
-
-
-def file_shape71(source: str) -> None:
-    """Refused unless a 7.1 answer is only imports of triton/math, ``@triton.jit`` functions (as
-    the decorator, keyword options literal, defaults constant) and constants (literals, names,
-    arithmetic and the calls :data:`FILE_CALLS` and ``math.*``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return                        # check_source reports it
-    aliases = _file_aliases(tree)
-    # (the interpreter's names as the interpreter binds them, or not at all: its recompiled
-    # kernels call `interpreter_semantic` from the kernel's module)
-    for name in sorted(set(aliases) & _torch.triton_interpreter_names()):
-        if aliases[name] != {"tl": "triton.language"}.get(name, name):
-            raise Refused(f"a 7.1 answer may not bind '{name}' (a name Triton's interpreter uses)")
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
-            if any(m not in FILE_MODULES for m in modules) or getattr(node, "level", 0):
-                raise Refused(f"line {node.lineno}: a 7.1 answer may import only triton, "
-                              "triton.language and math")
-        elif isinstance(node, ast.FunctionDef):
-            if len(node.decorator_list) != 1 or not _jit_decorator(node.decorator_list[0], aliases):
-                raise Refused(f"line {node.lineno}: {node.name} is not a @triton.jit function (a 7.1 "
-                              "answer's functions are @triton.jit kernels and helpers only)")
-            for sub in [*node.args.defaults, *node.args.kw_defaults]:
-                _constant(sub, aliases) if sub is not None else None
-            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
-                        node.args.vararg, node.args.kwarg]:
-                if arg is not None and arg.annotation is not None and \
-                        _dotted(arg.annotation) is None and not isinstance(arg.annotation, ast.Constant):
-                    raise Refused(f"line {arg.lineno}: a kernel's annotations may only name a type")
-            if node.returns is not None and _dotted(node.returns) is None and \
-                    not isinstance(node.returns, ast.Constant):
-                raise Refused(f"line {node.lineno}: a kernel's annotations may only name a type")
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t for target in targets for t in ast.walk(target)]
-            if not all(isinstance(t, ast.Name | ast.Tuple | ast.Store) for t in names):
-                raise Refused(f"line {node.lineno}: a 7.1 answer may assign only names")
-            if isinstance(node, ast.AnnAssign) and _dotted(node.annotation) is None:
-                raise Refused(f"line {node.lineno}: a constant's annotation may only name a type")
-            _constant(node.value, aliases)
-        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
-            raise Refused(f"line {node.lineno}: a 7.1 answer may hold only @triton.jit functions "
-                          "and constants (no classes, plain functions or other statements)")
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` of a chain of names and attributes, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return None if head is None else f"{head}.{node.attr}"
-    return None
-
-
-def _file_aliases(tree: ast.Module) -> dict[str, str | None]:
-    """What each top-level name of a 7.1 file stands for: ``tl``/``triton``/``math`` and a name an
-    import or a one-time ``x = a.b`` binds, their dotted names; any other binding None."""
-    found: dict[str, str | None] = {"tl": "triton.language", "triton": "triton"}
-    count: dict[str, int] = {}
-    for node in tree.body:
-        binds: list[tuple[str, str | None]] = []
-        if isinstance(node, ast.Import):
-            binds = [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
-                     for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":   # (a feature)
-            binds = [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names]
-        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
-            binds = [(node.name, None)]
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            value = _dotted(node.value) if node.value is not None else None
-            binds = [(t.id, value if isinstance(target, ast.Name) else None)
-                     for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)]
-        for name, what in binds:
-            count[name] = count.get(name, 0) + 1
-            found[name] = _resolve(what, found) if count[name] == 1 else None
-    return found
-
-
-def _resolve(dotted: str | None, aliases: dict[str, str | None]) -> str | None:
-    """A dotted name with its first part replaced by what the file binds it to (None: unknown)."""
-    if dotted is None:
-        return None
-    head, _, rest = dotted.partition(".")
-    if head not in aliases:
-        return dotted                 # a builtin, or a name of the notebook's
-    base = aliases[head]
-    return None if base is None else f"{base}.{rest}" if rest else base
-
-
-def _jit_decorator(node: ast.expr, aliases: dict[str, str | None]) -> bool:
-    """``@triton.jit`` (by any name the file binds to it), or called with literal options only."""
-    if isinstance(node, ast.Call):
-        if node.args or any(k.arg not in JIT_OPTIONS for k in node.keywords):
-            return False
-        try:
-            [ast.literal_eval(k.value) for k in node.keywords]
-        except ValueError:
-            return False
-        node = node.func
-    return _resolve(_dotted(node), aliases) == "triton.jit"
-
-
-def _constant(node: ast.expr, aliases: dict[str, str | None]) -> None:
-    """Refused unless ``node`` computes a constant without running anything of the answer's."""
-    for sub in ast.walk(node):
-        if not isinstance(sub, CONSTANT_NODES) or \
-                isinstance(sub, ast.Attribute) and _dotted(sub) is None:
-            raise Refused(f"line {sub.lineno if hasattr(sub, 'lineno') else node.lineno}: a 7.1 "
-                          "answer's constants may hold numbers, names and arithmetic only")
-        if isinstance(sub, ast.Call):
-            called = _resolve(_dotted(sub.func), aliases) or ""
-            if called not in FILE_CALLS and not called.startswith("math."):
-                raise Refused(f"line {sub.lineno}: a 7.1 answer's constants may call only "
-                              f"{', '.join(sorted(FILE_CALLS))} and math's functions")
-
-
 # -- what a 7.1 kernel may read ---------------------------------------------------------------------
 # Triton's interpreter does not run the code the policy rewrote: it re-reads the kernel's source
 # (inspect.getsourcelines), compiles it again without labkit's guards, and first copies its own
@@ -403,7 +320,6 @@ KERNEL_BUILTINS = frozenset({"range", "len", "min", "max", "float", "int", "bool
                              "isinstance", "tuple", "list", "enumerate", "zip",
                              # what a kernel may raise (the release's stub raises the first)
                              "NotImplementedError", "ValueError", "AssertionError"})
-TRITON_ATTRS = frozenset({"jit", "cdiv", "next_power_of_2", "language"})
 # what a kernel reads of its values (Triton tensors, dtypes, constexprs): the public names of
 # their classes and the attributes their instances set; not `handle` (the interpreter's numpy data)
 INSTANCE_ATTRS = frozenset({"dtype", "shape", "type", "numel", "element_ty", "value", "name",
@@ -423,16 +339,20 @@ def _triton_object(value: Any) -> bool:
 
 
 @cache
-def _module_attrs() -> dict[int, frozenset[str]]:
-    """Per module a kernel may name (by id): the attributes it may read of it."""
+def _module_attrs() -> types.MappingProxyType[int, frozenset[str]]:
+    """Per module a kernel may name (by id): the attributes it may read of it (tl's from its
+    ``__all__``: the interpreter's leftover patches, ``static_print = print``, are no Triton
+    objects, REPORT6 K3)."""
     import triton
     import triton.language as tl
 
-    def public(module: types.ModuleType) -> frozenset[str]:
-        return frozenset(n for n in dir(module) if not n.startswith("_")
-                         and _triton_object(getattr(module, n)))
+    def public(module: types.ModuleType, names: Any) -> frozenset[str]:
+        return frozenset(n for n in names if not n.startswith("_")
+                         and (_triton_object(getattr(module, n)) or module is tl))
 
-    return {id(triton): TRITON_ATTRS, id(tl): public(tl) | {"math"}, id(tl.math): public(tl.math)}
+    language = public(tl, [n for n in tl.__all__ if not isinstance(getattr(tl, n), types.ModuleType)])
+    return types.MappingProxyType({id(triton): TRITON_ATTRS, id(tl): language | {"math"},
+                                   id(tl.math): public(tl.math, dir(tl.math))})
 
 
 @cache
@@ -458,7 +378,7 @@ def _triton_objects() -> frozenset[int]:
     import triton.language as tl
 
     return frozenset(id(getattr(m, n)) for m in (triton, tl, tl.math)
-                     for n in _module_attrs()[id(m)])
+                     for n in _module_attrs()[id(m)] if _triton_object(getattr(m, n)))
 
 
 @cache
@@ -557,7 +477,8 @@ def _global_ok(name: str, value: Any, scope: dict[str, Any], kernel: str, seen: 
         kernel_reads_only_its_own(value, seen)
         return
     raise Refused(f"{kernel} reads '{name}', which is not Triton's, a @triton.jit helper of its "
-                  "file or a constant")
+                  "file or a constant (bind what it needs to a constant of the file, "
+                  "e.g. NEG_INF = -math.inf, and read that)")
 
 
 def _module_named(node: ast.AST, local: set[str], scope: dict[str, Any]) -> types.ModuleType | None:

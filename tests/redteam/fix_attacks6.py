@@ -108,3 +108,25 @@ ATTACKS["7.1", "rewritten_fn_item"] = ATTACKS["7.1", "min_key_device_call"].repl
         d[0].copy_(d[1].softmax(-1)) for d in [dict(grab(dict(grab(frame()))["f_back"]))["f_locals"]["args_dev"]]]
 ''')
 assert "rewritten_fn" in ATTACKS["7.1", "rewritten_fn_item"]
+
+# M1b, hidden (fixer's variants, for the second layer: harness_ops._runtime_kept): side also drops
+# its own entry from the cache; and the planted entry renamed after the kernel (a lambda whose
+# __name__ is set through the setattr M1 reaches), so only "no entry of the answer's before a
+# launch" tells it apart
+_SCOPE = '    scope = dict(inspect.getmembers(inspect.currentframe()))["f_globals"]\n'
+ATTACKS["7.1", "rewritten_fn_item_hidden"] = ATTACKS["7.1", "rewritten_fn_item"].replace(_SCOPE, '''\
+    for key in list(InterpretedFunction.rewritten_fn):
+        if dict(inspect.getmembers(key))["__name__"] == "side":
+            InterpretedFunction.rewritten_fn.pop(key)
+''' + _SCOPE)
+ATTACKS["7.1", "rewritten_fn_item_named"] = ATTACKS["7.1", "rewritten_fn_item_hidden"].replace(
+    "    InterpretedFunction.rewritten_fn[softmax_kernel.fn] = lambda *a, **k: [", '''\
+    members = dict(inspect.getmembers(inspect))
+    put = dict(inspect.getmembers(members["builtins"]))["setattr"]
+    fake = lambda *a, **k: [
+        d[0].copy_(d[1].softmax(-1)) for d in [dict(grab(dict(grab(frame()))["f_back"]))["f_locals"]["args_dev"]]]
+    put(fake, "__name__", "softmax_kernel")
+    InterpretedFunction.rewritten_fn[softmax_kernel.fn] = fake
+    junk = lambda *a, **k: [''')
+assert "pop(key)" in ATTACKS["7.1", "rewritten_fn_item_hidden"]
+assert "put(fake" in ATTACKS["7.1", "rewritten_fn_item_named"]
