@@ -30,8 +30,9 @@ nc.setup()
 # same file are fine, and so is `math` for constants: the check and grading load the kernel with
 # the file's functions and assignments it uses; nothing else of the file runs (its imports and
 # `softmax()` neither). What the kernel uses may hold only `@triton.jit` functions and constants
-# (numbers, `tl.constexpr(...)`, arithmetic, `math.*`): a plain Python function, a class or
-# `triton.autotune` there is refused, with its line named.
+# (numbers, other constants, `tl.constexpr(...)`, arithmetic, `math.*`, calls with positional
+# arguments): a plain Python function, a class or `triton.autotune` there is refused, with its
+# line named.
 # %% id=c7-1
 # NBVAL_CHECK_OUTPUT
 from labkit.grading import harness
