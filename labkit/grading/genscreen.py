@@ -81,7 +81,9 @@ def _triton_function(fn: ast.FunctionDef, functions: frozenset[str] | set[str]) 
         if arg.annotation is not None and not _dotted(arg.annotation, "tl", "constexpr"):
             raise no(arg, "an annotation other than tl.constexpr")
     reserved = {"tl", "triton"} | BUILTINS | set(functions)
-    own = {arg.arg for arg in a.args} - reserved
+    if fn.name in {"tl", "triton"} | BUILTINS or any(arg.arg in reserved for arg in a.args):
+        raise no(fn, "a function or parameter named like tl, triton, a builtin or a kernel")
+    own = {arg.arg for arg in a.args}
     nodes = [n for stmt in fn.body for n in ast.walk(stmt)]
     for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -104,8 +106,6 @@ def _triton_function(fn: ast.FunctionDef, functions: frozenset[str] | set[str]) 
             raise no(node, f"the constant {node.value!r}"[:120])
         if isinstance(node, ast.keyword) and node.arg not in KEYWORDS:
             raise no(node, f"the keyword {node.arg or '**'}=")
-        if isinstance(node, ast.Starred):
-            raise no(node, "a starred argument")
         if isinstance(node, ast.Attribute):
             _triton_attribute(node, parents.get(id(node)), no)
 
