@@ -216,8 +216,8 @@ def _cpp_sequence(t: list[str], name: str) -> None:
         return (t[i] in (")", "]") or t[i][0].isdigit() or t[i][0] == "."
                 or word and (t[i] not in CPP_WORDS or t[i] in ("nthreads", "err")))
 
-    t = [*t, ""]
-    for i, tok in enumerate(t[:-1]):
+    n, t = len(t), [*t, "", "", "", "", ""]     # room to look 4 tokens ahead
+    for i, tok in enumerate(t[:n]):
         before, after = t[i - 1] if i else "", t[i + 1]
         if tok[0].isalpha() or tok[0] == "_":
             scoped = before == "::"
