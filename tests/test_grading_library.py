@@ -8,6 +8,7 @@ an attacking library file that forges at import time gains nothing.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -56,12 +57,87 @@ def test_the_wrapper_screen_accepts_labkits_wrapper_and_refuses_anything_else() 
 
 def test_the_triton_screen_allows_builtins_and_the_kernels_own_names_only() -> None:
     lc.check_triton(TRITON)
-    for bad in ("__import__('torch')", "np.log1p(tmp0)", "tmp0.__class__", "torch.log1p(tmp0)",
-                "open('/x')"):
-        with pytest.raises(lc.Refused):
+    for good in ("tl.math.log(1.0 + tmp0)", "tl.where(tmp0 > 0, tmp0, float('-inf')).to(tl.float64)",
+                 "tl.reduce(tmp0, 0, _lk_sum)", "tl.load(in_ptr0 + xindex, eviction_policy='evict_last')",
+                 "tl.full([BLOCK], 0, tl.float32)[:, None]", "tmp0.to(tl.uint32, bitcast=True)"):
+        lc.check_triton(TRITON.replace("tl.log(1.0 + tmp0)", good))
+    for bad, named in (("__import__('torch')", "'__import__'"), ("np.log1p(tmp0)", ".log1p"),
+                       ("tmp0.__class__", ".__class__"), ("torch.log1p(tmp0)", ".log1p"),
+                       ("open('/x')", "'open'"),
+                       # the red team's N1: all public names, and a string for exec
+                       ("triton.runtime.interpreter.inspect.builtins.exec('1', {})", "triton.runtime"),
+                       ("tl.core.builtins", "tl.core"), ("tl.extra.cuda.libdevice.log1p(tmp0)", "tl.extra"),
+                       ("tl.math.core", "tl.math.core"), ("tl.math", "tl.math"), ("tmp0.handle", ".handle"),
+                       ("tmp0.to.__self__", "attribute chain"), ("tl.inline_asm_elementwise(tmp0)", "inline_asm"),
+                       ("tl.static_print(tmp0)", "tl.static_print"), ("float('1e3')", "'1e3'"),
+                       ("tl.where(tmp0 > 0, tmp0, 'x')", "'x'"), ("f'{tmp0}'", "JoinedStr"),
+                       ("max(tmp0, tmp0, key=kernel0)", "key="), ("(lambda: 0)()", "Lambda"),
+                       ("[t for t in tmp0]", "ListComp"), ("tl.reduce(tmp0, 0, print)", "'print'"),
+                       ("tl.load(in_ptr0, cache_modifier='.cg')", "cache_modifier")):
+        with pytest.raises(lc.Refused, match=re.escape(named)):
             lc.check_triton(TRITON.replace("tl.log(1.0 + tmp0)", bad))
-    with pytest.raises(lc.Refused):
-        lc.check_triton("import os\n" + TRITON)
+    for bad, named in (("import os\n" + TRITON, "more than kernel functions"),
+                       (TRITON.replace("@triton.jit", "@triton.jit\n@print"), "decorator"),
+                       (TRITON.replace("BLOCK: tl.constexpr", "BLOCK=tl"), "parameter"),
+                       (TRITON.replace("    xindex =", "    tl = tl\n    xindex ="), "assignment to 'tl'")):
+        with pytest.raises(lc.Refused, match=named):
+            lc.check_triton(bad)
+
+
+def test_the_screens_tl_names_are_tritons_public_builtins() -> None:
+    """genscreen's Triton lists are fixed in the source (the grader imports no triton): each name
+    is in triton.language's public API (``tl.__all__``) or a function of ``tl.math``."""
+    import triton.language as tl
+
+    from labkit.grading import genscreen as gs
+
+    assert gs.TL_NAMES <= set(tl.__all__) and gs.TL_MATH <= set(dir(tl.math))
+    assert all(callable(getattr(tl.math, n)) for n in gs.TL_MATH)
+
+
+CPP = '''extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int nthreads)
+{
+    #pragma omp parallel for num_threads(nthreads) if(nthreads > 1)
+    for (int64_t x0 = 0; x0 < 36; ++x0)
+    {
+        auto tmp0 = in_ptr0[x0];
+        auto tmp1 = std::log1p(tmp0);
+        out_ptr0[x0] = tmp1;
+    }
+}
+'''
+CPP_BAD = [  # (a line put before the store, what the refusal names)
+    ("int tmp2 = PyGILState_Ensure();", "'PyGILState_Ensure'"), ('PyRun_SimpleString("x");', "'\"'"),
+    ("auto tmp2 = dlsym(0, 0);", "'dlsym'"), ('asm("nop");', "'\"'"), ("extern int tmp9;", "'extern'"),
+    ("#include <Python.h>", "#include"), ("#define X 1", "#define"), ("%:include <x>", "'%:'"),
+    ("// c", "'//'"), ("auto tmp2 = 1; \\", "'\\\\'"), ("auto tmp2 = &std::log1p;", "'&'"),
+    ("auto tmp2 = std::log1p;", "without calling"), ("auto tmp2 = lk_bf2f;", "without calling"),
+    ("auto tmp2 = reinterpret_cast<float*>(5);", "'reinterpret_cast'"), ("auto tmp2 = (float*)5;", "'*'"),
+    ("auto tmp2 = (int64_t)in_ptr0;", "cast"), ("auto tmp2 = int64_t(in_ptr0);", "cast"),
+    ("auto tmp2 = static_cast<float*>(0);", "template argument"), ("auto tmp2 = in_ptr0->x;", "member"),
+    ("auto tmp2 = decltype(+[](const float* a){ return 0; })(5);", "lambda"),
+    ("auto tmp2 = [tmp1](auto a, auto b){ return a; };", "lambda"),
+    ("[[gnu::constructor]] int tmp5;", "attribute"), ("float (*tmp2)(float) = 0;", "cast"),
+    ("auto tmp2 = std::system(0);", "'system'"), ("auto tmp2 = sizeof(tmp1);", "'sizeof'"),
+    ("goto tmp1;", "'goto'"), ("auto tmp2 = __builtin_trap();", "'__builtin_trap'")]
+
+
+@pytest.mark.parametrize("line,named", CPP_BAD, ids=[b for b, _ in CPP_BAD])
+def test_the_cpp_screen_refuses_what_labkit_never_writes_naming_it(line: str, named: str) -> None:
+    lc.check_cpp(CPP, "kernel0")
+    with pytest.raises(lc.Refused, match=re.escape(named)):
+        lc.check_cpp(CPP.replace("        out_ptr0[x0]", f"        {line}\n        out_ptr0[x0]"), "kernel0")
+
+
+def test_the_screens_accept_what_labkits_generators_write() -> None:
+    """Every kernel the instructor's library writes for the grader's programs, both backends, and
+    the honest variants' log1p spellings (C's name, Goldberg with std::log)."""
+    cases, _ = lc.draw(4)
+    evidence = lc.produce([c for c in cases if c["kind"] == "program"])
+    assert all(lc.screen(c, evidence[c["id"]]) == "" for c in cases if c["kind"] == "program")
+    for expr in ("log1p(tmp0)", "log1pf(tmp0)", "(1 + tmp0 == 1) ? tmp0 : std::log(1 + tmp0) * tmp0 / ((1 + tmp0) - 1)",
+                 "std::isinf(tmp0) ? tmp0 : static_cast<double>(std::log1p(tmp0))"):
+        lc.check_cpp(CPP.replace("std::log1p(tmp0)", expr), "kernel0")
 
 
 def test_the_judge_counts_and_names_what_is_wrong_without_values() -> None:

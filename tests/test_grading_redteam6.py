@@ -179,23 +179,48 @@ def test_71_honest_variant_passes(name: str) -> None:
 
 
 # -- N1: 5.1, generated code that runs Python in the execute sandbox --------------------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT6 N1: a Triton kernel reaches exec through triton.runtime.interpreter."
-                          "inspect.builtins (check_triton checks names, not attribute chains), a C++ "
-                          "kernel through PyRun_SimpleString; both write eager's result")
+# closed: generated kernels are screened against what labkit's code generators write
+# (labkit.grading.genscreen): Triton attribute chains only tl.<builtin>/tl.math.<fn>/value.to, no
+# strings but float("inf") and L2 hints; C++ by tokens (no strings, Py*, extern, #include, casts
+# to pointers, function pointers)
 def test_51_generated_code_running_python_fails() -> None:
     import lib_forge6
 
-    problems, _ = lib_forge6.forged_problems(5)
-    assert problems["5.1"], "forged 5.1 passed"
+    problems, outputs = lib_forge6.forged_problems(5)
+    assert problems["5.1"] and all("its generated code was refused" in p for p in problems["5.1"]), problems
+    assert all("refused" in o for o in outputs.values()), outputs      # nothing of it ran
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT6 N1, per backend: its forged cases pass (the other backend's say "
-                          "'skipped')")
 @pytest.mark.parametrize("target", ["triton", "cpp"])
 def test_51_each_backends_escape_fails(target: str) -> None:
     import lib_forge6
 
     problems, _ = lib_forge6.forged_problems(5, (target,))
-    assert any(f"({target}," in p for p in problems["5.1"]), problems
+    mine = [p for p in problems["5.1"] if f"({target}," in p]
+    assert mine and all("refused" in p for p in mine), problems
+    if target == "triton":
+        assert all("triton.runtime.interpreter.inspect.builtins.exec" in p for p in mine), mine
+
+
+HEAD = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int nthreads)'
+
+
+def test_51_cpp_escape_after_a_prototype_is_refused_by_token() -> None:
+    """The forged C++ with kernel0's prototype first (the head check passes): the string literals
+    and the Python C API are refused by the token screen, naming what it found."""
+    import lib_forge6
+
+    from labkit.grading import genscreen as gs
+    from labkit.grading import libcheck as lc
+
+    cases, _ = lc.draw(5, ("5.1",))
+    case = next(c for c in cases if c["target"] == "cpp")
+    src = lib_forge6.forged_case(case)["kernels"][0]["source"]
+    head = src[src.index('extern "C" void kernel0('):]
+    proto = head[:head.index(")") + 1] + ";\n"
+    with pytest.raises(gs.Refused, match="the character '\"'"):
+        gs.check_cpp(proto + src, "kernel0")
+    for line, named in (("extern int PyGILState_Ensure();", "'extern'"),
+                        ("auto tmp0 = PyGILState_Ensure();", "'PyGILState_Ensure'")):
+        with pytest.raises(gs.Refused, match=named):
+            gs.check_cpp(HEAD + " {\n    " + line + "\n}\n", "kernel0")

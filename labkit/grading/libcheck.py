@@ -8,8 +8,9 @@ Three processes, and only the last one decides:
    wrapper's ``call`` source and the kernels' ATen origins; per question ``node_fits``'s answer.
 2. ``execute`` runs the generated code in a second sandbox whose workspace holds no student file
    (the stubbed instructor copy): the wrapper is accepted only in the shapes labkit's wrapper writes
-   (buffers, kernel launches, views; an ATen call, i.e. a fallback, is refused), a Triton kernel
-   only if it names nothing but ``tl``, its own variables and the header's helpers. It runs them on
+   (buffers, kernel launches, views; an ATen call, i.e. a fallback, is refused), a kernel only
+   if it is written with what labkit's code generator writes (``genscreen``: Triton's builtins
+   and the kernel's own values; C++ tokens of the generator's, so no Python C API). It runs them on
    the hidden input values, which only this sandbox sees, and writes the outputs.
 3. :func:`judge` (the grader, stdlib only) compares the outputs with eager's on the same inputs
    (computed by ``reference`` in pass 1, in a sandbox on the instructor's library) within each
@@ -34,6 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from labkit.grading.genscreen import Refused, check_cpp, check_triton
 from labkit.grading.libcases import draw, programs
 
 MAX_FILE = 16 << 20                     # bytes of one evidence or output file the judge reads
@@ -111,32 +113,6 @@ def _fits(case: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- 2. execute: a sandbox holding no student file runs the generated code -------------------------
-class Refused(ValueError):
-    """Generated code outside what labkit's code generators write."""
-
-
-ALLOWED_TRITON_NAMES = {"tl", "triton", "float", "int", "range", "min", "max", "_lk_sum", "_lk_max",
-                        "_lk_min", "_lk_round_bf"}
-
-
-def check_triton(source: str) -> None:
-    """Refuse a Triton kernel that names anything but ``tl``, its own variables and the helpers."""
-    tree = ast.parse(source)
-    if not all(isinstance(s, ast.FunctionDef) for s in tree.body):
-        raise Refused("a Triton kernel module holds more than kernel functions")
-    for fn in tree.body:
-        assert isinstance(fn, ast.FunctionDef)
-        own = {a.arg for a in fn.args.args} | {fn.name}
-        own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Import | ast.ImportFrom | ast.Global | ast.Nonlocal | ast.Lambda):
-                raise Refused(f"line {node.lineno}: {type(node).__name__} in a Triton kernel")
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                raise Refused(f"line {node.lineno}: attribute {node.attr!r} in a Triton kernel")
-            if isinstance(node, ast.Name) and node.id not in own | ALLOWED_TRITON_NAMES:
-                raise Refused(f"line {node.lineno}: {node.id!r} in a Triton kernel")
-
-
 def check_call(source: str, kernels: set[str]) -> None:
     """Refuse a wrapper unless every line is one labkit's wrapper writes for a fully lowered graph:
     unpack ``args``, allocate, view, launch a kernel, return. An ATen call is a fallback: refused."""
@@ -235,6 +211,9 @@ def screen(case: dict[str, Any], got: Any) -> str:
         if sum(len(k["source"]) for k in specs) + len(got["call"]) > MAX_SOURCE:
             return "more generated code than these programs need"
         check_call(got["call"], set(names))
+        if case["target"] == "cpp":
+            for k in specs:
+                check_cpp(k["source"], k["name"])
         if case["target"] == "triton":
             for k in specs:
                 check_triton(k["source"])
