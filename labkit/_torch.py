@@ -12,6 +12,7 @@ torch version, instead of an AttributeError deep inside a capture. Checked again
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -590,6 +591,8 @@ def python_kernels() -> frozenset[tuple[str, str, str]]:
             for op in ops:
                 for table in PYTHON_KERNEL_TABLES:
                     for key, fn in list(getattr(op, table, {}).items()):
+                        while isinstance(fn, functools.partial):   # torch's own higher-order
+                            fn = fn.func                           # ops register partials
                         module = getattr(fn, "__module__", None) or type(fn).__module__
                         found.add((str(op), f"{table}[{getattr(key, '__name__', key)}]", str(module)))
     return frozenset(found)

@@ -463,3 +463,36 @@ def test_a_denied_keyword_unpacked_from_a_dict_is_refused(source: str) -> None:
     ns = harness.load_answer("2.2", "def f(**kw):\n    return kw\n\nK = f(**{'a': 1}, b=2)\n",
                              {"torch": torch, "__name__": "__main__"})
     assert ns.get("K") == {"a": 1, "b": 2}, ns.get("__refused__")
+
+
+def test_opwatch_takes_torchs_lazily_registered_partials_for_torchs_own() -> None:
+    """torch registers some higher-order ops' kernels as ``functools.partial``s when a compile
+    first imports them (``while_loop_stack_output``): in a fresh grading process that once made
+    OpWatch call the honest 9.1 solution's check "changed a Python kernel" (session 26). A
+    partial is judged by the function it wraps: torch's passes, the answer's is still seen."""
+    import functools
+
+    import torch
+
+    from labkit import _torch
+    from labkit.grading.guards import OpWatch
+
+    def own(*args, **kwargs):
+        return None
+
+    op = torch.ops.higher_order.tag_activation_checkpoint      # created by torch at import
+    key = torch._C.DispatchKey.CompositeExplicitAutograd
+    saved = op.py_kernels.get(key, None)
+    try:
+        watch = OpWatch()
+        op.py_kernels[key] = functools.partial(functools.partial(torch.sin), out=None)
+        assert watch.broken() == [], watch.broken()
+        op.py_kernels[key] = functools.partial(own, stack_output=True)
+        assert watch.broken() and "tag_activation_checkpoint" in watch.broken()[0]
+    finally:
+        if saved is None:
+            op.py_kernels.pop(key, None)
+        else:
+            op.py_kernels[key] = saved
+        op._dispatch_cache.clear() if hasattr(op, "_dispatch_cache") else None
+    assert _torch.python_kernels() == watch.kernels
