@@ -46,3 +46,30 @@ def test_51_nested_def_screen_is_what_lets_it_through() -> None:
     flat = flat.replace("    exec = 0\n    chr = 0\n", "")
     with pytest.raises(gs.Refused, match="'(exec|chr|tmp7)'"):
         gs.check_triton(flat)
+
+
+# -- Q1 (honest): 5.1 C++ log1p spellings that are correct C++ and right on every case, refused ----
+HONEST_CPP = {
+    "std_log1pf": "std::log1pf({x})",                                   # <cmath>, C++11
+    "c_cast": "(float)std::log1p((double){x})",
+    "functional_cast": "float(std::log1p(double({x})))",
+    "decltype_cast": "static_cast<decltype({x})>(std::log1p({x}))",
+}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="Q1: check_cpp refuses correct C++ an honest log1p lowering may write")
+@pytest.mark.parametrize("name", sorted(HONEST_CPP))
+def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
+    from labkit.compiler.codegen import cpp
+    from labkit.grading import libcheck as lc
+
+    cases, _ = lc.draw(5, ("5.1",))
+    case = next(c for c in cases if c["kind"] == "program" and c["target"] == "cpp")
+    orig = cpp.CppOverrides.log1p
+    cpp.CppOverrides.log1p = staticmethod(lambda x: HONEST_CPP[name].format(x=x))
+    try:
+        got = lc._generate(case)
+    finally:
+        cpp.CppOverrides.log1p = orig
+    assert lc.screen(case, got) == "", lc.screen(case, got)
