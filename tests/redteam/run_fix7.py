@@ -1,0 +1,21 @@
+"""Red team 7: grade an answer of fix_attacks7.py as grading does (7.1: cut by judge.library_source).
+    python tests/redteam/run_fix7.py TASK NAME [SEED...]"""
+import sys
+
+sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/redteam")
+from fix_attacks7 import ATTACKS, HONEST
+from test_grading_redteam import _grade
+from test_grading_redteam3 import _grade_judge
+
+if __name__ == "__main__":
+    from labkit.grading import judge
+
+    task, name = sys.argv[1], sys.argv[2]
+    source = {**ATTACKS, **HONEST}[task, name]
+    if task == "7.1":
+        source = judge.library_source(source, ("softmax_kernel",))
+        print(source)
+    for seed in (sys.argv[3:] or ["5"]):
+        problems = (_grade if task == "7.1" else _grade_judge)(task, source, int(seed))
+        print(task, name, "seed", seed, "PASS" if not problems else f"FAIL {problems}", flush=True)

@@ -1,0 +1,75 @@
+"""Red team 7 (session 26, issue 29): routes that still forge a grade, as strict xfails (each passes
+once grading is fixed), plus controls that must pass now. Findings: tests/redteam/REPORT7.md."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+# -- P1: 5.1, a nested `def` in a Triton kernel runs Python in the execute sandbox ------------------
+# check_triton allows ast.FunctionDef anywhere in a kernel and takes a name as the kernel's "own" if
+# the *whole* function assigns it; Triton's interpreter compiles only the source from the *last*
+# line starting with "def " (FunctionRewriter._find_def, triton 3.9): the nested `def kernel0`,
+# where `exec`/`chr` (assigned in the outer body) are builtins. The Python it runs rewrites
+# libcheck.execute's results (the C++ cases', before and after it, too).
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="P1: nested def in a Triton kernel; the interpreter runs it with builtins")
+def test_51_nested_def_forgery_fails() -> None:
+    import lib_forge7
+
+    problems, _outputs, _cases = lib_forge7.forged_problems(5)
+    assert problems["5.1"], problems          # forged evidence must not score
+
+
+def test_51_nested_def_screen_is_what_lets_it_through() -> None:
+    """Control: the forged Triton kernel passes check_triton today, and the forged C++ passes
+    check_cpp (computing nothing); without the nested def the same payload is refused."""
+    import lib_forge7
+
+    from labkit.grading import genscreen as gs
+    from labkit.grading import libcheck as lc
+
+    cases, _ = lc.draw(5, ("5.1",))
+    tri = next(c for c in cases if c["target"] == "triton")
+    cpp = next(c for c in cases if c["target"] == "cpp")
+    src = lib_forge7.forged_case(tri)["kernels"][0]["source"]
+    gs.check_triton(src)
+    gs.check_cpp(lib_forge7.forged_case(cpp)["kernels"][0]["source"], "kernel0")
+    flat = src.replace("    def kernel0(in_ptr0, out_ptr0, BLOCK):\n", "").replace("\n        ", "\n    ")
+    flat = flat.replace("    exec = 0\n    chr = 0\n", "")
+    with pytest.raises(gs.Refused, match="'(exec|chr|tmp7)'"):
+        gs.check_triton(flat)
+
+
+# -- Q1 (honest): 5.1 C++ log1p spellings that are correct C++ and right on every case, refused ----
+HONEST_CPP = {
+    "std_log1pf": "std::log1pf({x})",                                   # <cmath>, C++11
+    "c_cast": "(float)std::log1p((double){x})",
+    "functional_cast": "float(std::log1p(double({x})))",
+    "decltype_cast": "static_cast<decltype({x})>(std::log1p({x}))",
+}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="Q1: check_cpp refuses correct C++ an honest log1p lowering may write")
+@pytest.mark.parametrize("name", sorted(HONEST_CPP))
+def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
+    from labkit.compiler.codegen import cpp
+    from labkit.grading import libcheck as lc
+
+    cases, _ = lc.draw(5, ("5.1",))
+    case = next(c for c in cases if c["kind"] == "program" and c["target"] == "cpp")
+    orig = cpp.CppOverrides.log1p
+    cpp.CppOverrides.log1p = staticmethod(lambda x: HONEST_CPP[name].format(x=x))
+    try:
+        got = lc._generate(case)
+    finally:
+        cpp.CppOverrides.log1p = orig
+    assert lc.screen(case, got) == "", lc.screen(case, got)
