@@ -202,7 +202,7 @@ def test_51_each_backends_escape_fails(target: str) -> None:
         assert all("triton.runtime.interpreter.inspect.builtins.exec" in p for p in mine), mine
 
 
-HEAD = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int nthreads)'
+CPP_HEAD = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int nthreads)'
 
 
 def test_51_cpp_escape_after_a_prototype_is_refused_by_token() -> None:
@@ -223,4 +223,4 @@ def test_51_cpp_escape_after_a_prototype_is_refused_by_token() -> None:
     for line, named in (("extern int PyGILState_Ensure();", "'extern'"),
                         ("auto tmp0 = PyGILState_Ensure();", "'PyGILState_Ensure'")):
         with pytest.raises(gs.Refused, match=named):
-            gs.check_cpp(HEAD + " {\n    " + line + "\n}\n", "kernel0")
+            gs.check_cpp(CPP_HEAD + " {\n    " + line + "\n}\n", "kernel0")

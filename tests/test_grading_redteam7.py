@@ -1,5 +1,5 @@
-"""Red team 7 (session 26, issue 29): routes that still forge a grade, as strict xfails (each passes
-once grading is fixed), plus controls that must pass now. Findings: tests/redteam/REPORT7.md."""
+"""Red team 7 (session 26, issue 29): its routes, each now a test that the forgery fails or the honest
+answer passes (they were strict xfails until the fixes landed). Findings: tests/redteam/REPORT7.md."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # line starting with "def " (FunctionRewriter._find_def, triton 3.9): the nested `def kernel0`,
 # where `exec`/`chr` (assigned in the outer body) are builtins. The Python it runs rewrites
 # libcheck.execute's results (the C++ cases', before and after it, too).
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="P1: nested def in a Triton kernel; the interpreter runs it with builtins")
 def test_51_nested_def_forgery_fails() -> None:
+    """Fixed: genscreen refuses a def (or lambda) nested in a kernel and any assignment to a
+    Python builtin's name, so nothing of the forgery runs."""
     import lib_forge7
 
     problems, _outputs, _cases = lib_forge7.forged_problems(5)
     assert problems["5.1"], problems          # forged evidence must not score
 
 
-def test_51_nested_def_screen_is_what_lets_it_through() -> None:
-    """Control: the forged Triton kernel passes check_triton today, and the forged C++ passes
-    check_cpp (computing nothing); without the nested def the same payload is refused."""
+def test_51_nested_def_screen_is_what_refuses_it() -> None:
+    """The forged Triton kernel is refused for its nested def (and, without it, for the payload's
+    names); the forged C++ still passes check_cpp, computing nothing (so it scores nothing)."""
     import lib_forge7
 
     from labkit.grading import genscreen as gs
@@ -40,7 +40,8 @@ def test_51_nested_def_screen_is_what_lets_it_through() -> None:
     tri = next(c for c in cases if c["target"] == "triton")
     cpp = next(c for c in cases if c["target"] == "cpp")
     src = lib_forge7.forged_case(tri)["kernels"][0]["source"]
-    gs.check_triton(src)
+    with pytest.raises(gs.Refused, match="FunctionDef|an assignment to 'exec'"):
+        gs.check_triton(src)
     gs.check_cpp(lib_forge7.forged_case(cpp)["kernels"][0]["source"], "kernel0")
     flat = src.replace("    def kernel0(in_ptr0, out_ptr0, BLOCK):\n", "").replace("\n        ", "\n    ")
     flat = flat.replace("    exec = 0\n    chr = 0\n", "")
@@ -57,8 +58,6 @@ HONEST_CPP = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="Q1: check_cpp refuses correct C++ an honest log1p lowering may write")
 @pytest.mark.parametrize("name", sorted(HONEST_CPP))
 def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
     from labkit.compiler.codegen import cpp
@@ -73,3 +72,14 @@ def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
     finally:
         cpp.CppOverrides.log1p = orig
     assert lc.screen(case, got) == "", lc.screen(case, got)
+
+
+@pytest.mark.parametrize("line", ["auto tmp2 = (int64_t)in_ptr0;", "auto tmp2 = int64_t(out_ptr0);",
+                                  "auto tmp2 = (int64_t)(in_ptr0 + 1);"])
+def test_51_a_cast_of_a_pointer_is_still_refused(line: str) -> None:
+    """Casts to a number type are C++ an honest lowering writes (Q1), but never of a pointer."""
+    from labkit.grading import genscreen as gs
+
+    head = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)'
+    with pytest.raises(gs.Refused, match="cast of a pointer"):
+        gs.check_cpp(head + " {\n    " + line + "\n}\n", "kernel0")

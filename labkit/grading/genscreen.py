@@ -12,6 +12,7 @@ kernels. Stdlib only: the grader runs these too, and never imports triton or tor
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Callable
 
@@ -40,7 +41,9 @@ KEYWORDS = frozenset({"mask", "other", "eviction_policy", "keep_dims", "bitcast"
 # the only strings labkit's Triton code generator writes: float("inf") and L2 hints
 FLOAT_STRINGS = frozenset({"inf", "-inf", "nan"})
 EVICTION = frozenset({"evict_first", "evict_last"})
-NODES = (ast.FunctionDef, ast.arguments, ast.arg, ast.Name, ast.Attribute, ast.Call, ast.keyword,
+# no FunctionDef, Lambda or arguments: a def nested in a kernel is what Triton's interpreter compiles
+# (it takes the last line that starts ``def ``), with Python's builtins (red team 7, P1)
+NODES = (ast.Name, ast.Attribute, ast.Call, ast.keyword,
          ast.Constant, ast.Assign, ast.AugAssign, ast.Expr, ast.BinOp, ast.UnaryOp, ast.BoolOp,
          ast.Compare, ast.IfExp, ast.For, ast.If, ast.Subscript, ast.Slice, ast.Tuple, ast.List,
          ast.Return, ast.Pass, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
@@ -87,7 +90,7 @@ def _triton_function(fn: ast.FunctionDef, functions: frozenset[str] | set[str]) 
     nodes = [n for stmt in fn.body for n in ast.walk(stmt)]
     for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            if node.id in reserved:
+            if node.id in reserved or hasattr(builtins, node.id):
                 raise no(node, f"an assignment to {node.id!r}")
             own.add(node.id)
     parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
@@ -148,13 +151,16 @@ CPP_HELPERS = frozenset("lk_bf2f lk_f2bf lk_round_bf lk_round_h lk_sin lk_cos lk
 _MATH = ("abs fabs exp exp2 expm1 log log1p log2 log10 sqrt cbrt pow hypot sin cos tan asin acos "
          "atan atan2 sinh cosh tanh asinh acosh atanh erf erfc tgamma lgamma floor ceil trunc round "
          "nearbyint rint fmod remainder copysign fmin fmax fdim fma isnan isinf isfinite signbit")
-CPP_STD = frozenset(_MATH.split()) | frozenset("max min fill_n numeric_limits".split())
-CPP_C_MATH = frozenset(_MATH.split()) | frozenset(f + "f" for f in _MATH.split())
+# each also in its float and long double forms (std::log1pf, logf): honest spellings (red team 7, Q1)
+_MATH_ALL = frozenset(f + suffix for f in _MATH.split() for suffix in ("", "f", "l"))
+CPP_STD = _MATH_ALL | frozenset("max min fill_n numeric_limits".split())
+CPP_C_MATH = _MATH_ALL
 CPP_LIMITS = frozenset("infinity quiet_NaN lowest max min epsilon denorm_min".split())
 # the generator's variables: tmp3, x0_outer, in_ptr1, acc2_l, nan4, scratch_buf1, row_buf2, tile0,
 # idx5_ok, and a lambda's a, b (lk_fold)
 CPP_LOCAL = re.compile(r"(?:(?:tmp|acc|nan|idx|tile|x|r|in_ptr|out_ptr|scratch_buf|row_buf)\d+"
                        r"(?:_outer|_end|_l|_total|_raw|_ok)?|a|b)\Z")
+POINTER = re.compile(r"(?:in_ptr|out_ptr|scratch_buf|row_buf|tile)\d+\Z")   # never cast to a number
 CPP_PRAGMA = re.compile(r"\s*#\s*pragma\s+omp\s+(.*)\Z")
 PRAGMA_WORDS = frozenset("parallel for simd reduction collapse num_threads if nthreads max min".split())
 CPP_TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFlLuU]*"
@@ -204,8 +210,8 @@ def _cpp_tokens(text: str, name: str) -> list[str]:
 
 def _cpp_sequence(t: list[str], name: str) -> None:
     """Each identifier from the allow-list, used as the generator uses it: functions only called
-    (never a function pointer), no unary ``&``, no casts but ``static_cast`` to a number type,
-    no member access, no lambda but ``lk_fold``'s ``[](auto a, auto b) { return ...; }``."""
+    (never a function pointer), no unary ``&``, casts only to a number type (``static_cast``, C or
+    functional style) and never of a pointer, no member access, no lambda but ``lk_fold``'s ``[](auto a, auto b) { return ...; }``."""
     def no(i: int, why: str) -> Refused:
         return Refused(f"{name}: {t[i]!r} ({why}; near '{' '.join(t[max(i - 4, 0):i + 4])}')")
 
@@ -216,7 +222,7 @@ def _cpp_sequence(t: list[str], name: str) -> None:
         return (t[i] in (")", "]") or t[i][0].isdigit() or t[i][0] == "."
                 or word and (t[i] not in CPP_WORDS or t[i] in ("nthreads", "err")))
 
-    n, t = len(t), [*t, "", "", "", "", ""]     # room to look 4 tokens ahead
+    n, t = len(t), [*t, *[""] * 8]              # room to look 7 tokens ahead
     for i, tok in enumerate(t[:n]):
         before, after = t[i - 1] if i else "", t[i + 1]
         if tok[0].isalpha() or tok[0] == "_":
@@ -232,16 +238,20 @@ def _cpp_sequence(t: list[str], name: str) -> None:
                 (tok in CPP_C_MATH and not CPP_LOCAL.match(tok))
             if function:                        # called, after at most one template argument
                 follow = after
-                if after == "<":
+                if after == "<" and t[i + 2:i + 4] == ["decltype", "("] and \
+                        CPP_LOCAL.match(t[i + 4]) and t[i + 5:i + 7] == [")", ">"]:
+                    follow = t[i + 7]           # static_cast<decltype(tmp0)>(...): a value's type
+                elif after == "<":
                     if t[i + 3] != ">" or not (t[i + 2] in CPP_TYPES or t[i + 2].isdigit()):
                         raise no(i, "a template argument labkit does not write")
                     follow = t[i + 4]
                 if follow != ("::" if tok == "numeric_limits" else "("):
                     raise no(i, "a function used without calling it")
-            if tok in CPP_TYPES and (after == "(" or before == "(" and after == ")"):
-                raise no(i, "a cast other than static_cast")
             if tok == "decltype" and after != "(":
                 raise no(i, "decltype without (")
+            if tok in CPP_TYPES and (before == "(" and after == ")" and POINTER.match(
+                    t[i + 2] if t[i + 2] != "(" else t[i + 3]) or after == "(" and POINTER.match(t[i + 2])):
+                raise no(i, "a cast of a pointer")
         elif tok in (".", "->"):
             raise no(i, "member access")
         elif tok in ("&", "&&") and not operand_end(i - 1):
