@@ -8,12 +8,11 @@ import sys
 
 sys.path.insert(0, "tests")
 sys.path.insert(0, "tests/redteam")
+import lib_forge6
 import lib_forge7
 from fairness import library_evidence
 
 from labkit.grading import rubric as rubric_mod
-
-import lib_forge6
 
 PREFIX = ("import atexit as _atexit\nimport json as _json\nimport sys as _sys\n"
           "import types as _types\n"

@@ -14,7 +14,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 import lib_forge6  # noqa: E402
 
-
 # Run by the first Triton case in the execute sandbox: every program case of the run (C++ ones
 # before it included) gets eager's outputs (libcheck.expect, in the trusted copy), and the
 # later cases' _run is replaced, so the C++ kernels (screen-clean, computing nothing) never count.
@@ -55,6 +54,7 @@ def chars(text: str) -> str:
 def triton_source(case: dict) -> str:
     n_in = len(case["inputs"])
     import torch
+
     from labkit.compiler.ir import flatten
     from labkit.grading.libcases import programs
     examples = [torch.zeros(s["shape"], dtype=getattr(torch, s["dtype"])) for s in case["inputs"]]
