@@ -1,5 +1,5 @@
-"""Red team 5 end to end: 7.1 graded by `make grade`'s path (G.prepare + G.grade_all, sandboxed), the
-student's labkit/exercises/triton_softmax.py holding fix_attacks5.py's answer (the release's
+"""Red teams 5 and 6 end to end: 7.1 graded by `make grade`'s path (G.prepare + G.grade_all, sandboxed), the
+student's labkit/exercises/triton_softmax.py holding fix_attacks5.py's or fix_attacks6.py's answer (the release's
 launcher kept after it), next to the honest master.
 python tests/redteam/e2e5_71.py [ATTACK]"""
 import dataclasses
@@ -8,11 +8,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, "tests/redteam")
-from fix_attacks5 import ATTACKS
+from fix_attacks5 import ATTACKS as ATTACKS5
+from fix_attacks6 import ATTACKS as ATTACKS6
 
 from labkit.grading import grade as G
 from labkit.grading import rubric as R
 
+ATTACKS = {**ATTACKS5, **ATTACKS6}
+assert len(ATTACKS) == len(ATTACKS5) + len(ATTACKS6), "a (task, name) in both tables"
 ROOT = Path.cwd()
 NAME = sys.argv[1] if len(sys.argv) > 1 else "side_launch"
 base = Path(tempfile.mkdtemp(prefix="rt5-e2e71-"))

@@ -1,4 +1,4 @@
-"""Red team 7: answers for fix-type tasks (graded by run_fix7.py as grading does)."""
+"""Red team 7: answers for fix-type tasks (graded by run_fix6.py as grading does)."""
 import sys
 from pathlib import Path
 
