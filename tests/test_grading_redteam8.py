@@ -1,0 +1,72 @@
+"""Red team 8 (session 26, issue 29): routes past the ninth team's genscreen fix, each a strict xfail
+until fixed. Findings: tests/redteam/REPORT8.md."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+# -- R1: 5.1, C-style/functional casts forge pointers; a C++ kernel rewrites linecache's copy of a
+# Triton kernel's comment line, and Triton's interpreter compiles the next Triton case from it ------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT8 R1: int64_t(0 + in_ptr0) and (decltype(tmp2))(n) pass check_cpp")
+def test_51_linecache_forgery_fails() -> None:
+    """Seed 0 (cases C++, C++, Triton, Triton, C++, Triton, C++): the forged evidence must not score."""
+    import linecache
+
+    import lib_forge8
+
+    from labkit.grading import libcheck as lc
+
+    kept = lc._run                       # the payload replaces it (for the cases after it)
+    try:
+        problems, _outputs, _cases, screened = lib_forge8.forged_problems(0)
+    finally:
+        lc._run = kept
+        linecache.clearcache()           # the patched line stays cached otherwise
+    assert problems["5.1"], (problems, screened)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT8 R1: casts between pointers and integers pass check_cpp")
+@pytest.mark.parametrize("line", [
+    "auto tmp0 = int64_t(0 + in_ptr0);",                     # a pointer's address as a number
+    "auto tmp0 = (int64_t)(0 + in_ptr0);",
+    "auto tmp0 = int64_t((in_ptr0));",
+    "uint8_t* tmp2 = 0; tmp2 = (decltype(tmp2))(nthreads);",  # a number as a pointer
+    "auto tmp1 = decltype(out_ptr0)(nthreads + 4);",
+])
+def test_cpp_screen_refuses_pointer_integer_casts(line: str) -> None:
+    from labkit.grading import genscreen as gs
+
+    src = ('extern "C" void kernel0(const float* in_ptr0, float* out_ptr0, int nthreads) {\n    '
+           + line + "\n}\n")
+    try:
+        gs.check_cpp(src, "kernel0")
+    except gs.Refused:
+        return
+    raise AssertionError(f"check_cpp passes {line!r}")
+
+
+def test_51_linecache_forgery_triton_half_is_screen_clean() -> None:
+    """Control: the forged Triton kernel passes check_triton (its payload is a comment, which no AST
+    screen sees) and the C++ kernels before the first Triton case too; only the scanning C++
+    kernels (the casts) are what a fix can refuse."""
+    import lib_forge8
+
+    from labkit.grading import genscreen as gs
+    from labkit.grading import libcheck as lc
+
+    gs.check_triton(lib_forge8.TRITON)
+    assert "exec(" in lib_forge8.TRITON and "#; exec(" in lib_forge8.TRITON
+    cases, _ = lc.draw(0, ("5.1",))
+    evidence = lib_forge8.forged_evidence(cases)
+    first_cpp = next(c for c in cases if c["kind"] == "program" and c["target"] == "cpp")
+    assert lc.screen(first_cpp, evidence[first_cpp["id"]]) == ""
