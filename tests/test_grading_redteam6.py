@@ -19,6 +19,13 @@ from test_grading_redteam3 import _grade_judge  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
+def _interpreted_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's interpreter for these tests only (lib_forge6 sets it when imported: never for the
+    rest of the session)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
 def _triton_restored():
     """M1 replaces Triton's GridExecutor.__call__, and its load-time device call leaves
     triton.language patched by the interpreter (InterpretedFunction.__call__ never restores

@@ -3,14 +3,20 @@ answer passes (they were strict xfails until the fixes landed). Findings: tests/
 
 from __future__ import annotations
 
-import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
-os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _interpreted_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's interpreter for these tests only (the forgers set it when imported: never for the
+    rest of the session, where test_compiler_triton compiles real GPU targets)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 # -- P1: 5.1, a nested `def` in a Triton kernel runs Python in the execute sandbox ------------------
@@ -50,8 +56,10 @@ def test_51_nested_def_screen_is_what_refuses_it() -> None:
 
 
 # -- Q1 (honest): 5.1 C++ log1p spellings that are correct C++ and right on every case, refused ----
-HONEST_CPP = {
-    "std_log1pf": "std::log1pf({x})",                                   # <cmath>, C++11
+HONEST_CPP = {"std_log1pf": "std::log1pf({x})"}                     # <cmath>, C++11
+# correct C++, still refused (red team 8 used C/functional casts and decltype to turn pointers into
+# integers and back): the refusal names the cast, and static_cast<float>/<double> is the spelling
+CAST_CPP = {
     "c_cast": "(float)std::log1p((double){x})",
     "functional_cast": "float(std::log1p(double({x})))",
     "decltype_cast": "static_cast<decltype({x})>(std::log1p({x}))",
@@ -60,26 +68,36 @@ HONEST_CPP = {
 
 @pytest.mark.parametrize("name", sorted(HONEST_CPP))
 def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
+    assert _screened(HONEST_CPP[name]) == ""
+
+
+@pytest.mark.parametrize("name", sorted(CAST_CPP))
+def test_51_cast_spellings_are_refused_naming_the_cast(name: str) -> None:
+    """A known honest cost (docs/grading.md): these casts are refused, and the message says why."""
+    assert re.search("cast|template argument", _screened(CAST_CPP[name])), _screened(CAST_CPP[name])
+
+
+def _screened(spelling: str) -> str:
     from labkit.compiler.codegen import cpp
     from labkit.grading import libcheck as lc
 
     cases, _ = lc.draw(5, ("5.1",))
     case = next(c for c in cases if c["kind"] == "program" and c["target"] == "cpp")
     orig = cpp.CppOverrides.log1p
-    cpp.CppOverrides.log1p = staticmethod(lambda x: HONEST_CPP[name].format(x=x))
+    cpp.CppOverrides.log1p = staticmethod(lambda x: spelling.format(x=x))
     try:
         got = lc._generate(case)
     finally:
         cpp.CppOverrides.log1p = orig
-    assert lc.screen(case, got) == "", lc.screen(case, got)
+    return lc.screen(case, got)
 
 
 @pytest.mark.parametrize("line", ["auto tmp2 = (int64_t)in_ptr0;", "auto tmp2 = int64_t(out_ptr0);",
                                   "auto tmp2 = (int64_t)(in_ptr0 + 1);"])
 def test_51_a_cast_of_a_pointer_is_still_refused(line: str) -> None:
-    """Casts to a number type are C++ an honest lowering writes (Q1), but never of a pointer."""
+    """No C-style or functional cast at all, so never of a pointer (red team 8, R1)."""
     from labkit.grading import genscreen as gs
 
     head = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)'
-    with pytest.raises(gs.Refused, match="cast of a pointer"):
+    with pytest.raises(gs.Refused, match="cast"):
         gs.check_cpp(head + " {\n    " + line + "\n}\n", "kernel0")

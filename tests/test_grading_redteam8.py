@@ -1,22 +1,25 @@
-"""Red team 8 (session 26, issue 29): routes past the ninth team's genscreen fix, each a strict xfail
-until fixed. Findings: tests/redteam/REPORT8.md."""
+"""Red team 8 (session 26, issue 29): routes past the ninth team's genscreen fix, each now a test that
+it fails (strict xfails until the fixes landed). Findings: tests/redteam/REPORT8.md."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
-os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _interpreted_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's interpreter for these tests only (the forgers set it when imported: never for the
+    rest of the session, where test_compiler_triton compiles real GPU targets)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 # -- R1: 5.1, C-style/functional casts forge pointers; a C++ kernel rewrites linecache's copy of a
 # Triton kernel's comment line, and Triton's interpreter compiles the next Triton case from it ------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT8 R1: int64_t(0 + in_ptr0) and (decltype(tmp2))(n) pass check_cpp")
 def test_51_linecache_forgery_fails() -> None:
     """Seed 0 (cases C++, C++, Triton, Triton, C++, Triton, C++): the forged evidence must not score."""
     import linecache
@@ -34,8 +37,6 @@ def test_51_linecache_forgery_fails() -> None:
     assert problems["5.1"], (problems, screened)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="REPORT8 R1: casts between pointers and integers pass check_cpp")
 @pytest.mark.parametrize("line", [
     "auto tmp0 = int64_t(0 + in_ptr0);",                     # a pointer's address as a number
     "auto tmp0 = (int64_t)(0 + in_ptr0);",
@@ -55,16 +56,17 @@ def test_cpp_screen_refuses_pointer_integer_casts(line: str) -> None:
     raise AssertionError(f"check_cpp passes {line!r}")
 
 
-def test_51_linecache_forgery_triton_half_is_screen_clean() -> None:
-    """Control: the forged Triton kernel passes check_triton (its payload is a comment, which no AST
-    screen sees) and the C++ kernels before the first Triton case too; only the scanning C++
-    kernels (the casts) are what a fix can refuse."""
+def test_51_linecache_forgery_triton_half_is_refused_for_its_comment() -> None:
+    """The forged Triton kernel's payload is a comment, which no AST screen sees: a comment in a
+    Triton kernel module is refused now; the C++ kernels before the first Triton case still pass
+    (execute runs every Triton case before any C++ one, so they can no longer patch it)."""
     import lib_forge8
 
     from labkit.grading import genscreen as gs
     from labkit.grading import libcheck as lc
 
-    gs.check_triton(lib_forge8.TRITON)
+    with pytest.raises(gs.Refused, match="comment"):
+        gs.check_triton(lib_forge8.TRITON)
     assert "exec(" in lib_forge8.TRITON and "#; exec(" in lib_forge8.TRITON
     cases, _ = lc.draw(0, ("5.1",))
     evidence = lib_forge8.forged_evidence(cases)

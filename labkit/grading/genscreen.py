@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import re
+import tokenize
 from collections.abc import Callable
 
 KERNEL_NAME = re.compile(r"(?:\w+_)?kernel\d+\Z")       # schedule.py names kernels kernelN
@@ -62,6 +64,9 @@ def check_triton(source: str) -> None:
     """Refuse a Triton kernel module unless it is ``@triton.jit`` functions written only with
     ``tl``'s builtins, the kernel's own values (``.to``), the header's helpers and numbers."""
     tree = ast.parse(source)
+    if any(tok.type == tokenize.COMMENT for tok in tokenize.generate_tokens(io.StringIO(source).readline)):
+        raise Refused("a comment in a Triton kernel module (no AST sees it, and Triton's interpreter "
+                      "compiles the source text again: red team 8, R1)")
     if not all(isinstance(s, ast.FunctionDef) for s in tree.body):
         raise Refused("a Triton kernel module holds more than kernel functions")
     functions = {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef)} | HEADER_HELPERS
@@ -160,7 +165,7 @@ CPP_LIMITS = frozenset("infinity quiet_NaN lowest max min epsilon denorm_min".sp
 # idx5_ok, and a lambda's a, b (lk_fold)
 CPP_LOCAL = re.compile(r"(?:(?:tmp|acc|nan|idx|tile|x|r|in_ptr|out_ptr|scratch_buf|row_buf)\d+"
                        r"(?:_outer|_end|_l|_total|_raw|_ok)?|a|b)\Z")
-POINTER = re.compile(r"(?:in_ptr|out_ptr|scratch_buf|row_buf|tile)\d+\Z")   # never cast to a number
+POINTER = re.compile(r"(?:in_ptr|out_ptr|scratch_buf|row_buf|tile)\d+\Z")   # never decltype'd
 CPP_PRAGMA = re.compile(r"\s*#\s*pragma\s+omp\s+(.*)\Z")
 PRAGMA_WORDS = frozenset("parallel for simd reduction collapse num_threads if nthreads max min".split())
 CPP_TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFlLuU]*"
@@ -210,8 +215,9 @@ def _cpp_tokens(text: str, name: str) -> list[str]:
 
 def _cpp_sequence(t: list[str], name: str) -> None:
     """Each identifier from the allow-list, used as the generator uses it: functions only called
-    (never a function pointer), no unary ``&``, casts only to a number type (``static_cast``, C or
-    functional style) and never of a pointer, no member access, no lambda but ``lk_fold``'s ``[](auto a, auto b) { return ...; }``."""
+    (never a function pointer), no unary ``&``, no casts but ``static_cast`` to a number type and
+    ``decltype(tmpN)(<number>)``, no pointer declared in the body, no member access, no lambda
+    but ``lk_fold``'s ``[](auto a, auto b) { return ...; }``."""
     def no(i: int, why: str) -> Refused:
         return Refused(f"{name}: {t[i]!r} ({why}; near '{' '.join(t[max(i - 4, 0):i + 4])}')")
 
@@ -223,7 +229,9 @@ def _cpp_sequence(t: list[str], name: str) -> None:
                 or word and (t[i] not in CPP_WORDS or t[i] in ("nthreads", "err")))
 
     n, t = len(t), [*t, *[""] * 8]              # room to look 7 tokens ahead
+    body_started = False                        # past the parameter list's ``{``
     for i, tok in enumerate(t[:n]):
+        body_started = body_started or tok == "{"
         before, after = t[i - 1] if i else "", t[i + 1]
         if tok[0].isalpha() or tok[0] == "_":
             scoped = before == "::"
@@ -238,10 +246,7 @@ def _cpp_sequence(t: list[str], name: str) -> None:
                 (tok in CPP_C_MATH and not CPP_LOCAL.match(tok))
             if function:                        # called, after at most one template argument
                 follow = after
-                if after == "<" and t[i + 2:i + 4] == ["decltype", "("] and \
-                        CPP_LOCAL.match(t[i + 4]) and t[i + 5:i + 7] == [")", ">"]:
-                    follow = t[i + 7]           # static_cast<decltype(tmp0)>(...): a value's type
-                elif after == "<":
+                if after == "<":
                     if t[i + 3] != ">" or not (t[i + 2] in CPP_TYPES or t[i + 2].isdigit()):
                         raise no(i, "a template argument labkit does not write")
                     follow = t[i + 4]
@@ -249,9 +254,14 @@ def _cpp_sequence(t: list[str], name: str) -> None:
                     raise no(i, "a function used without calling it")
             if tok == "decltype" and after != "(":
                 raise no(i, "decltype without (")
-            if tok in CPP_TYPES and (before == "(" and after == ")" and POINTER.match(
-                    t[i + 2] if t[i + 2] != "(" else t[i + 3]) or after == "(" and POINTER.match(t[i + 2])):
-                raise no(i, "a cast of a pointer")
+            if tok in CPP_TYPES and (after == "(" or before == "(" and after == ")"):
+                raise no(i, "a cast other than static_cast")
+            if tok == "decltype" and not (CPP_LOCAL.match(t[i + 2]) and t[i + 3:i + 5] == [")", "("]
+                                          and t[i + 5][:1].isdigit() and t[i + 6] == ")"):
+                raise no(i, "decltype other than labkit's decltype(tmp0)(0), a number of a value's type")
+            if tok in CPP_TYPES and after == "*" and body_started and \
+                    not re.fullmatch(r"scratch_buf\d+", t[i + 2]):   # labkit's: a row of the output
+                raise no(i, "a pointer declared in the kernel's body")
         elif tok in (".", "->"):
             raise no(i, "member access")
         elif tok in ("&", "&&") and not operand_end(i - 1):

@@ -174,7 +174,10 @@ def execute(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[
             ) -> dict[str, Any]:
     """Outputs of each program case's generated code on its hidden inputs (or what stopped it)."""
     out: dict[str, Any] = {}
-    for case in cases:
+    # every Triton case before any C++ one: a C++ kernel can write memory it was not given (nothing
+    # checks its indices), so none runs before Python code of a later case (red team 8, R1: it
+    # patched the cached source the next Triton case compiled)
+    for case in sorted(cases, key=lambda c: c.get("target") != "triton"):
         if case["kind"] != "program":
             continue
         got = evidence.get(case["id"])
