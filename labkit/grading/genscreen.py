@@ -165,7 +165,6 @@ CPP_LIMITS = frozenset("infinity quiet_NaN lowest max min epsilon denorm_min".sp
 # idx5_ok, and a lambda's a, b (lk_fold)
 CPP_LOCAL = re.compile(r"(?:(?:tmp|acc|nan|idx|tile|x|r|in_ptr|out_ptr|scratch_buf|row_buf)\d+"
                        r"(?:_outer|_end|_l|_total|_raw|_ok)?|a|b)\Z")
-POINTER = re.compile(r"(?:in_ptr|out_ptr|scratch_buf|row_buf|tile)\d+\Z")   # never decltype'd
 CPP_PRAGMA = re.compile(r"\s*#\s*pragma\s+omp\s+(.*)\Z")
 PRAGMA_WORDS = frozenset("parallel for simd reduction collapse num_threads if nthreads max min".split())
 CPP_TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFlLuU]*"
