@@ -390,10 +390,12 @@ def _sealed() -> list[tuple[str, Any]]:
               ("labkit._torch", _torch), ("json", json), ("builtins", builtins),
               ("contextlib", contextlib), ("io", io), ("the harness's tasks", TASKS)]
     # every labkit.grading module loaded (harness_ops was outside the seal: REPORT5 J1 replaced
-    # its launch and kernel check), with its functions' code and its classes (Seal.parts)
+    # its launch and kernel check), with its functions' code and its classes (Seal.parts), and
+    # labkit._torch's submodules: the package only re-exports, the functions are theirs (Seal.parts
+    # takes a module's own functions), and they call one another through their own globals
     held = {id(space) for _, space in spaces}
-    spaces += [(m, sys.modules[m]) for m in sorted(sys.modules) if m.startswith("labkit.grading.")
-               and id(sys.modules[m]) not in held]
+    spaces += [(m, sys.modules[m]) for m in sorted(sys.modules)
+               if m.startswith(("labkit.grading.", "labkit._torch.")) and id(sys.modules[m]) not in held]
     return spaces + [(f"torch's {m}", sys.modules[m]) for m in _torch.DYNAMO_MODULES
                      if m in sys.modules]
 
