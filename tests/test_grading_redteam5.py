@@ -234,6 +234,30 @@ def test_71_seal_holds_harness_ops() -> None:
         assert name in found.get("error", ""), found
 
 
+def test_71_seal_holds_labkit_torchs_submodules() -> None:
+    """labkit._torch is a package that re-exports: its functions live in its submodules and call
+    one another there (jit_kernel_function -> triton_kernel_types), so the seal takes those too."""
+    from labkit._torch import triton as tt
+    from labkit.grading import harness
+
+    def rebind() -> None:
+        tt.triton_kernel_types = lambda: (object,)
+
+    def recode() -> None:
+        tt.jit_kernel_function.__code__ = (lambda obj: None).__code__
+
+    kinds, code = tt.triton_kernel_types, tt.jit_kernel_function.__code__
+    for change, name in ((rebind, "labkit._torch.triton.triton_kernel_types"),
+                         (recode, "labkit._torch.triton.jit_kernel_function")):
+        ns, _ = _measured(HONEST["7.1", "control"], measure=False)
+        try:
+            change()
+            found = harness.measure("7.1", ns, {"shapes": [], "x": []}, {})
+        finally:
+            tt.triton_kernel_types, tt.jit_kernel_function.__code__ = kinds, code
+        assert name in found.get("error", ""), found
+
+
 # -- J4: 2.2, G4 reopened: the harness's backend called from the answer's own backend ------------
 def test_22_own_backend_forward_forgery_fails() -> None:
     """REPORT5 J4 (fixed): inside its own backend (Dynamo compiling) the answer handed the recorder
