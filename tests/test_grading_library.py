@@ -113,7 +113,7 @@ CPP_BAD = [  # (a line put before the store, what the refusal names)
     ("// c", "'//'"), ("auto tmp2 = 1; \\", "'\\\\'"), ("auto tmp2 = &std::log1p;", "'&'"),
     ("auto tmp2 = std::log1p;", "without calling"), ("auto tmp2 = lk_bf2f;", "without calling"),
     ("auto tmp2 = reinterpret_cast<float*>(5);", "'reinterpret_cast'"), ("auto tmp2 = (float*)5;", "pointer declared"),
-    ("auto tmp2 = (int64_t)in_ptr0;", "cast"), ("auto tmp2 = int64_t(in_ptr0);", "cast"),
+    ("auto tmp2 = (float*)(tmp1);", "pointer declared"), ("auto tmp2 = decltype(in_ptr0)(5);", "decltype"),
     ("auto tmp2 = static_cast<float*>(0);", "template argument"), ("auto tmp2 = in_ptr0->x;", "member"),
     ("auto tmp2 = decltype(+[](const float* a){ return 0; })(5);", "decltype"),
     ("auto tmp2 = [tmp1](auto a, auto b){ return a; };", "lambda"),

@@ -3,7 +3,6 @@ answer passes (they were strict xfails until the fixes landed). Findings: tests/
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -55,26 +54,21 @@ def test_51_nested_def_screen_is_what_refuses_it() -> None:
         gs.check_triton(flat)
 
 
-# -- Q1 (honest): 5.1 C++ log1p spellings that are correct C++ and right on every case, refused ----
-HONEST_CPP = {"std_log1pf": "std::log1pf({x})"}                     # <cmath>, C++11
-# correct C++, still refused (red team 8 used C/functional casts and decltype to turn pointers into
-# integers and back): the refusal names the cast, and static_cast<float>/<double> is the spelling
-CAST_CPP = {
+# -- Q1 (honest): 5.1 C++ log1p spellings that are correct C++ and right on every case ------------
+# Casts were refused for a while (red team 8 used C/functional casts and decltype to turn pointers into
+# integers and back); a C++ kernel now runs in lk_host, a process of its own, so they pass again.
+HONEST_CPP = {
+    "std_log1pf": "std::log1pf({x})",                                     # <cmath>, C++11
     "c_cast": "(float)std::log1p((double){x})",
     "functional_cast": "float(std::log1p(double({x})))",
     "decltype_cast": "static_cast<decltype({x})>(std::log1p({x}))",
+    "decltype_functional": "decltype({x})(std::log1p({x}))",
 }
 
 
 @pytest.mark.parametrize("name", sorted(HONEST_CPP))
 def test_51_honest_cpp_log1p_spellings_pass_the_screen(name: str) -> None:
     assert _screened(HONEST_CPP[name]) == ""
-
-
-@pytest.mark.parametrize("name", sorted(CAST_CPP))
-def test_51_cast_spellings_are_refused_naming_the_cast(name: str) -> None:
-    """A known honest cost (docs/grading.md): these casts are refused, and the message says why."""
-    assert re.search("cast|template argument", _screened(CAST_CPP[name])), _screened(CAST_CPP[name])
 
 
 def _screened(spelling: str) -> str:
@@ -92,12 +86,13 @@ def _screened(spelling: str) -> str:
     return lc.screen(case, got)
 
 
-@pytest.mark.parametrize("line", ["auto tmp2 = (int64_t)in_ptr0;", "auto tmp2 = int64_t(out_ptr0);",
-                                  "auto tmp2 = (int64_t)(in_ptr0 + 1);"])
-def test_51_a_cast_of_a_pointer_is_still_refused(line: str) -> None:
-    """No C-style or functional cast at all, so never of a pointer (red team 8, R1)."""
+@pytest.mark.parametrize("line", ["auto tmp2 = (float*)(tmp1);", "auto tmp2 = decltype(out_ptr0)(tmp1);",
+                                  "auto tmp2 = static_cast<float*>(0);"])
+def test_51_a_cast_to_a_pointer_is_still_refused(line: str) -> None:
+    """A cast to a pointer type is not what a code generator writes (red team 8, R1, built pointers
+    from integers so); its kernel would only reach lk_host's memory now, but it is still refused."""
     from labkit.grading import genscreen as gs
 
     head = 'extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)'
-    with pytest.raises(gs.Refused, match="cast"):
-        gs.check_cpp(head + " {\n    " + line + "\n}\n", "kernel0")
+    with pytest.raises(gs.Refused, match="cast|decltype|template|pointer declared"):
+        gs.check_cpp(head + " {\n    auto tmp1 = 0;\n    " + line + "\n}\n", "kernel0")

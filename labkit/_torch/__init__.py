@@ -82,6 +82,7 @@ from labkit._torch.inductor import (
 )
 from labkit._torch.triton import (
     DEFAULT_TARGET,
+    OutOfBounds,
     _driver_or_none,
     assert_on_device,
     compile_triton,
@@ -92,6 +93,7 @@ from labkit._torch.triton import (
     jitted_helpers_in_python,
     live_triton_kernel,
     module_from_source,
+    triton_bounded_memory,
     triton_interpreter,
     triton_interpreter_names,
     triton_kernel_from_source,
@@ -104,7 +106,7 @@ from labkit._torch.triton import (
 
 __all__ = [
     "CHROMIUM_EVENT", "DEFAULT_TARGET", "DYNAMO_CALLS_BACKEND", "DYNAMO_LOGGER",
-    "DYNAMO_MODULES", "INDUCTOR_LOGGER", "PLANT_LAYERS", "PYTHON_HANDLERS",
+    "DYNAMO_MODULES", "INDUCTOR_LOGGER", "OutOfBounds", "triton_bounded_memory", "PLANT_LAYERS", "PYTHON_HANDLERS",
     "PYTHON_KERNEL_TABLES", "RESUME_PREFIX", "TRACE_LOGGER", "TorchAPIError", "_api",
     "_driver_or_none", "_moved", "aot_module_simplified", "artifact_loggers", "artifact_name",
     "assert_on_device", "called_by_dynamo", "compile_counter", "compile_entry_points",

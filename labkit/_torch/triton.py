@@ -283,3 +283,53 @@ def compile_triton(
 
 
 # -- guards of the Triton interpreter (what grading checks an interpreted launch with) ------------
+class OutOfBounds(IndexError):
+    """An interpreted Triton kernel reached memory outside the tensors it was launched with."""
+
+
+@contextlib.contextmanager
+def triton_bounded_memory() -> Iterator[None]:
+    """While open, an interpreted Triton kernel may load and store only inside the storages of the
+    tensors its launch was given (:class:`OutOfBounds` otherwise, before the access). The
+    interpreter reads and writes raw addresses unchecked (triton 3.9: ``GridExecutor`` passes
+    pointers as integers; every ``tl.load``/``tl.store`` reaches ``_interpreter.load``/``.store``
+    in runtime/interpreter.py), so without this a kernel could write any memory of its process."""
+    import numpy as np
+
+    interp = _api("triton.runtime.interpreter")
+    executor = interp.GridExecutor
+    real, init = interp._interpreter, executor._init_args_hst
+    ranges: list[tuple[int, int]] = []
+
+    def init_args(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        storages = [a.untyped_storage() for a in [*args_dev, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        ranges[:] = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in storages if s.nbytes()]
+        return init(self, args_dev, kwargs)
+
+    def check(ptrs: Any, mask: Any, itemsize: int) -> None:
+        at = np.asarray(ptrs, dtype=np.uint64)[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs))]
+        ok = np.zeros(at.shape, dtype=bool)
+        for lo, hi in ranges:
+            ok |= (at >= lo) & (at + np.uint64(itemsize) <= hi)
+        if not ok.all():
+            raise OutOfBounds("a Triton kernel loaded or stored outside the tensors it was given")
+
+    class Bounded:
+        def load(self, ptrs: Any, mask: Any, other: Any, dtype: Any) -> Any:
+            check(ptrs, mask, np.dtype(dtype).itemsize)
+            return real.load(ptrs, mask, other, dtype)
+
+        def store(self, ptrs: Any, value: Any, mask: Any) -> Any:
+            check(ptrs, mask, np.asarray(value).dtype.itemsize)
+            return real.store(ptrs, value, mask)
+
+        def __getattr__(self, name: str) -> Any:    # atomics and the rest: kernels may not use them
+            if name in ("atomic_cas", "atomic_rmw"):
+                raise OutOfBounds(f"a Triton kernel used {name}, which this guard does not check")
+            return getattr(real, name)
+
+    interp._interpreter, executor._init_args_hst = Bounded(), init_args
+    try:
+        yield
+    finally:
+        interp._interpreter, executor._init_args_hst = real, init

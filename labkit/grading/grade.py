@@ -31,8 +31,8 @@ from pathlib import Path
 
 from nbformat import NotebookNode
 
+from labkit.grading import host, libcases, libcheck
 from labkit.grading import judge as jg
-from labkit.grading import libcases, libcheck
 from labkit.grading import notebooks as nbs
 from labkit.grading.intake import stage
 from labkit.grading.observe import judge, read_transcript
@@ -287,9 +287,21 @@ def evidence_run(setup: Setup, work: Path, slot: int, seconds: float, trusted: P
     code = setup.template if setup.template is not None else setup.root
     exec_box = _libcheck_box(setup, code, work / "scratch-execute", slot)
     left = max(30.0, seconds - first.seconds)
-    outputs, _ = _libcheck(exec_box, "execute", {"cases": cases, "evidence": evidence,
-                                                 "values": ref["values"]}, left,
-                           trusted / "libcheck-execute.log")
+    outputs, done = _libcheck(exec_box, "execute", {"cases": cases, "evidence": evidence,
+                                                    "values": ref["values"]}, left,
+                              trusted / "libcheck-execute.log")
+    if done.returncode != 0:          # what a process that did not finish wrote decides nothing
+        outputs = None
+    end_by = time.monotonic() + max(30.0, seconds - (time.monotonic() - start))
+
+    def run_host(folder: Path, cmd: list[str]) -> tuple[int, bool]:
+        box = Sandbox(code=str(folder / "code"), scratch=str(folder / "scratch"), slot=slot,
+                      enabled=setup.sandboxed, limits=setup.limits)
+        ran = run_box(box, cmd, max(5.0, end_by - time.monotonic()), trusted / f"libcheck-{folder.name}.log")
+        return ran.returncode, ran.timed_out
+
+    outputs = host.finish(cases, outputs, work / "scratch-execute", work / "hosts",
+                          host.build(work / "host-bin"), run_host)
     problems = libcheck.judge(cases, evidence, outputs, ref["evidence"], ref["expected"])
     if first.timed_out:
         for found in problems.values():

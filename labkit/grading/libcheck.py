@@ -1,6 +1,6 @@
 """Library tasks (5.1, 5.2): what the student's compiler *produces* for programs the grader picks.
 
-Three processes, and only the last one decides:
+Three steps, and only the last one decides:
 
 1. ``produce`` runs where the student's library is imported (the submission's sandbox). It gets
    the cases as plain data (program names, shapes, dtypes, targets, ``node_fits`` questions; never
@@ -10,8 +10,11 @@ Three processes, and only the last one decides:
    (the stubbed instructor copy): the wrapper is accepted only in the shapes labkit's wrapper writes
    (buffers, kernel launches, views; an ATen call, i.e. a fallback, is refused), a kernel only
    if it is written with what labkit's code generator writes (``genscreen``: Triton's builtins
-   and the kernel's own values; C++ tokens of the generator's, so no Python C API). It runs them on
-   the hidden input values, which only this sandbox sees, and writes the outputs.
+   and the kernel's own values; C++ tokens of the generator's, so no Python C API). On the hidden
+   input values, which only this sandbox sees, it runs each Triton case (every load and store
+   bounds-checked) and writes its outputs; for each C++ case it compiles the kernels, never loading
+   them, and writes a plan (what the wrapper launches, on which storages). The grader runs each
+   plan in ``lk_host``, a process and sandbox of its own with no Python (``host.py``).
 3. :func:`judge` (the grader, stdlib only) compares the outputs with eager's on the same inputs
    (computed by ``reference`` in pass 1, in a sandbox on the instructor's library) within each
    case's tolerance, and ``node_fits`` answers and kernel groupings with the instructor solution's.
@@ -30,11 +33,13 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from labkit.grading import host
 from labkit.grading.genscreen import Refused, check_cpp, check_triton
 from labkit.grading.libcases import draw, programs
 
@@ -170,24 +175,35 @@ def _keyword(k: ast.keyword) -> bool:
             and k.value.value.id == "torch" and k.value.attr in DTYPES)
 
 
-def execute(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[str, Any]
-            ) -> dict[str, Any]:
-    """Outputs of each program case's generated code on its hidden inputs (or what stopped it)."""
+def execute(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[str, Any],
+            folder: Path) -> dict[str, Any]:
+    """Per program case: a Triton case's outputs on its hidden inputs, a C++ case's plan for
+    ``lk_host`` (its kernels compiled into ``folder``, never loaded here), or what stopped it."""
     out: dict[str, Any] = {}
-    # every Triton case before any C++ one: a C++ kernel can write memory it was not given (nothing
-    # checks its indices), so none runs before Python code of a later case (red team 8, R1: it
-    # patched the cached source the next Triton case compiled)
-    for case in sorted(cases, key=lambda c: c.get("target") != "triton"):
+    for case in cases:
         if case["kind"] != "program":
             continue
         got = evidence.get(case["id"])
         try:
-            out[case["id"]] = {"outputs": _run(case, got, values[case["id"]])}
+            if case["target"] == "cpp":
+                out[case["id"]] = {"host": _plan(case, got, values[case["id"]],
+                                                 folder / host.folder(case["id"]))}
+            else:
+                out[case["id"]] = {"outputs": _run(case, got, values[case["id"]])}
         except Refused as exc:
             out[case["id"]] = {"refused": str(exc)[:300]}
         except Exception as exc:  # noqa: BLE001
             out[case["id"]] = {"error": type(exc).__name__}
     return out
+
+
+def execute_here(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """:func:`execute`, then each C++ case's host, without a sandbox (tests)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lk-execute-") as tmp:
+        return host.run_here(cases, execute(cases, evidence, values, Path(tmp)), Path(tmp))
 
 
 def _inputs(case: dict[str, Any], data: list[list[Any]]) -> list[Any]:
@@ -232,37 +248,99 @@ def screen(case: dict[str, Any], got: Any) -> str:
 
 
 def _run(case: dict[str, Any], got: Any, data: list[list[Any]]) -> list[dict[str, Any]]:
+    """A Triton case: its kernels interpreted here, every load and store inside their tensors."""
     import torch
 
+    from labkit import _torch
+    from labkit.compiler.codegen import triton as tgen
     from labkit.compiler.wrapper import reinterpret
 
     why = screen(case, got)
     if why:
         raise Refused(why)
+    from types import SimpleNamespace
+
     kernels = {}
-    specs = got["kernels"]
-    if case["target"] == "cpp":
-        from labkit.compiler.codegen import cpp
-
-        if specs:
-            lib = cpp.compile_library(cpp.PRELUDE + "\n\n".join(str(k["source"]) for k in specs))
-            for k in specs:
-                kernels[k["name"]] = cpp.CppKernel(k["name"], str(k["source"]), len(k["args"]), lib)
-    else:
-        from types import SimpleNamespace
-
-        from labkit.compiler.codegen import triton as tgen
-
-        for k in specs:
-            launch = {"grid": k["launch"]["grid"], "block": int(k["launch"]["block"]),
-                      "num_warps": int(k["launch"]["num_warps"])}
-            kernels[k["name"]] = tgen.TritonKernel(k["name"], str(k["source"]),
-                                                   SimpleNamespace(origins=[]), torch.device("cpu"),
-                                                   launch)
+    for k in got["kernels"]:
+        launch = {"grid": k["launch"]["grid"], "block": int(k["launch"]["block"]),
+                  "num_warps": int(k["launch"]["num_warps"])}
+        kernels[k["name"]] = tgen.TritonKernel(k["name"], str(k["source"]), SimpleNamespace(origins=[]),
+                                               torch.device("cpu"), launch)
     scope: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided,
                              "reinterpret": reinterpret, "device": torch.device("cpu"), **kernels}
     exec(compile(str(got["call"]), "<generated wrapper>", "exec"), scope)   # checked above
-    return [_encode(t) for t in scope["call"](_inputs(case, data))]
+    with _torch.triton_bounded_memory():
+        return [_encode(t) for t in scope["call"](_inputs(case, data))]
+
+
+class _Launches:
+    """A C++ kernel's stand-in while the wrapper runs for a plan: records what it was given."""
+
+    def __init__(self, name: str, nargs: int, checks: bool, log: list[Any]) -> None:
+        self.name, self.nargs, self.checks, self.log = name, nargs, checks, log
+
+    def __call__(self, *tensors: Any) -> None:
+        import torch
+
+        if len(tensors) != self.nargs or not all(isinstance(t, torch.Tensor) for t in tensors):
+            raise TypeError(f"{self.name} takes {self.nargs} tensors")   # as CppKernel's ctypes call
+        self.log.append((self.name, self.checks, tensors))
+
+
+def _plan(case: dict[str, Any], got: Any, data: list[list[Any]], folder: Path) -> dict[str, Any]:
+    """A C++ case, for ``lk_host``: the kernels compiled into ``folder`` (``kernels.so``), the
+    wrapper run with stand-ins that record each launch (``plan.txt``), the inputs' bytes
+    (``in.bin``); returned: every storage's size and each output as a view of one of them."""
+    import torch
+
+    from labkit.compiler.codegen import cpp
+    from labkit.compiler.wrapper import reinterpret
+
+    why = screen(case, got)
+    if why:
+        raise Refused(why)
+    folder.mkdir(parents=True)
+    specs, log = got["kernels"], []
+    source = cpp.PRELUDE + "\n\n".join(str(k["source"]) for k in specs)
+    if specs:
+        shutil.copyfile(cpp.build_library(source), folder / "kernels.so")
+    else:
+        (folder / "kernels.so").write_bytes(b"")
+    kernels = {k["name"]: _Launches(k["name"], len(k["args"]), cpp.ERR_PARAM in str(k["source"]), log)
+               for k in specs}
+    scope: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided,
+                             "reinterpret": reinterpret, "device": torch.device("cpu"), **kernels}
+    exec(compile(str(got["call"]), "<generated wrapper>", "exec"), scope)   # checked above
+    inputs = _inputs(case, data)
+    results = scope["call"](list(inputs))
+    storages: dict[int, Any] = {}              # data_ptr -> storage, inputs' first
+
+    def index(t: Any) -> int:
+        s = t.untyped_storage()
+        storages.setdefault(s.data_ptr(), s)
+        return list(storages).index(s.data_ptr())
+
+    for t in inputs:
+        index(t)
+    lines = [f"{name} {int(checks)} {len(ts)} " + " ".join(
+        f"{index(t)} {t.data_ptr() - t.untyped_storage().data_ptr()}" for t in ts)
+        for name, checks, ts in log]
+    views = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+              "stride": list(t.stride()), "storage": index(t), "offset": t.storage_offset()}
+             if isinstance(t, torch.Tensor) else {"dtype": type(t).__name__, "values": []}
+             for t in results]
+    given = {t.untyped_storage().data_ptr() for t in inputs}
+    rows, blob, sizes = [], bytearray(), []
+    for ptr, s in storages.items():
+        sizes.append(s.nbytes())
+        rows.append(f"{s.nbytes()} {len(blob) if ptr in given else -1}")
+        if ptr in given:
+            blob += torch.empty(0, dtype=torch.uint8).set_(s).numpy().tobytes()
+    (folder / "plan.txt").write_text(
+        f"lk-host 1\nthreads {torch.get_num_threads()}\nstorages {len(sizes)}\n" + "\n".join(rows)
+        + f"\nlaunches {len(lines)}\n" + "\n".join(lines) + "\n")
+    (folder / "in.bin").write_bytes(bytes(blob))
+    return {"storages": sizes, "outputs": views}
 
 
 def _encode(t: Any) -> dict[str, Any]:
@@ -456,7 +534,7 @@ def main(argv: list[str]) -> int:
         result: Any = produce(data["cases"])
     else:
         if command == "execute":
-            result = execute(data["cases"], data["evidence"], data["values"])
+            result = execute(data["cases"], data["evidence"], data["values"], Path(dest).parent)
         elif command == "expect":      # make check: eager's outputs only (the release has no solution)
             result = {"expected": expect(data["cases"], data["values"])}
         elif command == "reference":

@@ -85,7 +85,7 @@ def forged_problems(seed: int, targets: tuple[str, ...] = ("cpp", "triton")) -> 
     evidence = {c["id"]: forged_case(c) if c["target"] in targets else {"error": "skipped"}
                 for c in cases}
     evidence = json.loads(json.dumps(evidence))
-    outputs = json.loads(json.dumps(lc.execute(cases, evidence, values)))
+    outputs = json.loads(json.dumps(lc.execute_here(cases, evidence, values)))
     expected = json.loads(json.dumps(lc.expect(cases, values)))
     return lc.judge(cases, evidence, outputs, {}, expected), outputs
 

@@ -76,7 +76,7 @@ def forged_problems(seed: int) -> tuple:
     cases, values = lc.draw(seed, ("5.1",))
     evidence = json.loads(json.dumps(forged_evidence(cases)))
     screened = {c["id"]: lc.screen(c, evidence[c["id"]]) for c in cases if c["kind"] == "program"}
-    outputs = json.loads(json.dumps(lc.execute(cases, evidence, values)))
+    outputs = json.loads(json.dumps(lc.execute_here(cases, evidence, values)))
     expected = json.loads(json.dumps(lc.expect(cases, values)))
     return lc.judge(cases, evidence, outputs, {}, expected), outputs, cases, screened
 

@@ -427,14 +427,20 @@ def cache_dir() -> Path:
     return path
 
 
-_libraries: dict[str, ctypes.CDLL] = {}
+_libraries: dict[Path, ctypes.CDLL] = {}
 
 
 def compile_library(source: str) -> ctypes.CDLL:
     """Build ``source`` into a shared library (cached by hash of source + flags) and load it."""
+    so = build_library(source)
+    if so not in _libraries:
+        _libraries[so] = ctypes.CDLL(str(so))
+    return _libraries[so]
+
+
+def build_library(source: str) -> Path:
+    """Build ``source`` into a shared library (cached by hash of source + flags), not loaded."""
     key = hashlib.sha256("\n".join([CXX, *FLAGS, source]).encode()).hexdigest()[:24]
-    if key in _libraries:
-        return _libraries[key]
     so = cache_dir() / f"lk_{key}.so"
     if not so.exists():
         # Private temp names, then atomic renames: concurrent builds of one hash are harmless.
@@ -449,8 +455,7 @@ def compile_library(source: str) -> ctypes.CDLL:
             raise CppCompileError(f"C++ compile failed: {' '.join(cmd)}", source, proc.stderr)
         os.replace(cpp, so.with_suffix(".cpp"))  # kept next to the library, for reading
         os.replace(tmp, so)
-    _libraries[key] = ctypes.CDLL(str(so))
-    return _libraries[key]
+    return so
 
 
 ERR_PARAM = "int64_t* __restrict__ err"  # where a kernel reading through an index reports a bad one
