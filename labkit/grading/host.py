@@ -46,10 +46,13 @@ def build(dest: Path) -> Path:
     """Compile ``lk_host`` into ``dest`` (once per grading run; the grader's own compiler)."""
     dest.mkdir(parents=True, exist_ok=True)
     binary = dest / "lk_host"
-    cc = shutil.which("cc") or shutil.which("gcc")
+    # a C compiler, or the C++ one the C++ backend needs anyway (the source is both C11 and C++)
+    cc = next(([path, "-std=c11"] for name in ("cc", "gcc", "clang") if (path := shutil.which(name))),
+              None) or ([path, "-x", "c++"] if (path := shutil.which(os.environ.get("CXX", "g++"))) else None)
     if cc is None:
-        raise RuntimeError("no C compiler (cc or gcc) to build the library tasks' C++ host")
-    proc = subprocess.run([cc, "-O2", "-std=c11", "-o", str(binary), str(SOURCE), "-ldl"],
+        raise RuntimeError("no C or C++ compiler (cc, gcc, clang or $CXX) to build lk_host, which "
+                           "runs the library tasks' C++ kernels: install gcc")
+    proc = subprocess.run([*cc, "-O2", "-o", str(binary), str(SOURCE), "-ldl"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"building lk_host failed:\n{proc.stderr}")

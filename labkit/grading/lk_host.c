@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
             return fail("a storage line", NULL);
         total += size[i];
         /* 64-byte aligned, as torch's CPU allocator: the kernels' vector loads may assume it */
-        mem[i] = aligned_alloc(64, (size_t)((size[i] + 63) / 64 * 64 + 64));
+        mem[i] = (char *)aligned_alloc(64, (size_t)((size[i] + 63) / 64 * 64 + 64));
         if (!mem[i]) return fail("out of memory", NULL);
         memset(mem[i], 0, (size_t)size[i]);
         if (from >= 0 && (fseek(in, from, SEEK_SET) != 0 || fread(mem[i], 1, (size_t)size[i], in) != (size_t)size[i]))
