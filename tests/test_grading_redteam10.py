@@ -1,5 +1,12 @@
-"""Red team 10 (session 27, issue 29): routes past the lk_host redesign of the library tasks, each a
-strict xfail until fixed. Findings and reproduction: tests/redteam/REPORT10.md."""
+"""Red team 10 (session 27, issue 29): routes past the lk_host redesign of the library tasks, each now
+a test that it fails (strict xfails until the fixes landed). Findings: tests/redteam/REPORT10.md.
+
+S1 (+6 on 5.1): the wrapper handed a Triton kernel ``exec`` and ``chr``, which it called. Closed three
+ways, each alone enough: a launch names only the wrapper's tensors (``libcheck.check_call``), a
+Triton kernel is launched only with tensors (``libcheck._Tensors``), and a kernel calls only tl's
+builtins, the header's helpers and a few builtins (``genscreen._callable``). S2: a launch inside a
+launch left the bounds guard with the inner launch's ranges; now it is refused, and the guard holds
+the storages it allows."""
 
 from __future__ import annotations
 
@@ -9,16 +16,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "redteam"))
-
-XFAIL_S1 = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "S1: check_call lets a launch pass any name (builtins too), Triton's interpreter hands a "
-    "non-tensor argument to the kernel as the object, and check_triton lets a kernel call its "
-    "parameters: exec(chr(..)+..) from screen-clean code in the execute sandbox"))
-XFAIL_S2 = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "S2: a kernel that launches another (a TritonKernel handed to it as an argument) replaces the "
-    "bounds guard's ranges; back in the outer kernel they stay those of the inner launch, also "
-    "once that storage is freed"))
-
 
 @pytest.fixture(autouse=True)
 def _interpreted_triton(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -42,7 +39,6 @@ def _wrapper(shape: list[int], extra: str) -> str:
 
 
 # -- S1: 5.1 forged end to end (tests/redteam/e2e_lib.py lib_forge10 0|1|3|7) ----------------------
-@XFAIL_S1
 def test_51_forgery_through_exec_handed_to_a_triton_kernel_fails(monkeypatch) -> None:
     """Seed 0: every 5.1 case (four C++, three Triton) judged from evidence whose C++ kernels
     compute nothing and whose Triton kernels only call ``ex(pay)``: the forgery must not score."""
@@ -56,7 +52,6 @@ def test_51_forgery_through_exec_handed_to_a_triton_kernel_fails(monkeypatch) ->
     assert problems["5.1"], problems
 
 
-@XFAIL_S1
 @pytest.mark.parametrize("name", ["exec", "chr", "empty_strided", "kernel1", "args", "torch"])
 def test_a_wrapper_launch_passes_only_its_tensors(name: str) -> None:
     """labkit's wrapper launches a kernel with its inputs, buffers and views; a builtin, the
@@ -73,7 +68,6 @@ def test_a_wrapper_launch_passes_only_its_tensors(name: str) -> None:
     assert lc.screen(case, evidence), f"the wrapper may hand {name} to a kernel"
 
 
-@XFAIL_S1
 def test_a_triton_kernel_may_not_call_its_parameters() -> None:
     """A parameter is a pointer or a number in what labkit's generator writes; calling one calls
     whatever the launch passed (``exec``)."""
@@ -107,9 +101,8 @@ def kernel1(in_ptr0, BLOCK: tl.constexpr):
 """
 
 
-@XFAIL_S2
 def test_the_bounds_guard_stops_a_store_into_a_freed_storage_after_a_nested_launch(monkeypatch) -> None:
-    """With the screen off (it passes this today, see S1): kernel0 allocates a tensor, launches kernel1 on it (kernel1 writes its address into it),
+    """With the screen and the launch's tensor check off (both passed it before S1's fix): kernel0 allocates a tensor, launches kernel1 on it (kernel1 writes its address into it),
     drops its last reference and stores 16 floats at that address: memory none of kernel0's
     tensors own, freed. The guard must stop the store (kernel0's launch was given in/out only)."""
     from labkit.compiler.codegen.triton import TritonKernelError
@@ -122,10 +115,11 @@ def test_the_bounds_guard_stops_a_store_into_a_freed_storage_after_a_nested_laun
                             {"name": "kernel1", "source": INNER, "args": ["a"], "launch": launch,
                              "origins": []}],
                 "call": _wrapper(case["inputs"][0]["shape"], "empty_strided, kernel1"), "fallbacks": []}
-    monkeypatch.setattr(lc, "screen", lambda case, got: "")   # screen-clean today (S1); the guard is tested
+    monkeypatch.setattr(lc, "screen", lambda case, got: "")   # screen-clean before S1's fix
+    monkeypatch.setattr(lc, "_Tensors", lambda kernel, nargs: kernel)   # so is the launch: the guard is tested
     try:
         lc._run(case, evidence, data)
     except TritonKernelError as exc:
-        assert "OutOfBounds" in str(exc), exc
+        assert "OutOfBounds" in str(exc) or "launched from inside a kernel" in str(exc), exc
         return
     raise AssertionError("a store into a freed storage passed the bounds guard")

@@ -298,19 +298,33 @@ def triton_bounded_memory() -> Iterator[None]:
 
     interp = _api("triton.runtime.interpreter")
     executor = interp.GridExecutor
-    real, init = interp._interpreter, executor._init_args_hst
+    real, init, run = interp._interpreter, executor._init_args_hst, executor.__call__
     ranges: list[tuple[int, int]] = []
+    alive: list[Any] = []           # the launch's storages, held while their ranges are allowed
+    busy: list[bool] = []           # a launch is running
 
     def init_args(self: Any, args_dev: Any, kwargs: Any) -> Any:
         storages = [a.untyped_storage() for a in [*args_dev, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        alive[:] = storages
         ranges[:] = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in storages if s.nbytes()]
         return init(self, args_dev, kwargs)
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if busy:                      # a launch from inside a kernel (red team 10, S2)
+            raise OutOfBounds("a Triton kernel launched from inside a kernel")
+        busy.append(True)
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            busy.clear()
+            ranges.clear()
+            alive.clear()
 
     def check(ptrs: Any, mask: Any, itemsize: int) -> None:
         at = np.asarray(ptrs, dtype=np.uint64)[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs))]
         ok = np.zeros(at.shape, dtype=bool)
         for lo, hi in ranges:
-            ok |= (at >= lo) & (at + np.uint64(itemsize) <= hi)
+            ok |= (at >= lo) & (at <= np.uint64(hi - itemsize))       # no wrap past 2**64
         if not ok.all():
             raise OutOfBounds("a Triton kernel loaded or stored outside the tensors it was given")
 
@@ -328,8 +342,8 @@ def triton_bounded_memory() -> Iterator[None]:
                 raise OutOfBounds(f"a Triton kernel used {name}, which this guard does not check")
             return getattr(real, name)
 
-    interp._interpreter, executor._init_args_hst = Bounded(), init_args
+    interp._interpreter, executor._init_args_hst, executor.__call__ = Bounded(), init_args, launch
     try:
         yield
     finally:
-        interp._interpreter, executor._init_args_hst = real, init
+        interp._interpreter, executor._init_args_hst, executor.__call__ = real, init, run

@@ -116,6 +116,19 @@ def _triton_function(fn: ast.FunctionDef, functions: frozenset[str] | set[str]) 
             raise no(node, f"the keyword {node.arg or '**'}=")
         if isinstance(node, ast.Attribute):
             _triton_attribute(node, parents.get(id(node)), no)
+    for node in nodes:             # after the names and attributes, whose refusals say more
+        if isinstance(node, ast.Call) and not _callable(node.func, own):
+            raise no(node, f"a call of '{ast.unparse(node.func)[:40]}' (only tl's builtins, the "
+                           "header's helpers, float/int/range/min/max and .to are called)")
+
+
+def _callable(func: ast.AST, own: set[str]) -> bool:
+    """What a generated kernel may call: never its own values or parameters, never a kernel (red
+    team 10: ``ex(pay)`` with ``exec`` passed in; ``kernel1[grid](...)``, a launch in a launch)."""
+    if isinstance(func, ast.Name):
+        return func.id in BUILTINS | HEADER_HELPERS and func.id not in own
+    return isinstance(func, ast.Attribute) and (
+        _dotted(func.value, "tl") or _dotted(func.value, "tl", "math") or func.attr == "to")
 
 
 def _float_call(node: ast.Call) -> bool:

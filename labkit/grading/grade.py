@@ -275,8 +275,9 @@ def self_check_evidence(setup: Setup, tasks: tuple[str, ...], scratch: Path) -> 
 def evidence_run(setup: Setup, work: Path, slot: int, seconds: float, trusted: Path
                  ) -> tuple[dict[str, list[str]], float]:
     """The evidence-judged library tasks of one submission: ``produce`` in a sandbox over its
-    workspace (the student's library), ``execute`` of the generated code in a second sandbox over
-    the stubbed instructor copy (no student file), :func:`libcheck.judge` here."""
+    workspace (the student's library); over the stubbed instructor copy (no student file), ``plan``
+    of the C++ cases and ``execute`` of the Triton cases, each in a sandbox of its own; each C++
+    plan in ``lk_host``, a sandbox per case; :func:`libcheck.judge` here."""
     ref = setup.lib_evidence
     assert ref is not None
     start = time.monotonic()
@@ -285,13 +286,17 @@ def evidence_run(setup: Setup, work: Path, slot: int, seconds: float, trusted: P
     evidence, first = _libcheck(produce_box, "produce", {"cases": cases}, seconds,
                                 trusted / "libcheck-produce.log")
     code = setup.template if setup.template is not None else setup.root
-    exec_box = _libcheck_box(setup, code, work / "scratch-execute", slot)
-    left = max(30.0, seconds - first.seconds)
-    outputs, done = _libcheck(exec_box, "execute", {"cases": cases, "evidence": evidence,
-                                                    "values": ref["values"]}, left,
-                              trusted / "libcheck-execute.log")
-    if done.returncode != 0:          # what a process that did not finish wrote decides nothing
-        outputs = None
+    data = {"cases": cases, "evidence": evidence, "values": ref["values"]}
+    outputs: dict = {}
+    # two sandboxes: one compiles the C++ cases and writes their plans (it runs no kernel), one
+    # runs the Triton cases; each is read only for its own target's cases
+    for command, target in (("plan", "cpp"), ("execute", "triton")):
+        box = _libcheck_box(setup, code, work / f"scratch-{command}", slot)
+        left = max(30.0, seconds - (time.monotonic() - start))
+        got, done = _libcheck(box, command, data, left, trusted / f"libcheck-{command}.log")
+        if done.returncode == 0 and isinstance(got, dict):   # else: decides nothing
+            outputs |= {c["id"]: got[c["id"]] for c in cases
+                        if c["kind"] == "program" and c["target"] == target and c["id"] in got}
     end_by = time.monotonic() + max(30.0, seconds - (time.monotonic() - start))
 
     def run_host(folder: Path, cmd: list[str]) -> tuple[int, bool]:
@@ -300,7 +305,7 @@ def evidence_run(setup: Setup, work: Path, slot: int, seconds: float, trusted: P
         ran = run_box(box, cmd, max(5.0, end_by - time.monotonic()), trusted / f"libcheck-{folder.name}.log")
         return ran.returncode, ran.timed_out
 
-    outputs = host.finish(cases, outputs, work / "scratch-execute", work / "hosts",
+    outputs = host.finish(cases, outputs, work / "scratch-plan", work / "hosts",
                           host.build(work / "host-bin"), run_host)
     problems = libcheck.judge(cases, evidence, outputs, ref["evidence"], ref["expected"])
     if first.timed_out:

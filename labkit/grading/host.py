@@ -92,8 +92,12 @@ def run_case(entry: Any, source: Path, work: Path, binary: Path, run: Runner) ->
         raise ValueError("storage sizes")
     code = work / "code"
     code.mkdir(parents=True)
-    for name, most in FILES.items():
-        (code / name).write_bytes(_read(source / name, most))
+    folder_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)   # no link, anywhere
+    try:
+        for name, most in FILES.items():
+            (code / name).write_bytes(_read(name, most, folder_fd))
+    finally:
+        os.close(folder_fd)
     shutil.copyfile(binary, code / "lk_host")
     os.chmod(code / "lk_host", 0o755)
     for path in (work, code):
@@ -106,7 +110,7 @@ def run_case(entry: Any, source: Path, work: Path, binary: Path, run: Runner) ->
         return {"error": "IndexError"}
     if rc != 0:
         return {"error": f"the kernels' process failed (exit status {rc})"}
-    data = _read(out, sum(sizes))
+    data = _read(str(out), sum(sizes))
     if len(data) != sum(sizes):
         raise ValueError("short outputs")
     buffers, at = [], 0
@@ -140,15 +144,16 @@ def decode(view: dict[str, Any], buffers: list[memoryview]) -> dict[str, Any]:
     return {"dtype": dtype, "shape": list(shape), "values": values}
 
 
-def _read(path: Path, most: int) -> bytes:
-    """A file a sandbox wrote: capped, no link followed, a regular file (else ValueError)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def _read(path: str, most: int, dir_fd: int | None = None) -> bytes:
+    """A file a sandbox wrote (``path`` in ``dir_fd``): capped, no link followed, a regular file
+    (else ValueError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path.name} is not a file")
+            raise ValueError(f"{Path(path).name} is not a file")
         data = fh.read(most + 1)
     if len(data) > most:
-        raise ValueError(f"{path.name} is larger than a case needs")
+        raise ValueError(f"{Path(path).name} is larger than a case needs")
     return data
 
 

@@ -120,15 +120,21 @@ def _fits(case: dict[str, Any]) -> dict[str, Any]:
 # -- 2. execute: a sandbox holding no student file runs the generated code -------------------------
 def check_call(source: str, kernels: set[str]) -> None:
     """Refuse a wrapper unless every line is one labkit's wrapper writes for a fully lowered graph:
-    unpack ``args``, allocate, view, launch a kernel, return. An ATen call is a fallback: refused."""
+    unpack ``args``, allocate, view, launch a kernel, return. An ATen call is a fallback: refused.
+    A launch, a view and the return name only tensors: names an earlier line bound to one (red
+    team 10's S1 handed a Triton kernel ``exec`` as an argument)."""
     tree = ast.parse(source)
     if len(tree.body) != 1 or not isinstance(fn := tree.body[0], ast.FunctionDef) or \
             fn.name != "call" or [a.arg for a in fn.args.args] != ["args"]:
         raise Refused("the wrapper is not one 'def call(args)'")
+    tensors: set[str] = set()
     for stmt in fn.body:
-        if not _wrapper_line(stmt, kernels):
+        bound = _wrapper_line(stmt, kernels, tensors)
+        if bound is None:
             raise Refused(f"wrapper line {stmt.lineno - 1}: {ast.unparse(stmt)[:60]!r} is not a "
-                          "buffer, view or kernel launch (an ATen call means the op fell back)")
+                          "buffer, view or kernel launch of the wrapper's tensors (an ATen call "
+                          "means the op fell back)")
+        tensors |= bound
 
 
 def _ints(node: ast.AST) -> bool:
@@ -136,36 +142,54 @@ def _ints(node: ast.AST) -> bool:
         isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts)
 
 
-def _view(node: ast.AST) -> bool:
+def _tensor(node: ast.AST, tensors: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in tensors or _view(node, tensors)
+
+
+def _view(node: ast.AST, tensors: set[str]) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id == "reinterpret" and len(node.args) == 4 and not node.keywords
-            and isinstance(node.args[0], ast.Name) and _ints(node.args[1]) and _ints(node.args[2])
+            and isinstance(node.args[0], ast.Name) and node.args[0].id in tensors
+            and _ints(node.args[1]) and _ints(node.args[2])
             and isinstance(node.args[3], ast.Constant) and type(node.args[3].value) is int)
 
 
-def _wrapper_line(stmt: ast.stmt, kernels: set[str]) -> bool:
+WRAPPER_NAMES = frozenset({"args", "call", "torch", "device", "empty_strided", "reinterpret"})
+
+
+def _wrapper_line(stmt: ast.stmt, kernels: set[str], tensors: set[str]) -> set[str] | None:
+    """The names ``stmt`` binds to tensors (empty if none), or None if labkit's wrapper never
+    writes it."""
+    def fresh(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id not in WRAPPER_NAMES | kernels
+
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target, value = stmt.targets[0], stmt.value
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Name) and value.id == "args":
-            return all(isinstance(e, ast.Name) for e in target.elts)
-        if not isinstance(target, ast.Name):
-            return False
-        if _view(value):
-            return True
-        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            ok = all(fresh(e) for e in target.elts)
+            return {e.id for e in target.elts if isinstance(e, ast.Name)} if ok else None
+        if not fresh(target):
+            return None
+        assert isinstance(target, ast.Name)
+        if _view(value, tensors) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
                 and value.func.id == "empty_strided" and len(value.args) == 2
                 and all(_ints(a) for a in value.args)
                 and sorted(k.arg or "" for k in value.keywords) == ["device", "dtype"]
-                and all(_keyword(k) for k in value.keywords))
+                and all(_keyword(k) for k in value.keywords)):
+            return {target.id}
+        return None
     if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call):
         if isinstance(call.func, ast.Attribute):      # args.clear()
-            return (isinstance(call.func.value, ast.Name) and call.func.value.id == "args"
-                    and call.func.attr == "clear" and not call.args and not call.keywords)
-        return (isinstance(call.func, ast.Name) and call.func.id in kernels and not call.keywords
-                and all(isinstance(a, ast.Name) or _view(a) for a in call.args))
+            ok = (isinstance(call.func.value, ast.Name) and call.func.value.id == "args"
+                  and call.func.attr == "clear" and not call.args and not call.keywords)
+        else:
+            ok = (isinstance(call.func, ast.Name) and call.func.id in kernels and not call.keywords
+                  and all(_tensor(a, tensors) for a in call.args))
+        return set() if ok else None
     if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.List):
-        return all(isinstance(e, ast.Name) or _view(e) for e in stmt.value.elts)
-    return False
+        return set() if all(_tensor(e, tensors) for e in stmt.value.elts) else None
+    return None
 
 
 def _keyword(k: ast.keyword) -> bool:
@@ -176,12 +200,14 @@ def _keyword(k: ast.keyword) -> bool:
 
 
 def execute(cases: list[dict[str, Any]], evidence: dict[str, Any], values: dict[str, Any],
-            folder: Path) -> dict[str, Any]:
-    """Per program case: a Triton case's outputs on its hidden inputs, a C++ case's plan for
-    ``lk_host`` (its kernels compiled into ``folder``, never loaded here), or what stopped it."""
+            folder: Path, target: str | None = None) -> dict[str, Any]:
+    """Per program case of ``target`` (None: both): a Triton case's outputs on its hidden inputs, a
+    C++ case's plan for ``lk_host`` (its kernels compiled into ``folder``, never loaded here), or
+    what stopped it. Grading plans the C++ cases and runs the Triton ones in two sandboxes, so
+    that nothing a Triton kernel does can touch a plan."""
     out: dict[str, Any] = {}
     for case in cases:
-        if case["kind"] != "program":
+        if case["kind"] != "program" or target not in (None, case["target"]):
             continue
         got = evidence.get(case["id"])
         try:
@@ -264,13 +290,29 @@ def _run(case: dict[str, Any], got: Any, data: list[list[Any]]) -> list[dict[str
     for k in got["kernels"]:
         launch = {"grid": k["launch"]["grid"], "block": int(k["launch"]["block"]),
                   "num_warps": int(k["launch"]["num_warps"])}
-        kernels[k["name"]] = tgen.TritonKernel(k["name"], str(k["source"]), SimpleNamespace(origins=[]),
-                                               torch.device("cpu"), launch)
+        kernels[k["name"]] = _Tensors(tgen.TritonKernel(k["name"], str(k["source"]),
+                                                        SimpleNamespace(origins=[]),
+                                                        torch.device("cpu"), launch), len(k["args"]))
     scope: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided,
                              "reinterpret": reinterpret, "device": torch.device("cpu"), **kernels}
     exec(compile(str(got["call"]), "<generated wrapper>", "exec"), scope)   # checked above
     with _torch.triton_bounded_memory():
         return [_encode(t) for t in scope["call"](_inputs(case, data))]
+
+
+class _Tensors:
+    """A Triton kernel launched only with its number of tensors (the interpreter hands whatever it
+    is given to the kernel: red team 10's S1 passed ``exec``)."""
+
+    def __init__(self, kernel: Any, nargs: int) -> None:
+        self.kernel, self.nargs = kernel, nargs
+
+    def __call__(self, *tensors: Any) -> None:
+        import torch
+
+        if len(tensors) != self.nargs or not all(type(t) is torch.Tensor for t in tensors):
+            raise TypeError(f"{self.kernel.name} takes {self.nargs} tensors")
+        self.kernel(*tensors)
 
 
 class _Launches:
@@ -282,7 +324,7 @@ class _Launches:
     def __call__(self, *tensors: Any) -> None:
         import torch
 
-        if len(tensors) != self.nargs or not all(isinstance(t, torch.Tensor) for t in tensors):
+        if len(tensors) != self.nargs or not all(type(t) is torch.Tensor for t in tensors):
             raise TypeError(f"{self.name} takes {self.nargs} tensors")   # as CppKernel's ctypes call
         self.log.append((self.name, self.checks, tensors))
 
@@ -523,7 +565,8 @@ def self_check_reference(evidence: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``produce CASES OUT`` | ``execute IN OUT`` | ``expect IN OUT`` | ``reference IN OUT``."""
+    """``produce CASES OUT`` | ``plan IN OUT`` | ``execute IN OUT`` | ``expect IN OUT`` |
+    ``reference IN OUT``."""
     if argv == ["write-reference"]:        # instructors, in the master copy
         REFERENCE_FILE.write_text(json.dumps(self_check_reference(produce(draw(0)[0])), indent=1,
                                              sort_keys=True) + "\n")
@@ -533,8 +576,9 @@ def main(argv: list[str]) -> int:
     if command == "produce":
         result: Any = produce(data["cases"])
     else:
-        if command == "execute":
-            result = execute(data["cases"], data["evidence"], data["values"], Path(dest).parent)
+        if command in ("plan", "execute"):      # the C++ cases' plans; the Triton cases run
+            result = execute(data["cases"], data["evidence"], data["values"], Path(dest).parent,
+                             "cpp" if command == "plan" else "triton")
         elif command == "expect":      # make check: eager's outputs only (the release has no solution)
             result = {"expected": expect(data["cases"], data["values"])}
         elif command == "reference":
