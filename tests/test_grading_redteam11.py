@@ -1,5 +1,7 @@
 """Red team 11 (session 27, issue 29): the library tasks (5.1/5.2) after the twelfth team's fixes.
-Findings: tests/redteam/REPORT11.md. Each route is a strict xfail until the grader is fixed.
+Findings: tests/redteam/REPORT11.md. Each route was a strict xfail until the grader was fixed: D1 by
+counting a plan's outputs and their elements before decoding any (``host.MAX_OUTPUTS``,
+``host.MAX_DECODED``), D2 by reading op lines line by line and only from screened code.
 
 No route to points was found. Two routes make the *grader* (trusted, one process for every
 submission, no time or memory bound of a sandbox) do unbounded work on evidence a submission
@@ -44,19 +46,15 @@ def _cases():
 
 
 # -- D1 (tests/redteam/lib_forge11.py; e2e: tests/redteam/e2e_lib.py lib_forge11 0) ---------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="red team 11 D1: the grader decodes every output view a C++ plan lists, "
-                          "however many (return [b, b, ...]), before judging the count")
 def test_the_grader_decodes_a_bounded_amount_of_one_cpp_case(monkeypatch) -> None:
-    """1000 views of one 1000-element buffer (MAX_NUMEL lowered to 1000 so that the test is
-    quick; the real one is 4 Mi and the screen allows ~87,000 views): the grader must not decode
-    more than a few outputs' worth of elements for a case whose program has one output."""
+    """1000 views of one 1000-element buffer (the screen allows ~87,000 views of 4 Mi elements):
+    the grader counts a case's outputs and their elements before it decodes any (host.MAX_OUTPUTS,
+    host.MAX_DECODED), so this case is an error and nothing of it is decoded."""
     import lib_forge11
 
     from labkit.grading import host
     from labkit.grading import libcheck as lc
 
-    monkeypatch.setattr(host, "MAX_NUMEL", 1000)
     decoded: list[int] = []
     real = host.decode
     monkeypatch.setattr(host, "decode", lambda v, b: decoded.append(len((r := real(v, b))["values"])) or r)
@@ -64,10 +62,10 @@ def test_the_grader_decodes_a_bounded_amount_of_one_cpp_case(monkeypatch) -> Non
     evidence = {case["id"]: lib_forge11.flood(case, 1000, 1000)}
     assert lc.screen(case, evidence[case["id"]]) == ""
     outputs = lc.execute_here([case], evidence, values)
-    assert sum(decoded) <= 64 * host.MAX_NUMEL, \
+    assert sum(decoded) <= host.MAX_DECODED, \
         f"one case made the grader decode {len(decoded)} outputs, {sum(decoded)} elements"
-    assert "wrong number of outputs" in str(lc.judge([case], evidence, outputs, {},
-                                                     lc.expect([case], values)))
+    assert outputs[case["id"]] == {"error": "more outputs than these programs return"}
+    assert "did not build or run" in str(lc.judge([case], evidence, outputs, {}, lc.expect([case], values)))
 
 
 # -- D2 -----------------------------------------------------------------------------------------
@@ -87,9 +85,6 @@ def _clean(case: dict) -> dict:
                          "origins": [case["program"]]}], "call": call, "fallbacks": []}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="red team 11 D2: judge's _OP_LINE regex is quadratic on the log1p case's "
-                          "kernel source, which judge reads unscreened and unbounded")
 def test_judge_takes_no_quadratic_time_on_an_unscreened_log1p_source() -> None:
     """A 40,000-character line: about 4 s here (quadratic: the 16 MiB the evidence file allows would
     take ~160,000 times longer; a run of newlines is slower still)."""
@@ -106,3 +101,21 @@ def test_judge_takes_no_quadratic_time_on_an_unscreened_log1p_source() -> None:
     problems = lc.judge([log1p, lae], evidence, outputs, {}, expected)
     took = time.monotonic() - start
     assert took < 1.0, f"judge took {took:.1f} s on one 40 kB line ({problems})"
+
+
+def test_judge_takes_no_quadratic_time_on_blank_lines_in_a_screen_clean_kernel() -> None:
+    """The screen-clean variant of D2: 200,000 blank lines in the logaddexp kernel (the old
+    pattern spanned lines: 5 s at 20,000)."""
+    from labkit.grading import libcheck as lc
+
+    log1p, lae, values = _cases()
+    clean = _clean(lae)
+    kernel = clean["kernels"][0]
+    clean["kernels"] = [dict(kernel, source=kernel["source"].replace("{\n", "{\n" + "\n" * 200_000, 1))]
+    evidence = {log1p["id"]: _clean(log1p), lae["id"]: clean}
+    assert lc.screen(lae, evidence[lae["id"]]) == ""
+    expected = lc.expect([lae], values)
+    outputs = {lae["id"]: {"outputs": expected[lae["id"]]}}
+    start = time.monotonic()
+    lc.judge([log1p, lae], evidence, outputs, {}, expected)
+    assert time.monotonic() - start < 1.0

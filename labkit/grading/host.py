@@ -27,7 +27,8 @@ from typing import Any
 SOURCE = Path(__file__).with_name("lk_host.c")
 FILES = {"kernels.so": 64 << 20, "plan.txt": 1 << 20, "in.bin": 64 << 20}   # name -> most bytes read
 MAX_OUT = 256 << 20                # bytes of one case's storages the grader reads back
-MAX_NUMEL = 1 << 22                # elements of one output the grader decodes
+MAX_OUTPUTS = 16                   # outputs of one case (the programs return one or two)
+MAX_DECODED = 1 << 20              # elements of all of one case's outputs the grader decodes
 # struct formats of the dtypes a case may return; bfloat16 is read as the top half of a float32
 FORMATS = {"float32": "f", "float64": "d", "int64": "q", "int32": "i", "int16": "h", "int8": "b",
            "uint8": "B", "bool": "?", "float16": "e", "bfloat16": "H"}
@@ -90,6 +91,9 @@ def run_case(entry: Any, source: Path, work: Path, binary: Path, run: Runner) ->
     if not (isinstance(sizes, list) and all(type(s) is int and s >= 0 for s in sizes)
             and sum(sizes) <= MAX_OUT and isinstance(views, list)):
         raise ValueError("storage sizes")
+    # counted before anything is decoded (red team 11's D1: one big buffer returned 87,000 times)
+    if len(views) > MAX_OUTPUTS or sum(_numel(v) for v in views) > MAX_DECODED:
+        return {"error": "more outputs than these programs return"}
     code = work / "code"
     code.mkdir(parents=True)
     folder_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)   # no link, anywhere
@@ -127,7 +131,7 @@ def decode(view: dict[str, Any], buffers: list[memoryview]) -> dict[str, Any]:
     dtype, shape, stride = view["dtype"], view["shape"], view["stride"]
     offset, buffer = view["offset"], buffers[view["storage"]]
     if dtype not in FORMATS or not all(type(x) is int for x in [*shape, *stride, offset]) or \
-            len(shape) != len(stride) or any(x < 0 for x in shape) or math.prod(shape) > MAX_NUMEL:
+            len(shape) != len(stride) or _numel(view) > MAX_DECODED:
         raise ValueError("an output view this decoder does not read")
     fmt = "=" + FORMATS[dtype]
     size = struct.calcsize(fmt)
@@ -142,6 +146,16 @@ def decode(view: dict[str, Any], buffers: list[memoryview]) -> dict[str, Any]:
         v = float(v)
         values.append(v if math.isfinite(v) else repr(v))
     return {"dtype": dtype, "shape": list(shape), "values": values}
+
+
+def _numel(view: Any) -> int:
+    """How many elements decoding ``view`` reads (a view not of plain sizes: more than any cap)."""
+    shape = view.get("shape") if isinstance(view, dict) else None
+    if "values" in view or not isinstance(shape, list):
+        return 0 if isinstance(view, dict) and "values" in view else MAX_DECODED + 1
+    if len(shape) > 8 or not all(type(x) is int and 0 <= x <= MAX_DECODED for x in shape):
+        return MAX_DECODED + 1
+    return math.prod(shape)
 
 
 def _read(path: str, most: int, dir_fd: int | None = None) -> bytes:

@@ -471,16 +471,23 @@ def _structure(call: str) -> tuple[int, int]:
     return launches, allocs
 
 
-_OP_LINE = re.compile(r"^\s*(?:auto\s+)?(tmp\d+)\s*=\s*(.+?);?\s*$", re.M)
+_OP_LINE = re.compile(r"(?:auto[ \t]+)?(tmp\d+)[ \t]*=(?!=)")   # on a stripped line: no backtracking
 
 
-def _op_lines(source: Any) -> list[tuple[str, str]]:
-    """(variable, its expression with every tmpN as T and dtype names as D) per op line of a kernel."""
+def _op_lines(source: Any) -> list[tuple[str, str, int]]:
+    """(variable, its expression with every tmpN as T and dtype names as D, line number) per op
+    line of a kernel; line by line, linear in the source (red team 11's D2: a pattern that spanned
+    lines took quadratic time on a long run of blank lines)."""
     if not isinstance(source, str):
         return []
-    return [(v, re.sub(r"\btl\.(?:float|bfloat)\d+\b|\b(?:float|double)\b", "D",
-                    re.sub(r"\btmp\d+\b", "T", rhs)))
-            for v, rhs in _OP_LINE.findall(source)]
+    found = []
+    for number, line in enumerate(source.splitlines()):
+        m = _OP_LINE.match(line.strip())
+        if m:
+            rhs = line.strip()[m.end():].strip().removesuffix(";").strip()
+            found.append((m.group(1), re.sub(r"\btl\.(?:float|bfloat)\d+\b|\b(?:float|double)\b", "D",
+                                             re.sub(r"\btmp\d+\b", "T", rhs)), number))
+    return found
 
 
 def _through_log1p(case: dict[str, Any], got: dict[str, Any], cases: list[dict[str, Any]],
@@ -493,21 +500,21 @@ def _through_log1p(case: dict[str, Any], got: dict[str, Any], cases: list[dict[s
     if ref is None:
         return ""
     own = evidence.get(ref["id"])
-    kernels = own.get("kernels") if isinstance(own, dict) else None
-    ops = [e for k in (kernels if isinstance(kernels, list) else []) if isinstance(k, dict)
-           for v, e in _op_lines(k.get("source")) if "in_ptr" not in e]
+    if screen(ref, own):           # only screened code is read (and so of a bounded size)
+        return "the log1p program's code was refused, so there is no log1p line to look for"
+    ops = [e for k in own["kernels"] for v, e, _ in _op_lines(k.get("source")) if "in_ptr" not in e]
     if not ops:
         return "the log1p program's code has no log1p line to look for"
     # logaddexp_t applies log1p itself too: its code holds the lowering twice
     need, found = 2 if case["program"] == "logaddexp_t" else 1, 0
     for k in got.get("kernels", []):
         source = str(k.get("source")) if isinstance(k, dict) else ""
-        at = 0
-        for v, e in _op_lines(source):
+        lines, at = source.splitlines(), 0
+        for v, e, number in _op_lines(source):
             at = at + 1 if e == ops[at] else (1 if e == ops[0] else 0)
             if at == len(ops):
-                line = re.search(rf"^\s*(?:auto\s+)?{v}\s*=.*$", source, re.M)
-                found += bool(line and re.search(rf"\b{v}\b", source[line.end():]))  # result used
+                rest = "\n".join(lines[number + 1:])
+                found += bool(re.search(rf"\b{v}\b", rest))       # the result is used
                 at = 0
     if found >= need:
         return ""
