@@ -159,7 +159,9 @@ def launch(kernel: Any, x: torch.Tensor, block: int) -> torch.Tensor:
     """The instructor's launcher of a row-softmax kernel: one program per row, NaN where it wrote
     nothing (the student owns only the kernel's body: it must have run to fill ``out``)."""
     out = torch.full_like(x, float("nan"))
-    with _torch.jitted_helpers_in_python(kernel):
+    # every load and store inside out and x: the interpreter reads raw addresses, and a kernel that
+    # wrote elsewhere patched the source a helper is compiled from mid-launch (red team 9, S1)
+    with _torch.jitted_helpers_in_python(kernel), _torch.triton_bounded_memory():
         kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), out.stride(0), BLOCK=block)
     return out
 
