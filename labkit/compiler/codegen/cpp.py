@@ -427,15 +427,9 @@ def cache_dir() -> Path:
     return path
 
 
-_libraries: dict[Path, ctypes.CDLL] = {}
-
-
 def compile_library(source: str) -> ctypes.CDLL:
     """Build ``source`` into a shared library (cached by hash of source + flags) and load it."""
-    so = build_library(source)
-    if so not in _libraries:
-        _libraries[so] = ctypes.CDLL(str(so))
-    return _libraries[so]
+    return ctypes.CDLL(str(build_library(source)))    # dlopen of a loaded path: that library
 
 
 def build_library(source: str) -> Path:
