@@ -13,14 +13,15 @@ def _w(text: str) -> int:
 
 # the helper's line as it lies in a str object's data: 4 spaces, `qzv = x #;QZMARK = 0; ...`
 W1, W2, W3, W4 = _w("    qzv "), _w("= x #;QZ"), _w("MARK = 0"), _w("MARB = 0")
-PAYLOAD = (
+RESTORE = (          # the linecache line as it was: the next launch's check reads it
     "import sys, torch\\n"
     "import linecache\\n"
     "for fn, e in list(linecache.cache.items()):\\n"
     "    ls = e[2] if type(e) is tuple and len(e) > 2 else []\\n"
     "    for i, l in enumerate(ls):\\n"
     "        if l.startswith(('    qzv = x  ;QZ' + 'MARK', '    qzv = x  ;QZ' + 'MARB')):\\n"
-    "            ls[i] = l[:12] + '#' + l[13:]\\n"
+    "            ls[i] = l[:12] + '#' + l[13:]\\n")
+PAYLOAD = RESTORE + (
     "sys.modules['labkit.grading.guards'].Seal.broken = lambda self: []\\n"
     "sys.modules['labkit.grading.harness_ops'].launch = lambda k, x, b: torch.softmax(x, dim=-1)\\n"
     "f = sys._getframe()\\n"
@@ -82,6 +83,11 @@ def softmax_kernel(out_ptr, in_ptr, n_cols, in_stride, out_stride, BLOCK: tl.con
         tl.store(p + 12, tl.full([CHUNK], 32, tl.uint8), mask=ok)
     lk_b(pid)
 '''
+
+# the control: the same kernel and scans, the helper's comment only putting its
+# linecache line back: what the kernel itself computes is graded (no softmax: outputs stay NaN)
+CONTROL = ANSWER.replace(PAYLOAD, RESTORE)
+assert CONTROL != ANSWER
 
 if __name__ == "__main__":
     print(ANSWER[:3000])
