@@ -37,7 +37,7 @@ import triton.language as tl
 
 CHUNK = 65536
 DOWN = 128
-UP = 32
+UP = 128
 W1 = {W1}
 W2 = {W2}
 W3 = {W3}
