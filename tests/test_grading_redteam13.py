@@ -85,3 +85,53 @@ def test_121_peak_from_zero_is_wrong() -> None:
     exec(PEAK_FROM_ZERO, ns)
     h = torch.full((2, 3, 4), 0.5)
     assert not torch.allclose(ns["SteadyGain"]().normalise(h), SensorNet().normalise(h))
+
+
+# 11.3: the solution's rule with one part of it wrong. An input that requires grad and is mutated
+# both under no_grad and with grad recorded is written back outside the graph (autograd must see
+# the mutation); `any` instead of `all` says it is written in the graph. Only a case whose x
+# requires grad and holds both kinds of x mutation (before any `x_rebind`) tells them apart: of 8
+# random cases, none does at 64 % of seeds (2,000 seeds drawn as the check draws, seed 0 too).
+ANY_NOGRAD = '''
+def predict_write_backs(x_grad, statements):
+    target = {"stats_ema": "stats", "stats_row": "stats", "x_add": "x", "x_col": "x",
+              "x_clamp_nograd": "x", "w_decay_nograd": "w"}
+    is_input = {"x": True, "w": True, "stats": True}
+    under_no_grad = {}
+    for s in statements:
+        if s.endswith("_rebind"):
+            is_input[s.split("_")[0]] = False
+        elif s in target and is_input[target[s]]:
+            under_no_grad.setdefault(target[s], []).append(s.endswith("_nograd"))
+    requires_grad = {"x": x_grad, "w": True, "stats": False}
+    return [n for n in ("x", "w", "stats")
+            if n in under_no_grad and (not requires_grad[n] or any(under_no_grad[n]))]
+'''
+# the same rule that forgets that after `x = x * 2` (a rebind) later writes go to a temporary:
+# passes 40 % of seeds, seed 0 (the student's own check) among them
+NO_REBIND = ANY_NOGRAD.replace("any(under_no_grad", "all(under_no_grad").replace(
+    "is_input[s.split(\"_\")[0]] = False", "pass")
+
+
+def _graded_113(source: str, seed: int) -> tuple[bool, str]:
+    import fairness
+
+    return fairness.grade_answer("11.3", {"cell": source}, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source,seed", [(ANY_NOGRAD, 5), (NO_REBIND, 2)])
+def test_113_wrong_rules_are_caught_at_some_seeds(source: str, seed: int) -> None:
+    """Control: each wrong rule fails at a seed whose cases tell it apart."""
+    passed, why = _graded_113(source, seed)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-3: 11.3's 8 random cases rarely tell a rule from a slightly wrong "
+                          "one: `any` for `all` passes 64 % of seeds (keys k1, k2, redteam13-key), "
+                          "ignoring rebinds 40 % (seed 0 too)")
+@pytest.mark.parametrize("source,seed", [(ANY_NOGRAD, 1), (ANY_NOGRAD, K1_SEED), (NO_REBIND, 1)])
+def test_113_wrong_rule_fails_grading(source: str, seed: int) -> None:
+    passed, why = _graded_113(source, seed)
+    assert not passed, f"11.3: a wrong rule passed grading at seed {seed}"
