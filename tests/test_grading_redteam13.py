@@ -135,3 +135,38 @@ def test_113_wrong_rules_are_caught_at_some_seeds(source: str, seed: int) -> Non
 def test_113_wrong_rule_fails_grading(source: str, seed: int) -> None:
     passed, why = _graded_113(source, seed)
     assert not passed, f"11.3: a wrong rule passed grading at seed {seed}"
+
+
+# 4.2: the solution's rule that forgets a rebind (`a = a * 2`, `b = b.clone()`): later mutations
+# go to a temporary, not to the input, and need no copy_. Of 8 random programs, none tells the
+# two apart at 22 % of seeds (2,000 drawn as the check draws; key k2 among them; seed 0 not).
+NO_REBIND_42 = '''
+def predict_copies(statements):
+    mutated = set()
+    for s in statements:
+        if s in ("a_add_", "a_view_zero_"):
+            mutated.add("a")
+        elif s in ("b_mul_", "b_view_sin_"):
+            mutated.add("b")
+    return len(mutated)
+'''
+K2_SEED = 23035499          # grade.seed_from_key("k2")
+
+
+@pytest.mark.slow
+def test_42_no_rebind_is_caught_at_some_seeds() -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("4.2", {"cell": NO_REBIND_42}, 2)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-4: 4.2's 8 random programs often hold no mutation after a rebind: "
+                          "a rule without rebinds passes 22 % of seeds (key k2)")
+@pytest.mark.parametrize("seed", [1, K2_SEED])
+def test_42_no_rebind_fails_grading(seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("4.2", {"cell": NO_REBIND_42}, seed)
+    assert not passed, f"4.2: a rule that ignores rebinds passed grading at seed {seed}"
