@@ -170,3 +170,48 @@ def test_42_no_rebind_fails_grading(seed: int) -> None:
 
     passed, why = fairness.grade_answer("4.2", {"cell": NO_REBIND_42}, seed)
     assert not passed, f"4.2: a rule that ignores rebinds passed grading at seed {seed}"
+
+
+# 13.1: the solution's rule without its lesson about the limit: once a default call finds the
+# recompile limit reached, Dynamo skips the frame for good, so a later miss under
+# fail_on_recompile runs eagerly instead of raising. Only such a call tells them apart: of 8
+# random sequences, none holds one at 60 % of seeds (seed 0, keys k1 and k2 among them).
+NO_GAVE_UP = '''
+def predict_calls(limit, calls):
+    graphs = set()
+    happened = []
+    for stance, n in calls:
+        if stance == "force_eager":
+            happened.append("eager")
+        elif n in graphs:
+            happened.append("cached")
+        elif stance == "fail_on_recompile":
+            happened.append("error")
+        elif stance == "eager_on_recompile":
+            happened.append("eager")
+        elif len(graphs) >= limit:
+            happened.append("eager")
+        else:
+            graphs.add(n)
+            happened.append("compiled")
+    return happened
+'''
+
+
+@pytest.mark.slow
+def test_131_no_gave_up_is_caught_at_some_seeds() -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("13.1", {"cell": NO_GAVE_UP}, 1)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-5: 13.1's 8 random sequences rarely hold a fail_on_recompile miss "
+                          "after the limit was reached: a rule without it passes 60 % of seeds")
+@pytest.mark.parametrize("seed", [2, K1_SEED])
+def test_131_no_gave_up_fails_grading(seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("13.1", {"cell": NO_GAVE_UP}, seed)
+    assert not passed, f"13.1: a rule that forgets the limit's give-up passed at seed {seed}"
