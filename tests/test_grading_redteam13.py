@@ -215,3 +215,47 @@ def test_131_no_gave_up_fails_grading(seed: int) -> None:
 
     passed, why = fairness.grade_answer("13.1", {"cell": NO_GAVE_UP}, seed)
     assert not passed, f"13.1: a rule that forgets the limit's give-up passed at seed {seed}"
+
+
+# 10.3: the solution's rule with one of the facts the task asks about wrong. GE0_DECIDES: a
+# torch._check(k >= 0) would let `if k > 0` decide (it does not: only k > 0 does), 81 % of seeds
+# pass, seed 0 too. SIZE_UNKNOWN: forgets that a size (nonzero, mask, unique) is known to be
+# >= 0, 80 %. Only 8 cases of 576 are drawn, and each fact shows in a narrow corner of them.
+RULE_103 = '''
+def predict_graphs_and_symbols(source, check, use, scalar, dynout, mark):
+    backed = ["s"] if mark else []
+    if source == "shape":
+        return 1, backed
+    captured = scalar if source in ("item", "tolist") else dynout
+    if not captured:
+        return 2, backed
+    size = SIZE
+    known = {"scale": True, "slice": True,
+             "branch": check in BRANCH,
+             "validate": size or check in ("ge0", "gt0")}[use]
+    return (1 if known else 2), backed + ["u"]
+'''
+GE0_DECIDES = RULE_103.replace("SIZE", 'source in ("nonzero", "mask", "unique")').replace(
+    "BRANCH", '("ge0", "gt0")')
+SIZE_UNKNOWN = RULE_103.replace("SIZE", "False").replace("BRANCH", '("gt0",)')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source,seed", [(GE0_DECIDES, 5), (SIZE_UNKNOWN, 9)])
+def test_103_wrong_facts_are_caught_at_some_seeds(source: str, seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("10.3", {"cell": source}, seed)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-6: 10.3's 8 random cases rarely hold the case that shows a fact: "
+                          "`ge0` deciding `k > 0` passes 81 % of seeds, a size not known >= 0 80 %")
+@pytest.mark.parametrize("source,seed", [(GE0_DECIDES, 1), (GE0_DECIDES, K2_SEED),
+                                         (SIZE_UNKNOWN, 1), (SIZE_UNKNOWN, K1_SEED)])
+def test_103_wrong_fact_fails_grading(source: str, seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("10.3", {"cell": source}, seed)
+    assert not passed, f"10.3: a rule with a wrong fact passed grading at seed {seed}"
