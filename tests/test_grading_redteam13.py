@@ -259,3 +259,46 @@ def test_103_wrong_fact_fails_grading(source: str, seed: int) -> None:
 
     passed, why = fairness.grade_answer("10.3", {"cell": source}, seed)
     assert not passed, f"10.3: a rule with a wrong fact passed grading at seed {seed}"
+
+
+# 2.1: the solution's rule that forgets that a dynamic dimension still specialises size 1: passes
+# 38 % of seeds (key redteam13-key among them; seed 0 not).
+NO_ONE_SPECIALISATION = '''
+def predict_compiles(calls):
+    seen = None
+    entries = []
+    compiles = 0
+    for shape, dtype in calls:
+        def accepts(entry):
+            dt, dims = entry
+            return dt == dtype and all(d == s or d == "dyn" for d, s in zip(dims, shape))
+        if any(accepts(e) for e in entries):
+            continue
+        if seen is None:
+            seen = list(shape)
+        else:
+            seen = [None if old is None or old != s else old for old, s in zip(seen, shape)]
+        dims = tuple("dyn" if old is None else s for old, s in zip(seen, shape))
+        entries.append((dtype, dims))
+        compiles += 1
+    return compiles
+'''
+
+
+@pytest.mark.slow
+def test_21_no_one_specialisation_is_caught_at_some_seeds() -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("2.1", {"cell": NO_ONE_SPECIALISATION}, 1)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-7: 2.1's 8 random sequences often hold no size 1 after a dimension "
+                          "went dynamic: a rule without the 0/1 specialisation passes 38 % of seeds")
+@pytest.mark.parametrize("seed", [6, 12])
+def test_21_no_one_specialisation_fails_grading(seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("2.1", {"cell": NO_ONE_SPECIALISATION}, seed)
+    assert not passed, f"2.1: a rule without size-1 specialisation passed grading at seed {seed}"
