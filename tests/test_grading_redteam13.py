@@ -302,3 +302,33 @@ def test_21_no_one_specialisation_fails_grading(seed: int) -> None:
 
     passed, why = fairness.grade_answer("2.1", {"cell": NO_ONE_SPECIALISATION}, seed)
     assert not passed, f"2.1: a rule without size-1 specialisation passed grading at seed {seed}"
+
+
+# 15.1: the answer that never asks what a step decomposes into (each step is its own op: gelu,
+# softplus and silu never meet a planted erf/exp/log1p/tanh/neg bug), the whole point of the
+# task: passes 53 % of seeds; with only silu mapped to sigmoid (not exp and neg) 73 %.
+SELF_ONLY = '''
+def first_wrong(program, layer, op):
+    if op not in program:
+        return "none"
+    return "aot_eager_decomp_partition" if layer == "decomposition" else "inductor"
+'''
+
+
+@pytest.mark.slow
+def test_151_self_only_is_caught_at_some_seeds() -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("15.1", {"cell": SELF_ONLY}, 3)
+    assert not passed, why
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="R13-8: 15.1's 6 random bugs often never hit a step that decomposes: "
+                          "an answer that ignores decompositions passes 53 % of seeds")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_151_self_only_fails_grading(seed: int) -> None:
+    import fairness
+
+    passed, why = fairness.grade_answer("15.1", {"cell": SELF_ONLY}, seed)
+    assert not passed, f"15.1: an answer ignoring decompositions passed grading at seed {seed}"
