@@ -12,13 +12,14 @@ import nbformat
 sys.path.insert(0, "tests/redteam")
 sys.path.insert(0, "tests")
 from test_grading_redteam13 import (  # noqa: E402
-    ANY_NOGRAD, NO_GAVE_UP, NO_REBIND_42, PEAK_FROM_ZERO, PLAIN_MEAN, SIZE_UNKNOWN)
+    ANY_NOGRAD, NO_GAVE_UP, NO_ONE_SPECIALISATION, NO_REBIND_42, PEAK_FROM_ZERO, PLAIN_MEAN,
+    SELF_ONLY, SIZE_UNKNOWN)
 
 from labkit.grading import grade as G  # noqa: E402
 from labkit.grading import rubric as R  # noqa: E402
 
 ANSWERS = {"12.1": PEAK_FROM_ZERO, "12.2": PLAIN_MEAN, "11.3": ANY_NOGRAD, "4.2": NO_REBIND_42,
-           "13.1": NO_GAVE_UP, "10.3": SIZE_UNKNOWN}
+           "13.1": NO_GAVE_UP, "10.3": SIZE_UNKNOWN, "2.1": NO_ONE_SPECIALISATION, "15.1": SELF_ONLY}
 ROOT = Path.cwd()
 base = Path(tempfile.mkdtemp(prefix="rt13-e2e-"))
 rubric = dataclasses.replace(R.load().only(list(ANSWERS)), cell_timeout_s=200)
