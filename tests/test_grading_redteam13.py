@@ -1,6 +1,9 @@
 """Fifteenth red team (session 27, issue 29; `tests/redteam/REPORT13.md`): wrong answers that pass
 grading because the hidden inputs, drawn from the grading key, do not always tell them apart from
-a right one. Each attack is a strict xfail: it xfails while the wrong answer passes."""
+a right one. Each was a strict xfail while the wrong answer passed; now a test that it fails:
+12.1/12.2's hidden inputs start quiet and batch 3 or more (``harness_training._p12``), and the
+predict checks draw many more cases when grading than in the notebook (``nbcheck.count``: 2.1 32,
+4.2 64, 10.3 160, 11.3 64, 13.1 64, 15.1 12). One stays a strict xfail: 15.1 at seed 1."""
 
 from __future__ import annotations
 
@@ -31,10 +34,6 @@ def test_122_plain_mean_is_caught_when_the_batch_holds_three_or_more() -> None:
     assert any("values differ" in p for p in problems), problems
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-1: 12.2's hidden batch size is drawn from 2..classes; at 2, a plain "
-                          "mean equals the class-balanced mean, so the unbalanced loss scores 2/2 "
-                          "(about 1 key in 7: seeds 7, 38, 40, 45, 49 ... and key 'k1')")
 @pytest.mark.parametrize("seed", [7, K1_SEED])
 def test_122_plain_mean_fails_grading(seed: int) -> None:
     problems = _grade_judge("12.2", PLAIN_MEAN, seed)
@@ -57,9 +56,6 @@ class SteadyGain(SensorNet):
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-2: 12.1's hidden sequences always start with a burst, so a running "
-                          "peak that starts at 0 instead of SensorNet's 1.0 scores 3/3 at every key")
 @pytest.mark.parametrize("seed", [5, K1_SEED])
 def test_121_peak_from_zero_fails_grading(seed: int) -> None:
     problems = _grade_judge("12.1", PEAK_FROM_ZERO, seed)
@@ -127,10 +123,6 @@ def test_113_wrong_rules_are_caught_at_some_seeds(source: str, seed: int) -> Non
     assert not passed, why
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-3: 11.3's 8 random cases rarely tell a rule from a slightly wrong "
-                          "one: `any` for `all` passes 64 % of seeds (keys k1, k2, redteam13-key), "
-                          "ignoring rebinds 40 % (seed 0 too)")
 @pytest.mark.parametrize("source,seed", [(ANY_NOGRAD, 1), (ANY_NOGRAD, K1_SEED), (NO_REBIND, 1)])
 def test_113_wrong_rule_fails_grading(source: str, seed: int) -> None:
     passed, why = _graded_113(source, seed)
@@ -161,9 +153,6 @@ def test_42_no_rebind_is_caught_at_some_seeds() -> None:
     assert not passed, why
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-4: 4.2's 8 random programs often hold no mutation after a rebind: "
-                          "a rule without rebinds passes 22 % of seeds (key k2)")
 @pytest.mark.parametrize("seed", [1, K2_SEED])
 def test_42_no_rebind_fails_grading(seed: int) -> None:
     import fairness
@@ -206,9 +195,6 @@ def test_131_no_gave_up_is_caught_at_some_seeds() -> None:
     assert not passed, why
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-5: 13.1's 8 random sequences rarely hold a fail_on_recompile miss "
-                          "after the limit was reached: a rule without it passes 60 % of seeds")
 @pytest.mark.parametrize("seed", [2, K1_SEED])
 def test_131_no_gave_up_fails_grading(seed: int) -> None:
     import fairness
@@ -249,9 +235,6 @@ def test_103_wrong_facts_are_caught_at_some_seeds(source: str, seed: int) -> Non
     assert not passed, why
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-6: 10.3's 8 random cases rarely hold the case that shows a fact: "
-                          "`ge0` deciding `k > 0` passes 81 % of seeds, a size not known >= 0 80 %")
 @pytest.mark.parametrize("source,seed", [(GE0_DECIDES, 1), (GE0_DECIDES, K2_SEED),
                                          (SIZE_UNKNOWN, 1), (SIZE_UNKNOWN, K1_SEED)])
 def test_103_wrong_fact_fails_grading(source: str, seed: int) -> None:
@@ -293,9 +276,6 @@ def test_21_no_one_specialisation_is_caught_at_some_seeds() -> None:
     assert not passed, why
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-7: 2.1's 8 random sequences often hold no size 1 after a dimension "
-                          "went dynamic: a rule without the 0/1 specialisation passes 38 % of seeds")
 @pytest.mark.parametrize("seed", [6, 12])
 def test_21_no_one_specialisation_fails_grading(seed: int) -> None:
     import fairness
@@ -324,10 +304,11 @@ def test_151_self_only_is_caught_at_some_seeds() -> None:
 
 
 @pytest.mark.slow                   # Inductor compiles the ladder: 4-14 s a seed
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="R13-8: 15.1's 6 random bugs often never hit a step that decomposes: "
-                          "an answer that ignores decompositions passes 53 % of seeds")
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [2, pytest.param(1, marks=pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="R13-8, still open: 12 bugs at grading (6 before) often never hit a step that "
+           "decomposes; an answer that ignores decompositions passes at seed 1 (a stated limit: "
+           "each case is an Inductor compile, about 2 s, so more cases cost pass 1 time)"))])
 def test_151_self_only_fails_grading(seed: int) -> None:
     import fairness
 

@@ -172,9 +172,12 @@ def _p12(r: Any) -> dict[str, Any]:
     sizes = {"channels": r.randrange(1, 5), "width": r.randrange(4, 25), "classes": classes,
              "warmup_steps": r.randrange(3, 10)}
     steps = r.randrange(9, 13)
-    # a batch no larger than the classes (some are absent); a burst first, then a quiet batch
-    loud = [r.uniform(6.0, 12.0), r.uniform(0.3, 3.0)] + [r.uniform(0.3, 12.0) for _ in range(steps - 2)]
-    return {"sizes": sizes, "init": r.randrange(2**31), "batch": r.randrange(2, classes + 1),
+    # a batch of 3 or more but no larger than the classes (some are absent; with 2, the balanced
+    # mean is the plain mean: red team 13's R13-1); a quiet first batch (its peak below the running
+    # peak's start, 1.0, so a wrong start shows: R13-2), then a burst, then a quiet batch
+    loud = [r.uniform(0.05, 0.2), r.uniform(6.0, 12.0), r.uniform(0.3, 3.0)] + \
+        [r.uniform(0.3, 12.0) for _ in range(steps - 3)]
+    return {"sizes": sizes, "init": r.randrange(2**31), "batch": r.randrange(3, classes + 1),
             "length": r.randrange(8, 41), "x": [r.randrange(2**31) for _ in range(steps)],
             "loud": [round(v, 3) for v in loud]}
 

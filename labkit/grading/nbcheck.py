@@ -50,6 +50,14 @@ def rng(task: str) -> random.Random:
     return random.Random(f"{seed()}:{task}")
 
 
+def count(visible: int, grading: int) -> int:
+    """How many cases a check draws: ``visible`` in the notebook's own check (seed 0), ``grading``
+    when grading. A rule that is wrong only in a corner of the cases (a rebind, then a mutation;
+    the recompile limit reached, then ``fail_on_recompile``) must meet that corner: with 8 uniform
+    cases, red team 13's wrong rules passed 22-81 % of grading keys (tests/redteam/REPORT13.md)."""
+    return visible if seed() == 0 else grading
+
+
 # instructor-only (``tools/exsrc/`` never enters the release): per task, cases of kinds the
 # notebook's check cell does not hold, so a table of the visible kinds cannot pass grading
 HIDDEN = Path(__file__).resolve().parents[2] / "tools" / "exsrc" / "hidden"

@@ -78,7 +78,7 @@ def predict_compiles(calls: list[tuple[tuple[int, int], str]]) -> int:
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("2.1")
-sequences = [(random_calls(r),) for _ in range(8)]
+sequences = [(random_calls(r),) for _ in range(nc.count(8, 32))]
 
 def measure(calls):
     return nc.count_compiles(scale_rows, [(torch.ones(*shape, dtype=getattr(torch, dt)),)

@@ -218,7 +218,7 @@ from labkit import _torch
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("11.3")
-cases = [random_case(r) for _ in range(8)]
+cases = [random_case(r) for _ in range(nc.count(8, 64))]
 
 
 def measure(x_grad, statements):

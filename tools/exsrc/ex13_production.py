@@ -119,7 +119,7 @@ def predict_calls(limit: int, calls: list[tuple[str, int]]) -> list[str]:
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("13.1")
-cases = [random_calls(r) for _ in range(8)]
+cases = [random_calls(r) for _ in range(nc.count(8, 64))]
 nc.check_predictions("13.1", predict_calls, cases, run_calls, "sequences")
 # %% [markdown] id=t14-1-md
 # ## Task 14.1 — make `Gate` exportable with a dynamic batch (difficulty 2/3, about 30 min)
@@ -242,5 +242,5 @@ def first_wrong(program: list[str], layer: str, op: str) -> str:
 from labkit.grading import nbcheck as nc
 
 r = nc.rng("15.1")
-bugs = [random_bug(r) for _ in range(6)]
+bugs = [random_bug(r) for _ in range(nc.count(6, 12))]
 nc.check_predictions("15.1", first_wrong, bugs, ladder, "planted bugs")
