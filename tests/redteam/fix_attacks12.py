@@ -3,7 +3,16 @@ again under the launcher's bounds guard, through REPORT12 B1: every load and sto
 uses pointers of type [1, M, 1] whose data is (M, M, 1) and a mask whose data is (M, 1, 1) (made
 by the interpreter's ``.T``); the guard checks rows 1.. (inside x/out), the interpreter's C++
 accesses row 0 (the scan's addresses). The kernel itself computes no softmax."""
-from fix_attacks9 import HELPER_LINE, HELPER_LINE_B, PAYLOAD, RESTORE, W1, W2, W3, W4
+import fix_attacks9
+from fix_attacks9 import RESTORE, W1, W2, W3, W4
+
+# fix_attacks9's payload, but the launcher's frame is the first `launch` that holds `out` (the
+# guard's own GridExecutor wrapper is also called `launch`)
+_OLD, _NEW = "f.f_code.co_name != 'launch'", "(f.f_code.co_name != 'launch' or 'out' not in f.f_locals)"
+PAYLOAD = fix_attacks9.PAYLOAD.replace(_OLD, _NEW)
+HELPER_LINE = fix_attacks9.HELPER_LINE.replace(_OLD, _NEW)
+HELPER_LINE_B = fix_attacks9.HELPER_LINE_B.replace(_OLD, _NEW)
+assert PAYLOAD in HELPER_LINE and PAYLOAD != fix_attacks9.PAYLOAD
 
 BODY = '''
 @triton.jit
