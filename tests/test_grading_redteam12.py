@@ -85,3 +85,28 @@ def test_71_launcher_stops_a_load_outside_x_through_a_transposed_mask(tmp_path: 
         assert "outside the tensors" in str(e), e
         return
     assert out[0, 0].item() != 1234.5, "a 7.1 kernel read another tensor's value under the guard"
+
+
+def _graded(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
+    """run_fix12.py's verdict line for fix_attacks12's answer (or its control), seed 5: in a child
+    process (the forgery replaces harness_ops.launch and Seal.broken in the process it runs in)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    done = subprocess.run([sys.executable, "tests/redteam/run_fix12.py", *args, "5"], cwd=root,
+                          capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    lines = [line for line in done.stdout.splitlines() if line.startswith("7.1 seed 5 ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-2000:]
+    return lines[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="REPORT12 B1 end to end: REPORT9 S1's linecache forgery through the "
+                          "transposed-mask bypass of the launcher's guard (7.1, 3 points)")
+def test_71_transposed_mask_linecache_forgery_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "FAIL" in _graded(monkeypatch)
