@@ -320,8 +320,13 @@ def triton_bounded_memory() -> Iterator[None]:
             ranges.clear()
             alive.clear()
 
-    def check(ptrs: Any, mask: Any, itemsize: int) -> None:
-        at = np.asarray(ptrs, dtype=np.uint64)[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs))]
+    def check(ptrs: Any, mask: Any, itemsize: int, *same: Any) -> None:
+        # the interpreter pairs the i-th address with the i-th mask (and value) element, flat and
+        # unchecked: a mask of another shape (``.T`` of a 3-d value swaps two axes in its type and
+        # reverses all in its data) left addresses unchecked that it then accessed (red team 12, B1)
+        if any(np.shape(a) != np.shape(ptrs) for a in (mask, *same)):
+            raise OutOfBounds("a Triton load or store whose mask or values are not shaped as its pointers")
+        at = np.asarray(ptrs, dtype=np.uint64)[np.asarray(mask, dtype=bool)]
         ok = np.zeros(at.shape, dtype=bool)
         for lo, hi in ranges:
             ok |= (at >= lo) & (at <= np.uint64(hi - itemsize))       # no wrap past 2**64
@@ -330,11 +335,11 @@ def triton_bounded_memory() -> Iterator[None]:
 
     class Bounded:
         def load(self, ptrs: Any, mask: Any, other: Any, dtype: Any) -> Any:
-            check(ptrs, mask, np.dtype(dtype).itemsize)
+            check(ptrs, mask, np.dtype(dtype).itemsize, other)
             return real.load(ptrs, mask, other, dtype)
 
         def store(self, ptrs: Any, value: Any, mask: Any) -> Any:
-            check(ptrs, mask, np.asarray(value).dtype.itemsize)
+            check(ptrs, mask, np.asarray(value).dtype.itemsize, value)
             return real.store(ptrs, value, mask)
 
         def __getattr__(self, name: str) -> Any:    # atomics and the rest: kernels may not use them

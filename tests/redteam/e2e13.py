@@ -12,8 +12,15 @@ import nbformat
 sys.path.insert(0, "tests/redteam")
 sys.path.insert(0, "tests")
 from test_grading_redteam13 import (  # noqa: E402
-    ANY_NOGRAD, NO_GAVE_UP, NO_ONE_SPECIALISATION, NO_REBIND_42, PEAK_FROM_ZERO, PLAIN_MEAN,
-    SELF_ONLY, SIZE_UNKNOWN)
+    ANY_NOGRAD,
+    NO_GAVE_UP,
+    NO_ONE_SPECIALISATION,
+    NO_REBIND_42,
+    PEAK_FROM_ZERO,
+    PLAIN_MEAN,
+    SELF_ONLY,
+    SIZE_UNKNOWN,
+)
 
 from labkit.grading import grade as G  # noqa: E402
 from labkit.grading import rubric as R  # noqa: E402
