@@ -4,7 +4,7 @@ the instructor's launcher runs a 7.1 kernel under ``_torch.triton_bounded_memory
 store inside ``out`` and ``x``).
 Answer: tests/redteam/fix_attacks9.py; why it works: tests/redteam/REPORT9.md (S1).
 The forgery replaces harness_ops.launch and guards.Seal.broken in the process that grades it, so
-it is graded in a child process (tests/redteam/run_fix9.py), never in this one.
+it is graded in a child process (tests/redteam/run_fix71.py fix_attacks9), never in this one.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _graded(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
-    """run_fix9.py's verdict line for fix_attacks9's answer (or its control), seed 5."""
+    """run_fix71.py fix_attacks9's verdict line for fix_attacks9's answer (or its control), seed 5."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    done = subprocess.run([sys.executable, "tests/redteam/run_fix9.py", *args, "5"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "tests/redteam/run_fix71.py", "fix_attacks9", *args, "5"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
     lines = [line for line in done.stdout.splitlines() if line.startswith("7.1 seed 5 ")]
     assert lines, done.stdout[-2000:] + done.stderr[-2000:]

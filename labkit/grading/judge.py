@@ -270,19 +270,23 @@ def stubbed(source: str, cid: str) -> str:
     return "" if stubs_outside_functions(text) else text
 
 
+PASS1_WORKERS = 2          # notebooks measured at once in pass 1 (each a kernel: about 1-2 GB)
+
+
 def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch: Path,
             env: dict[str, str], timeout_s: int, only: list[str] | None = None
             ) -> dict[str, dict[str, Any]]:
     """Pass 1: task id -> trusted spec, from the notebooks with stubbed answers (trusted code only)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from labkit.grading.runner import execute
 
-    specs: dict[str, dict[str, Any]] = {}
-    for nb_path, master in masters.items():
+    def one(nb_path: str, master: NotebookNode) -> dict[str, dict[str, Any]]:
         editable = {c for t in rubric.for_notebook(nb_path) for c in t.editable}
         wanted = [t.id for t in rubric.for_notebook(nb_path)
                   if t.graded and (not only or t.id in only)]
         if not wanted:
-            continue
+            return {}
         nb = copy.deepcopy(master)
         nb.cells = [c for c in nb.cells if not is_demo(c)]
         for cell in nb.cells:
@@ -292,17 +296,26 @@ def measure(masters: dict[str, NotebookNode], rubric: Rubric, seed: int, scratch
                     cell.source = stubbed(cell.source, cell.get("id"))   # (other tasks' too)
         run_dir = Path(tempfile.mkdtemp(prefix="measure-", dir=scratch))
         out = run_dir / "specs.jsonl"
+        found: dict[str, dict[str, Any]] = {}
         try:
             execute(nb, run_dir, {**env, MEASURE_ENV: str(out), TASKS_ENV: ",".join(wanted)},
                     timeout_s, quiet=True)
             for text in out.read_text().splitlines() if out.exists() else []:
                 spec = json.loads(text)
-                specs[spec["task"]] = spec
+                found[spec["task"]] = spec
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
-        missing = [t for t in wanted if t not in specs]
+        missing = [t for t in wanted if t not in found]
         if missing:
             raise RuntimeError(f"{nb_path}: the checks of {missing} recorded no spec in pass 1")
+        return found
+
+    # two notebooks at a time (each in a kernel of its own, with its own folder): pass 1 is one
+    # grading run's fixed cost, and grading draws many more cases than a notebook's own check
+    specs: dict[str, dict[str, Any]] = {}
+    with ThreadPoolExecutor(max_workers=PASS1_WORKERS) as pool:
+        for found in pool.map(lambda item: one(*item), masters.items()):
+            specs |= found
     return specs
 
 
