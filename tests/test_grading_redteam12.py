@@ -84,20 +84,10 @@ def test_71_launcher_stops_a_load_outside_x_through_a_transposed_mask(tmp_path: 
 
 
 def _graded(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
-    """run_fix71.py fix_attacks12's verdict line for fix_attacks12's answer (or its control), seed 5: in a child
-    process (the forgery replaces harness_ops.launch and Seal.broken in the process it runs in)."""
-    import os
-    import subprocess
-    import sys
+    """fix_attacks12's verdict line (or its control's), graded as red team 9's forgery is."""
+    from test_grading_redteam9 import _graded as graded
 
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setenv("PYTHONPATH", str(root))
-    done = subprocess.run([sys.executable, "tests/redteam/run_fix71.py", "fix_attacks12", *args, "5"], cwd=root,
-                          capture_output=True, text=True, timeout=900, env=dict(os.environ))
-    lines = [line for line in done.stdout.splitlines() if line.startswith("7.1 seed 5 ")]
-    assert lines, done.stdout[-2000:] + done.stderr[-2000:]
-    return lines[-1]
+    return graded(monkeypatch, *args, forger="fix_attacks12")
 
 
 @pytest.mark.slow

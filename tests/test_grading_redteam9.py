@@ -19,12 +19,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _graded(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
-    """run_fix71.py fix_attacks9's verdict line for fix_attacks9's answer (or its control), seed 5."""
+def _graded(monkeypatch: pytest.MonkeyPatch, *args: str, forger: str = "fix_attacks9") -> str:
+    """run_fix71.py's verdict line for ``forger``'s 7.1 answer (or its control), seed 5, graded in a
+    child process (a forgery replaces harness_ops.launch and Seal.broken where it runs)."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    done = subprocess.run([sys.executable, "tests/redteam/run_fix71.py", "fix_attacks9", *args, "5"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    done = subprocess.run([sys.executable, "tests/redteam/run_fix71.py", forger, *args, "5"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, env=dict(os.environ))
     lines = [line for line in done.stdout.splitlines() if line.startswith("7.1 seed 5 ")]
     assert lines, done.stdout[-2000:] + done.stderr[-2000:]
     return lines[-1]
